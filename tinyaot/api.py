@@ -1,0 +1,351 @@
+"""tinyaot's Python API: what the CLI calls, and what tests and scripts call directly.
+
+    compiled = compile_model("kws.onnx", "cal.npz")          # import, passes, calibrate, quantize
+    report = deploy("kws.onnx", "stm32", "cal.npz", "out/")   # + plan, emit C, build, verify under QEMU
+    figures = evaluate("kws.onnx", "cal.npz", "data.npz")     # accuracy: float vs tinyaot int8 vs onnxruntime int8
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tinyaot import __version__
+from tinyaot.boards import Board, load_board
+from tinyaot.compress.calibrate import collect_ranges, load_samples
+from tinyaot.compress.quantize import quantize_graph, quantize_values
+from tinyaot.errors import TinyaotError
+from tinyaot.frontend import import_onnx
+from tinyaot.ir import Graph
+from tinyaot.passes import run_passes
+from tinyaot.plan import Plan, lower_bound, plan
+from tinyaot.plan.liveness import graph_buffers
+
+Echo = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class Compiled:
+    """A quantized int8 graph with its memory plan, ready to be emitted."""
+
+    graph: Graph
+    samples: dict[str, np.ndarray]  # the float calibration samples, name -> [N, *shape]
+    plan: Plan
+    lower_bound: int
+    peak_step: int | None
+    peak_tensors: tuple[str, ...]
+
+    @property
+    def input(self) -> str:
+        return self.graph.inputs[0]
+
+    @property
+    def output(self) -> str:
+        return self.graph.outputs[0]
+
+    def quantize_input(self, x: np.ndarray) -> np.ndarray:
+        t = self.graph.tensors[self.input]
+        return quantize_values(np.asarray(x, np.float32).reshape(t.shape), t.quant)
+
+    def dequantize_output(self, q: np.ndarray) -> np.ndarray:
+        t = self.graph.tensors[self.output]
+        return (np.asarray(q, np.float64).reshape(t.shape) - t.quant.zp) * t.quant.s
+
+
+def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
+                  disable_passes=(), print_ir_after=(), echo: Echo = _quiet) -> Compiled:
+    """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory."""
+    graph = import_onnx(Path(model), input_shapes)
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise TinyaotError(f"models with {len(graph.inputs)} inputs and {len(graph.outputs)} outputs are not "
+                           "supported yet; tinyaot compiles single-input, single-output models")
+    if calibration is None:
+        raise TinyaotError("no calibration data: int8 quantization needs sample inputs. Give --calibration "
+                           "FILE.npz (one array per input name, or an 'x' array; first axis = sample)")
+    samples = load_samples(Path(calibration), graph.meta["inputs"])
+    names = [n for n, t in graph.tensors.items() if not t.is_const]
+    ranges = collect_ranges(graph.meta["onnx_model"], samples, names)
+    graph = run_passes(graph, set(disable_passes), set(print_ir_after), echo)
+    graph = quantize_graph(graph, ranges)
+    buffers = graph_buffers(graph)
+    p = plan(buffers)
+    lb = lower_bound(buffers)
+    return Compiled(graph, samples, p, lb.bytes, lb.step, lb.names)
+
+
+# ---- deploy ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class DeployResult:
+    out_dir: Path
+    report: dict
+    summary: list[str] = field(default_factory=list)
+
+
+def _layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -> list[dict]:
+    from tinyaot.ops.registry import get_op
+
+    g = compiled.graph
+    rows, k = [], 0
+    for layer in emitted.layers:
+        node = g.nodes[layer.index]
+        spec = get_op(node.op)
+        insns = None
+        if layer.code:
+            if per_layer_insns is not None:
+                insns = int(per_layer_insns[k])
+            k += 1
+        rows.append({"name": node.name, "op": node.op, "kernel": layer.kernel or "alias",
+                     "output_shape": list(g.tensors[node.outputs[0]].shape), "macs": spec.macs(node, g),
+                     "weights_bytes": spec.weights_bytes(node, g), "params_bytes": spec.params_bytes(node, g),
+                     "instructions": insns})
+    return rows
+
+
+def _write_build_files(out: Path, prefix: str, board: Board, emitted_files: list[Path]) -> None:
+    from tinyaot.build.firmware import compile_flags
+    from tinyaot.codegen.emit import environment
+
+    env = environment()
+    c_files = sorted(p.name for p in emitted_files if p.suffix == ".c")
+    ctx = dict(prefix=prefix, board=board, cflags=" ".join(compile_flags(board)), c_files=c_files)
+    (out / "Makefile").write_text(env.get_template("build/Makefile.j2").render(**ctx))
+    (out / "CMakeLists.txt").write_text(env.get_template("build/CMakeLists.txt.j2").render(**ctx))
+
+
+@contextlib.contextmanager
+def _staging(out_dir: Path):
+    """A sibling temp folder that replaces `out_dir` only if everything inside the block succeeds, so a failed
+    deploy never leaves a half-written output folder (and never destroys a previous good one)."""
+    out_dir = Path(out_dir)
+    parent = out_dir.resolve().parent
+    if out_dir.exists() and not out_dir.is_dir():
+        raise TinyaotError(f"--out {out_dir} exists and is not a directory")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise TinyaotError(f"cannot write to {parent}: {exc.strerror}") from None
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if out_dir.exists():
+        old = parent / f".{out_dir.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
+        out_dir.rename(old)
+    tmp.rename(out_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def deploy(model: str | Path, board: str, calibration: str | Path | None, out_dir: str | Path, *,
+           verify: bool = True, verify_samples: int = 8, input_shapes=None, disable_passes=(), print_ir_after=(),
+           qemu_timeout_s: float = 120.0, echo: Echo = _quiet) -> DeployResult:
+    """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
+    build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs."""
+    from tinyaot.build.firmware import build_firmware, elf_size, render_hal, render_harness
+    from tinyaot.codegen.emit import emit_model
+    from tinyaot.oracle.reference import run_reference
+
+    b = load_board(board)
+    model = Path(model)
+    compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
+                             print_ir_after=print_ir_after, echo=echo)
+    g = compiled.graph
+    _check_fits(compiled, b)
+    with _staging(Path(out_dir)) as tmp:
+        emitted = emit_model(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound,
+                             f"{b.name} ({b.core})", tmp)
+        render_hal(b, tmp / "hal")
+        _write_build_files(tmp, emitted.prefix, b, emitted.files)
+        name = emitted.prefix[len("tinyaot_"):]
+        verify_section = {"ran": False, "qemu_machine": b.qemu_machine, "exit_code": None, "outputs_match": None,
+                          "max_abs_diff_vs_reference": None, "max_abs_diff_vs_onnxruntime": None,
+                          "output_diff_vs_onnxruntime": None, "top1_agreement_vs_onnxruntime": None,
+                          "instructions": None, "arena_high_water_bytes": None, "stack_high_water_bytes": None}
+        per_layer = None
+        sizes = None
+        firmware_dir = tmp / "firmware"
+        sources = [p for p in emitted.files if p.suffix == ".c"]
+        if verify:
+            harness = render_harness(name, firmware_dir)
+            elf = build_firmware([harness, *sources], [tmp], b, firmware_dir, name="firmware",
+                                 defines=["TINYAOT_TRACE"], werror=True)
+            sizes = elf_size(elf)
+            verify_section, per_layer = _verify(compiled, b, elf, firmware_dir, verify_samples, qemu_timeout_s,
+                                                len([l for l in emitted.layers if l.code]))
+            if not verify_section["outputs_match"]:
+                raise TinyaotError(f"verification failed: the C under QEMU differs from the numpy reference by up "
+                                   f"to {verify_section['max_abs_diff_vs_reference']} LSB (a tinyaot bug; the "
+                                   f"staged output was discarded)")
+            bad = [c for c in verify_section.pop("_layers") if c.max_abs_diff > c.tolerance]
+            if bad:
+                worst = max(bad, key=lambda c: c.max_abs_diff)
+                raise TinyaotError(f"verification failed: layer {worst.node!r} ({worst.op}) differs from "
+                                   f"onnxruntime by {worst.max_abs_diff} LSB (allowed {worst.tolerance})")
+        else:
+            # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
+            harness = render_harness(name, firmware_dir)
+            with contextlib.suppress(TinyaotError):
+                sizes = elf_size(build_firmware([harness, *sources], [tmp], b, firmware_dir, name="firmware"))
+        report = _report(compiled, b, model, emitted, per_layer, sizes, verify_section)
+        (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        (tmp / "report.md").write_text(_report_md(report))
+        for junk in firmware_dir.glob("*"):
+            if junk.suffix not in (".elf", ".c", ".ld", ".map", ".h"):
+                junk.unlink()
+    summary = _summary(report, Path(out_dir))
+    return DeployResult(Path(out_dir), report, summary)
+
+
+def _check_fits(compiled: Compiled, b: Board) -> None:
+    """Catch an arena that cannot fit before any C is built, with the exact overshoot."""
+    need = compiled.plan.arena_bytes + b.stack_bytes
+    if need > b.ram_bytes:
+        raise TinyaotError(f"model too big for board '{b.name}': arena {compiled.plan.arena_bytes} B + stack "
+                           f"{b.stack_bytes} B exceed its {b.ram_bytes} B of RAM by {need - b.ram_bytes} bytes")
+    weights = sum(t.nbytes for t in compiled.graph.tensors.values() if t.is_const)
+    if weights > b.flash_bytes:
+        raise TinyaotError(f"model too big for board '{b.name}': {weights} B of weights exceed its "
+                           f"{b.flash_bytes} B of flash by {weights - b.flash_bytes} bytes")
+
+
+def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, timeout: float, code_layers: int):
+    from tinyaot.build.qemu import read_stats, run_qemu, split_segments
+    from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
+    from tinyaot.oracle.reference import run_reference
+
+    g = compiled.graph
+    xs = compiled.samples[compiled.input]
+    n = min(n, len(xs))
+    q_inputs = [compiled.quantize_input(xs[k]) for k in range(n)]
+    (workdir / "input.bin").write_bytes(b"".join(q.tobytes() for q in q_inputs))
+    result = run_qemu(elf, b, workdir, timeout_s=timeout)
+    if result.exit_code != 0:
+        raise TinyaotError(f"firmware exited with code {result.exit_code} under QEMU {b.qemu_machine}: "
+                           f"{(result.stderr or result.stdout).strip()[:200]}")
+    out_size = g.tensors[compiled.output].size
+    raw = np.frombuffer((workdir / "output.bin").read_bytes(), np.int8)
+    if raw.size != n * out_size:
+        raise TinyaotError(f"firmware wrote {raw.size} output bytes, expected {n * out_size}")
+    stats = read_stats(workdir)
+    refs = [run_reference(g, {compiled.input: q}) for q in q_inputs]
+    ref_out = np.stack([r[compiled.output].reshape(-1) for r in refs])
+    qemu_out = raw.reshape(n, out_size)
+    diff_ref = int(np.abs(ref_out.astype(np.int32) - qemu_out.astype(np.int32)).max())
+    layers = check_layers(g, refs)
+    chain = [run_chain(g, q)[compiled.output].reshape(-1) for q in q_inputs]
+    e2e = int(np.abs(np.stack(chain).astype(np.int32) - ref_out.astype(np.int32)).max())
+    agree = float(np.mean([int(np.argmax(c) == np.argmax(r)) for c, r in zip(chain, ref_out)]))
+    per_sample = split_segments(result.segments, n) if result.segments else None
+    per_layer = None
+    insns = None
+    if per_sample:
+        first = per_sample[0]
+        insns = int(sum(first))
+        # Segments inside invoke: entry and copy-in, one per layer with code, then copy-out and return.
+        if len(first) == code_layers + 2:
+            per_layer = list(first[1:-1])
+    return {"ran": True, "qemu_machine": b.qemu_machine, "exit_code": result.exit_code,
+            "outputs_match": diff_ref == 0, "samples": n, "max_abs_diff_vs_reference": diff_ref,
+            "max_abs_diff_vs_onnxruntime": max((c.max_abs_diff for c in layers), default=0),
+            "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree,
+            "instructions": insns, "arena_high_water_bytes": stats.get("arena_high_water_bytes"),
+            "stack_high_water_bytes": stats.get("stack_high_water_bytes"),
+            "layers_vs_onnxruntime": [{"name": c.node, "op": c.op, "max_abs_diff": c.max_abs_diff,
+                                       "tolerance": c.tolerance, "differing": c.differing,
+                                       "elements": c.elements} for c in layers],
+            "_layers": layers}, per_layer
+
+
+def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section) -> dict:
+    from tinyaot.ops.registry import get_op
+
+    g = compiled.graph
+    rows = _layer_rows(compiled, emitted, per_layer)
+    weights = sum(r["weights_bytes"] for r in rows)
+    params = sum(r["params_bytes"] for r in rows)
+    nweights = sum(g.tensors[n.inputs[1]].size for n in g.nodes
+                   if get_op(n.op).weights_bytes(n, g) and len(n.inputs) > 1)
+    zeros = sum(int((g.tensors[n.inputs[1]].data == 0).sum()) for n in g.nodes
+                if get_op(n.op).weights_bytes(n, g) and len(n.inputs) > 1)
+    return {
+        "tinyaot_version": __version__,
+        "model": {"path": str(model), "sha256": g.meta["sha256"], "inputs": g.meta["inputs"],
+                  "outputs": g.meta["outputs"]},
+        "board": {"name": b.name, "cpu": b.core, "qemu_machine": b.qemu_machine, "flash_bytes": b.flash_bytes,
+                  "sram_bytes": b.ram_bytes},
+        "quantization": {
+            "input": {"scale": g.tensors[compiled.input].quant.s, "zero_point": g.tensors[compiled.input].quant.zp},
+            "output": {"scale": g.tensors[compiled.output].quant.s,
+                       "zero_point": g.tensors[compiled.output].quant.zp},
+            "calibration_samples": int(len(compiled.samples[compiled.input]))},
+        "memory": {"arena_bytes": compiled.plan.arena_bytes, "arena_lower_bound_bytes": compiled.lower_bound,
+                   "peak_step": compiled.peak_step, "peak_tensors": list(compiled.peak_tensors),
+                   "planner": compiled.plan.strategy, "weights_bytes": weights, "params_bytes": params,
+                   "flash_bytes": sizes["flash_bytes"] if sizes else None,
+                   "static_ram_bytes": sizes["static_ram_bytes"] if sizes else None,
+                   "stack_bytes": b.stack_bytes},
+        "macs": int(sum(r["macs"] for r in rows)),
+        "compression": {"sparsity": float(zeros / nweights) if nweights else 0.0, "clusters": None,
+                        "weight_bits": 8.0},
+        "layers": rows,
+        "verify": {k: v for k, v in verify_section.items() if not k.startswith("_")},
+    }
+
+
+def _report_md(r: dict) -> str:
+    m, v = r["memory"], r["verify"]
+    lines = [f"# tinyaot report: {Path(r['model']['path']).name} on {r['board']['name']}", "",
+             f"- board: {r['board']['name']} ({r['board']['cpu']}, QEMU `{r['board']['qemu_machine']}`), "
+             f"{r['board']['flash_bytes']} B flash, {r['board']['sram_bytes']} B SRAM",
+             f"- arena: {m['arena_bytes']} B (liveness lower bound {m['arena_lower_bound_bytes']} B, peak at step "
+             f"{m['peak_step']})",
+             f"- weights: {m['weights_bytes']} B, biases and requantization parameters: {m['params_bytes']} B",
+             f"- firmware flash: {m['flash_bytes']} B, static RAM: {m['static_ram_bytes']} B (arm-none-eabi-size)",
+             f"- MACs: {r['macs']}", ""]
+    if v["ran"]:
+        lines += ["## Verification under QEMU", "",
+                  f"- exit code {v['exit_code']}, {v.get('samples')} samples, outputs == numpy reference: "
+                  f"{v['outputs_match']} (max diff {v['max_abs_diff_vs_reference']})",
+                  f"- worst layer vs onnxruntime (same int8 input): {v['max_abs_diff_vs_onnxruntime']} LSB",
+                  f"- end to end vs onnxruntime: max diff {v['output_diff_vs_onnxruntime']} LSB, top-1 agreement "
+                  f"{v['top1_agreement_vs_onnxruntime']:.2f}",
+                  f"- instructions per inference: {v['instructions']}",
+                  f"- arena high-water: {v['arena_high_water_bytes']} B, stack high-water: "
+                  f"{v['stack_high_water_bytes']} B", ""]
+    else:
+        lines += ["Verification under QEMU was skipped (--no-verify).", ""]
+    lines += ["## Layers", "", "| # | layer | op | kernel | output | MACs | weights B | instructions |",
+              "|---|---|---|---|---|---|---|---|"]
+    for k, l in enumerate(r["layers"]):
+        name = l["name"].replace("|", "\\|")
+        lines.append(f"| {k} | `{name}` | {l['op']} | {l['kernel']} | {l['output_shape']} | {l['macs']} | "
+                     f"{l['weights_bytes']} | {l['instructions'] if l['instructions'] is not None else '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _summary(r: dict, out: Path) -> list[str]:
+    m, v = r["memory"], r["verify"]
+    s = [f"{Path(r['model']['path']).name} -> {out} for {r['board']['name']} ({r['board']['cpu']})",
+         f"arena {m['arena_bytes']} B (lower bound {m['arena_lower_bound_bytes']} B), weights {m['weights_bytes']} B, "
+         f"flash {m['flash_bytes']} B, {r['macs']} MACs"]
+    if v["ran"]:
+        s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples, "
+                 f"worst layer vs onnxruntime {v['max_abs_diff_vs_onnxruntime']} LSB, "
+                 f"{v['instructions']} instructions/inference, stack {v['stack_high_water_bytes']} B")
+    else:
+        s.append("not verified (--no-verify)")
+    return s

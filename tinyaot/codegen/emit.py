@@ -1,0 +1,109 @@
+"""Render a finished (graph, plan, board) into C sources. Decides nothing: every number comes from the graph's
+quantized tensors and node parameters, or from the plan."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from tinyaot import __version__
+from tinyaot.ir import Graph
+from tinyaot.paths import TEMPLATES
+from tinyaot.plan.liveness import scratch_name
+
+from .cfmt import c_comment, c_ident
+
+KERNEL_HEADERS = ["tinyaot_nn.h", "tinyaot_nn_types.h", "tinyaot_nn_support.h"]
+
+
+@dataclass
+class EmittedLayer:
+    index: int
+    node: str
+    op: str
+    kernel: str
+    code: str
+    consts: list[str]
+    op_comment: str
+
+
+@dataclass
+class Emitted:
+    prefix: str
+    files: list[Path] = field(default_factory=list)  # model.c, model.h and the kernels, in out_dir
+    layers: list[EmittedLayer] = field(default_factory=list)  # nodes that execute code (aliases excluded)
+    kernels: list[str] = field(default_factory=list)
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True, autoescape=False)
+
+
+def model_prefix(graph: Graph) -> str:
+    return "tinyaot_" + c_ident(graph.name).lower()
+
+
+def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int, board_comment: str,
+               out_dir: Path) -> Emitted:
+    from tinyaot.ops.registry import get_op
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prefix = model_prefix(graph)
+    result = Emitted(prefix)
+    used_names: set[str] = set()
+    kernel_files: list[str] = []
+
+    def ptr(tensor: str) -> str:
+        return f"(arena + {offsets[tensor]})"
+
+    for k, node in enumerate(graph.nodes):
+        spec = get_op(node.op)
+        cname = c_ident(f"l{k}_{node.name}", 40)
+        while cname in used_names:
+            cname += "_"
+        used_names.add(cname)
+        comment = c_comment(f"step {k}: {node.op} '{node.name}' -> {list(graph.tensors[node.outputs[0]].shape)}")
+        if spec.is_alias(node, graph):
+            result.layers.append(EmittedLayer(k, node.name, node.op, "", "", [], comment + " (alias, no code)"))
+            continue
+        call = spec.render(node, graph, cname)
+        code = call.code
+        data_inputs = [i for i in node.inputs if i and not graph.tensors[i].is_const]
+        for j, i in enumerate(data_inputs):
+            code = code.replace("{in%d}" % j, ptr(i))
+        for j, o in enumerate(node.outputs):
+            code = code.replace("{out%d}" % j, ptr(o))
+        sname = scratch_name(node.name)
+        code = code.replace("{scratch}", ptr(sname) if sname in offsets else "NULL")
+        code = code.replace("{scratch_size}", str(spec.scratch_bytes(node, graph)))
+        assert "{in" not in code and "{out" not in code, f"unfilled placeholder in {node.op} code"
+        kernel_files += [f for f in call.files if f not in kernel_files]
+        result.layers.append(EmittedLayer(k, node.name, node.op, call.kernel, code, call.consts, comment))
+
+    (inp,), (outp,) = graph.inputs, graph.outputs
+    ti, to = graph.tensors[inp], graph.tensors[outp]
+    env = environment()
+    ctx = dict(
+        prefix=prefix, PREFIX=prefix.upper(), version=__version__, model_comment=c_comment(graph.name),
+        board_comment=c_comment(board_comment), sha256=graph.meta.get("sha256", ""),
+        arena_bytes=arena_bytes, lower_bound=lower_bound, layers=result.layers,
+        input_comment=c_comment(repr(inp)), input_shape_comment=c_comment(f"shape {list(ti.shape)}"),
+        input_size=ti.size, input_scale=repr(float(ti.quant.s)), input_zp=ti.quant.zp,
+        output_comment=c_comment(repr(outp)), output_shape_comment=c_comment(f"shape {list(to.shape)}"),
+        output_size=to.size, output_scale=repr(float(to.quant.s)), output_zp=to.quant.zp,
+        input_offset=offsets[inp], output_offset=offsets[outp],
+    )
+    for template, name in (("model/model.h.j2", "model.h"), ("model/model.c.j2", "model.c")):
+        path = out_dir / name
+        path.write_text(env.get_template(template).render(**ctx))
+        result.files.append(path)
+    for name in KERNEL_HEADERS + kernel_files:
+        dst = out_dir / name
+        shutil.copyfile(TEMPLATES / "kernels" / name, dst)
+        result.files.append(dst)
+    result.kernels = [f[:-2] for f in kernel_files]
+    return result

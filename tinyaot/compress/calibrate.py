@@ -1,0 +1,96 @@
+"""Calibration: run the float model in onnxruntime over sample inputs and collect each tensor's range.
+
+The ranges are keyed by ONNX tensor name. The passes keep names (a fused Conv+Relu writes the Relu's output
+tensor), so the range of every IR tensor is the range of the ONNX tensor of the same name.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from tinyaot.errors import TinyaotError
+
+
+def load_samples(path: Path, inputs: list[dict]) -> dict[str, np.ndarray]:
+    """Reads an .npz of samples: keys are input names, the first axis is the sample. A single-input model may
+    also use a file whose only array, or whose `x` array, is that input. Returns name -> float32 [N, *shape]
+    where shape is the model input shape (a leading batch of 1 may be left out of the file's samples)."""
+    path = Path(path)
+    if not path.exists():
+        raise TinyaotError(f"calibration file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise TinyaotError(f"{path} is not a readable .npz file ({type(exc).__name__})") from None
+    names = [i["name"] for i in inputs]
+    if all(n in arrays for n in names):
+        chosen = {n: arrays[n] for n in names}
+    elif len(names) == 1 and ("x" in arrays or len(arrays) == 1):
+        chosen = {names[0]: arrays["x"] if "x" in arrays else next(iter(arrays.values()))}
+    else:
+        raise TinyaotError(f"{path} has arrays {sorted(arrays)}; expected one per model input "
+                           f"({', '.join(names)}), or for a single-input model one array or an 'x' array")
+    out: dict[str, np.ndarray] = {}
+    count = None
+    for inp in inputs:
+        a = np.asarray(chosen[inp["name"]])
+        shape = tuple(inp["shape"])
+        if a.ndim >= 1 and tuple(a.shape[1:]) == shape:
+            pass
+        elif shape and shape[0] == 1 and tuple(a.shape[1:]) == shape[1:]:
+            a = a.reshape((a.shape[0],) + shape)
+        else:
+            raise TinyaotError(f"{path}: samples for input {inp['name']!r} have shape {list(a.shape)}; expected "
+                               f"[N, {', '.join(map(str, shape))}] (first axis = sample)")
+        if a.shape[0] == 0:
+            raise TinyaotError(f"{path}: no samples for input {inp['name']!r}")
+        if not np.issubdtype(a.dtype, np.number):
+            raise TinyaotError(f"{path}: input {inp['name']!r} is not numeric ({a.dtype})")
+        if not np.all(np.isfinite(a)):
+            raise TinyaotError(f"{path}: input {inp['name']!r} holds NaN or infinite values")
+        if count is not None and a.shape[0] != count:
+            raise TinyaotError(f"{path}: inputs have different sample counts")
+        count = a.shape[0]
+        out[inp["name"]] = a.astype(np.float32)
+    return out
+
+
+def float_session(model: onnx.ModelProto, extra_outputs: list[str] = ()) -> ort.InferenceSession:
+    """An onnxruntime session of the float model with no graph optimisation, so intermediate names survive;
+    `extra_outputs` become graph outputs so their values can be read."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    for name in extra_outputs:
+        if name not in have:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+            have.add(name)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
+                   tensor_names: list[str]) -> dict[str, tuple[float, float]]:
+    """Min/max of each named float tensor over all samples (plain min/max: it keeps every calibration value
+    representable, which is what a small int8 model with ReLUs needs; outliers are rare in these models)."""
+    sess = float_session(model, tensor_names)
+    outs = [o.name for o in sess.get_outputs()]
+    lo = {n: np.inf for n in outs}
+    hi = {n: -np.inf for n in outs}
+    count = len(next(iter(samples.values())))
+    for k in range(count):
+        feed = {name: arr[k] for name, arr in samples.items()}
+        for name, value in zip(outs, sess.run(outs, feed)):
+            v = np.asarray(value)
+            if v.dtype.kind == "f" and v.size:
+                lo[name] = min(lo[name], float(v.min()))
+                hi[name] = max(hi[name], float(v.max()))
+    for name, arr in samples.items():
+        lo[name], hi[name] = float(arr.min()), float(arr.max())
+    return {n: (lo[n], hi[n]) for n in lo if np.isfinite(lo[n])}

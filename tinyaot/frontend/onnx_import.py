@@ -1,0 +1,176 @@
+"""ONNX -> IR. Every shape must be static: a dynamic dimension is an error naming the `--input-shape` fix."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper, shape_inference
+
+from tinyaot.errors import TinyaotError
+from tinyaot.ir import Graph, Node, Tensor
+
+_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32",
+           onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool",
+           onnx.TensorProto.DOUBLE: "float64"}
+
+
+def parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """`["input_1:1,49,10,1"]` -> {"input_1": (1, 49, 10, 1)}. The name may itself contain ':'."""
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in specs or []:
+        name, sep, dims = spec.rpartition(":")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or min(shape) < 1:
+            raise TinyaotError(f"--input-shape {spec!r} is not NAME:D1,D2,... with positive integers")
+        out[name] = shape
+    return out
+
+
+def load_onnx(path: Path) -> onnx.ModelProto:
+    path = Path(path)
+    if not path.exists():
+        raise TinyaotError(f"model file not found: {path}")
+    if path.is_dir():
+        raise TinyaotError(f"model path is a directory, not an ONNX file: {path}")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # onnx raises DecodeError, google.protobuf errors, ValueError...
+        raise TinyaotError(f"{path} is not a valid ONNX model ({type(exc).__name__})") from None
+    if not model.graph.node:
+        raise TinyaotError(f"{path} is not a valid ONNX model (its graph has no nodes)")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TinyaotError(f"{path} is not a valid ONNX model: {first}") from None
+    return model
+
+
+def _static_model(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> onnx.ModelProto:
+    """Pins the graph inputs' shapes (user overrides first) and runs ONNX shape inference."""
+    init_names = {i.name for i in model.graph.initializer}
+    real_inputs = [i for i in model.graph.input if i.name not in init_names]
+    unknown = set(input_shapes) - {i.name for i in real_inputs}
+    if unknown:
+        raise TinyaotError(f"--input-shape names unknown input(s) {sorted(unknown)}; model inputs are "
+                           f"{[i.name for i in real_inputs]}")
+    for inp in real_inputs:
+        dims = inp.type.tensor_type.shape.dim
+        if inp.name in input_shapes:
+            shape = input_shapes[inp.name]
+            if len(shape) != len(dims):
+                raise TinyaotError(f"--input-shape {inp.name}: model input has rank {len(dims)}, got {len(shape)}")
+            for d, v in zip(dims, shape):
+                d.ClearField("dim_param")
+                d.dim_value = v
+            continue
+        dyn = [i for i, d in enumerate(dims) if not d.HasField("dim_value") or d.dim_value <= 0]
+        if dyn:
+            example = ",".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "N"
+                               for d in dims)
+            raise TinyaotError(f"input {inp.name!r} has dynamic dimension(s) at axis {dyn}; give a static shape "
+                               f"with --input-shape {inp.name}:{example} (N replaced by a number)")
+    try:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise TinyaotError(f"ONNX shape inference failed: {first}") from None
+
+
+def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
+    from tinyaot.ops.registry import is_registered
+
+    path = Path(path)
+    model = load_onnx(path)
+    unsupported = [(n.op_type, n.name or f"#{k}") for k, n in enumerate(model.graph.node)
+                   if n.domain not in ("", "ai.onnx") or not is_registered(n.op_type)]
+    if unsupported:
+        by_op: dict[str, list[str]] = {}
+        for op, name in unsupported:
+            by_op.setdefault(op, []).append(name)
+        listed = "; ".join(f"{op} (node{'s' if len(names) > 1 else ''} "
+                           f"{', '.join(repr(n) for n in names[:3])}{', ...' if len(names) > 3 else ''})"
+                           for op, names in by_op.items())
+        raise TinyaotError(f"unsupported operator(s): {listed}. Supported: {', '.join(_onnx_ops())}")
+    model = _static_model(model, input_shapes or {})
+    g = model.graph
+
+    tensors: dict[str, Tensor] = {}
+    for init in g.initializer:
+        arr = numpy_helper.to_array(init)
+        tensors[init.name] = Tensor(init.name, tuple(arr.shape), _dtype_name(arr.dtype), arr)
+
+    def add_value_info(vi) -> None:
+        if vi.name in tensors:
+            return
+        tt = vi.type.tensor_type
+        dims = []
+        for d in tt.shape.dim:
+            if not d.HasField("dim_value") or d.dim_value <= 0:
+                raise TinyaotError(f"tensor {vi.name!r} has a dynamic shape after shape inference; "
+                                   f"give static input shapes with --input-shape NAME:D1,D2,...")
+            dims.append(d.dim_value)
+        tensors[vi.name] = Tensor(vi.name, tuple(dims), _DTYPES.get(tt.elem_type, "float32"))
+
+    init_names = {i.name for i in g.initializer}
+    inputs = [i.name for i in g.input if i.name not in init_names]
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.name not in init_names:
+            add_value_info(vi)
+    for name in inputs:
+        if tensors[name].dtype != "float32":
+            raise TinyaotError(f"input {name!r} is {tensors[name].dtype}; tinyaot takes float32 model inputs")
+
+    nodes: list[Node] = []
+    for k, n in enumerate(g.node):
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        attrs = {key: (v.decode() if isinstance(v, bytes) else v) for key, v in attrs.items()}
+        name = n.name or f"{n.op_type}_{k}"
+        if n.op_type == "Constant":
+            value = _constant_value(n, attrs)
+            tensors[n.output[0]] = Tensor(n.output[0], tuple(value.shape), _dtype_name(value.dtype), value)
+            continue
+        for o in n.output:
+            if o and o not in tensors:
+                raise TinyaotError(f"shape inference gave no shape for {o!r} (node {name!r})")
+        nodes.append(Node(n.op_type, name, list(n.input), [o for o in n.output], attrs))
+
+    graph = Graph(name=_model_name(path), tensors=tensors, nodes=nodes, inputs=inputs,
+                  outputs=[o.name for o in g.output])
+    graph.meta.update(
+        path=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        inputs=[{"name": i, "shape": list(tensors[i].shape), "dtype": "float32"} for i in inputs],
+        outputs=[{"name": o, "shape": list(tensors[o].shape), "dtype": "float32"} for o in graph.outputs],
+        onnx_model=model,
+    )
+    return graph
+
+
+def _onnx_ops() -> list[str]:
+    from tinyaot.ops.registry import get_op, registered_ops
+
+    return [op for op in registered_ops() if not getattr(get_op(op), "internal", False)]
+
+
+def _model_name(path: Path) -> str:
+    return path.stem
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    return {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "int8": "int8",
+            "uint8": "uint8", "bool": "bool"}.get(np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+def _constant_value(node, attrs) -> np.ndarray:
+    if "value" in attrs:
+        return numpy_helper.to_array(attrs["value"])
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
+                       ("value_ints", np.int64)):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype)
+    raise TinyaotError(f"Constant node {node.name!r} has an unsupported value attribute {sorted(attrs)}")

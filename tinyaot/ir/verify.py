@@ -1,0 +1,52 @@
+"""Invariants of the IR, checked between every two passes so a broken pass is caught where it broke."""
+from __future__ import annotations
+
+from .graph import Graph
+
+
+class IRError(AssertionError):
+    """An IR invariant is broken: a bug in tinyaot, never the user's input."""
+
+
+def verify(graph: Graph, after: str = "") -> Graph:
+    from tinyaot.ops.registry import get_op, is_registered
+
+    where = f" (after pass '{after}')" if after else ""
+
+    def fail(msg: str) -> None:
+        raise IRError(f"IR check failed{where}: {msg}")
+
+    defined = {n for n, t in graph.tensors.items() if t.is_const} | set(graph.inputs)
+    for name in graph.inputs:
+        if name not in graph.tensors:
+            fail(f"graph input {name!r} has no tensor")
+    produced: set[str] = set()
+    for node in graph.nodes:
+        if not is_registered(node.op):
+            fail(f"node {node.name!r} has unregistered op {node.op}")
+        for i in node.inputs:
+            if i and i not in defined:
+                fail(f"node {node.name!r} reads {i!r} before it is produced")
+        for o in node.outputs:
+            if o in produced or (o in graph.tensors and graph.tensors[o].is_const):
+                fail(f"tensor {o!r} is produced twice")
+            if o not in graph.tensors:
+                fail(f"node {node.name!r} output {o!r} has no tensor")
+            produced.add(o)
+            defined.add(o)
+        spec = get_op(node.op)
+        shapes = spec.infer_shapes(node, graph)
+        if shapes is not None:
+            for o, s in zip(node.outputs, shapes):
+                if tuple(graph.tensors[o].shape) != tuple(s):
+                    fail(f"node {node.name!r} ({node.op}) output {o!r} has shape "
+                         f"{graph.tensors[o].shape}, shape inference says {tuple(s)}")
+    for name in graph.outputs:
+        if name not in defined:
+            fail(f"graph output {name!r} is never produced")
+    if graph.quantized:
+        for name in graph.activations():
+            t = graph.tensors[name]
+            if t.dtype != "int8" or t.quant is None or t.quant.axis is not None:
+                fail(f"activation {name!r} is not per-tensor int8 after quantization")
+    return graph

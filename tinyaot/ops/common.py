@@ -1,0 +1,65 @@
+"""Shared pieces of op files: quantized-weight replacement, conv/pool geometry, oracle wrapping in NHWC."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from tinyaot.compress.quantize import activation_clamp, output_qparams
+from tinyaot.ir import Graph, Node, QuantParams, Tensor
+from tinyaot.oracle.onnxruntime_layers import dequantized_const
+
+
+def set_const(graph: Graph, base: str, data: np.ndarray, dtype: str, quant: QuantParams | None = None) -> str:
+    name = graph.fresh_name(base)
+    graph.tensors[name] = Tensor(name, tuple(data.shape), dtype, data, quant)
+    return name
+
+
+def out_params(node: Node, graph: Graph, ranges) -> tuple[QuantParams, int, int]:
+    """Calibrated output parameters of the node and the int8 clamp of its fused activation."""
+    out = graph.tensors[node.outputs[0]]
+    out.quant = output_qparams(graph, out.name, ranges)
+    lo, hi = activation_clamp(out.quant, node.attrs.get("activation"))
+    return out.quant, lo, hi
+
+
+def spatial_out(in_hw, kernel_hw, stride_hw, pads, dilation_hw=(1, 1), ceil_mode=False) -> tuple[int, int]:
+    """Output H, W with pads [top, left, bottom, right] (ONNX begin/end order)."""
+    out = []
+    for a in range(2):
+        span = in_hw[a] + pads[a] + pads[a + 2] - dilation_hw[a] * (kernel_hw[a] - 1) - 1
+        o = (-(-span // stride_hw[a]) if ceil_mode else span // stride_hw[a]) + 1
+        out.append(int(o))
+    return out[0], out[1]
+
+
+def nhwc_oracle(graph: Graph, node: Node, core) -> tuple[list, list, str]:
+    """Wrap float NCHW ONNX nodes built by `core(x_nchw_names) -> (nodes, inits, out)` with NHWC<->NCHW
+    transposes, so the layer can be fed the IR's physical (NHWC) tensors."""
+    nodes, ins = [], []
+    for i in [x for x in node.inputs if x and not graph.tensors[x].is_const]:
+        if len(graph.tensors[i].shape) == 4:
+            nodes.append(helper.make_node("Transpose", [i], [i + "_nchw"], perm=[0, 3, 1, 2]))
+            ins.append(i + "_nchw")
+        else:
+            ins.append(i)
+    core_nodes, inits, out = core(ins)
+    nodes += core_nodes
+    if len(graph.tensors[node.outputs[0]].shape) == 4:
+        nodes.append(helper.make_node("Transpose", [out], [out + "_nhwc"], perm=[0, 2, 3, 1]))
+        out = out + "_nhwc"
+    return nodes, inits, out
+
+
+def activation_nodes(node: Node, x: str) -> tuple[list, list, str]:
+    """Float Relu/Clip for a fused activation, so the oracle clamps where tinyaot does."""
+    act = node.attrs.get("activation")
+    if act is None:
+        return [], [], x
+    lo, hi = act
+    inits = [numpy_helper.from_array(np.asarray(lo if np.isfinite(lo) else -3.4e38, np.float32), x + "_lo"),
+             numpy_helper.from_array(np.asarray(hi if np.isfinite(hi) else 3.4e38, np.float32), x + "_hi")]
+    return [helper.make_node("Clip", [x, x + "_lo", x + "_hi"], [x + "_act"])], inits, x + "_act"
+
+
+__all__ = ["set_const", "out_params", "spatial_out", "nhwc_oracle", "activation_nodes", "dequantized_const"]

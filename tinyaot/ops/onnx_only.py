@@ -1,0 +1,7 @@
+"""ONNX operators that tinyaot accepts but that never reach code generation: passes remove or rewrite them
+(Identity/Dropout are dropped, BatchNormalization folds into its producer, MatMul/Gemm become FullyConnected,
+Flatten/Squeeze/Unsqueeze become Reshape aliases). They are registered so the import check knows them."""
+from .registry import OpSpec, register
+
+for _op in ("Identity", "Dropout", "BatchNormalization", "MatMul", "Gemm", "Flatten", "Squeeze", "Unsqueeze"):
+    register(_op)(type(_op, (OpSpec,), {"__doc__": f"ONNX {_op}: removed or rewritten by the passes."}))

@@ -1,0 +1,119 @@
+"""The outside oracle, layer by layer: each layer runs in onnxruntime as its QDQ equivalent
+(DequantizeLinear -> float op -> QuantizeLinear) on the very int8 input tinyaot's layer received.
+
+onnxruntime rescales with float scales and rounds half to even; TFLite's fixed point rounds twice, half away
+from zero; so ties may differ by one LSB. A layer that differs by more is a bug, except in an op whose integer
+algorithm approximates and whose file states `oracle_tolerance`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from tinyaot.ir import Graph, QuantParams
+
+
+@dataclass
+class LayerCheck:
+    node: str
+    op: str
+    max_abs_diff: int
+    tolerance: int
+    elements: int
+    differing: int
+
+
+def qparam_inits(prefix: str, qp: QuantParams) -> tuple[list, str, str]:
+    scale = numpy_helper.from_array(np.asarray(qp.scale, np.float32), prefix + "_scale")
+    zp = numpy_helper.from_array(np.asarray(qp.zero_point, np.int8), prefix + "_zp")
+    return [scale, zp], scale.name, zp.name
+
+
+def dequantized_const(name: str, q: np.ndarray, qp: QuantParams) -> tuple[list, list, str]:
+    """A constant stored as integers and dequantized in the graph, exactly as a QDQ model stores weights."""
+    qt = numpy_helper.from_array(q, name + "_q")
+    scale = numpy_helper.from_array(np.asarray(qp.scale, np.float32), name + "_scale")
+    zero = numpy_helper.from_array(np.asarray(qp.zero_point, q.dtype), name + "_zp")
+    attrs = {"axis": qp.axis} if qp.axis is not None else {}
+    node = helper.make_node("DequantizeLinear", [qt.name, scale.name, zero.name], [name + "_f"], **attrs)
+    return [node], [qt, scale, zero], name + "_f"
+
+
+def layer_model(graph: Graph, node) -> onnx.ModelProto | None:
+    from tinyaot.ops.registry import get_op
+
+    layer = get_op(node.op).oracle(node, graph)
+    if layer is None:
+        return None
+    nodes, inits, inputs = [], list(layer.initializers), []
+    for i in dict.fromkeys(x for x in node.inputs if x and not graph.tensors[x].is_const):
+        t = graph.tensors[i]
+        inputs.append(helper.make_tensor_value_info("q_" + i, onnx.TensorProto.INT8, list(t.shape)))
+        qi, s, z = qparam_inits("in_" + i, t.quant)
+        inits += qi
+        nodes.append(helper.make_node("DequantizeLinear", ["q_" + i, s, z], [i]))
+    nodes += layer.nodes
+    out = graph.tensors[node.outputs[0]]
+    qo, s, z = qparam_inits("out", out.quant)
+    inits += qo
+    nodes.append(helper.make_node("QuantizeLinear", [layer.output, s, z], ["q_out"]))
+    outputs = [helper.make_tensor_value_info("q_out", onnx.TensorProto.INT8, list(out.shape))]
+    g = helper.make_graph(nodes, "layer", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    # Lets int8 DQ->Conv->Q fuse into QLinearConv on x86, the path a deployed QDQ model takes.
+    opts.add_session_config_entry("session.qdqisint8allowed", "1")
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def check_layers(graph: Graph, values_per_sample: list[dict[str, np.ndarray]]) -> list[LayerCheck]:
+    """Compare every layer's int8 output with onnxruntime's on the same int8 inputs, over all samples."""
+    from tinyaot.ops.registry import get_op
+
+    checks = []
+    for node in graph.nodes:
+        model = layer_model(graph, node)
+        if model is None:
+            continue
+        sess = _session(model)
+        names = [i.name for i in sess.get_inputs()]
+        worst, differing, elements = 0, 0, 0
+        for values in values_per_sample:
+            feed = {n: values[n[2:]] for n in names}
+            got = sess.run(None, feed)[0].astype(np.int32)
+            ours = values[node.outputs[0]].astype(np.int32)
+            d = np.abs(got - ours)
+            worst = max(worst, int(d.max()) if d.size else 0)
+            differing += int((d != 0).sum())
+            elements += d.size
+        tol = int(getattr(get_op(node.op), "oracle_tolerance", 1))
+        checks.append(LayerCheck(node.name, node.op, worst, tol, elements, differing))
+    return checks
+
+
+def run_chain(graph: Graph, x: np.ndarray, _cache: dict | None = None) -> dict[str, np.ndarray]:
+    """The whole network in onnxruntime as a QDQ model would run it unfused: each layer's QDQ equivalent fed
+    onnxruntime's own int8 output of the layer before (aliases reshape). For end-to-end figures only."""
+    from tinyaot.ops.registry import get_op
+
+    cache = _cache if _cache is not None else graph.meta.setdefault("_ort_sessions", {})
+    values = {graph.inputs[0]: np.asarray(x).reshape(graph.tensors[graph.inputs[0]].shape)}
+    for node in graph.nodes:
+        spec = get_op(node.op)
+        if spec.is_alias(node, graph):
+            values[node.outputs[0]] = values[node.inputs[0]].reshape(graph.tensors[node.outputs[0]].shape)
+            continue
+        if node.name not in cache:
+            cache[node.name] = _session(layer_model(graph, node))
+        sess = cache[node.name]
+        feed = {i.name: values[i.name[2:]] for i in sess.get_inputs()}
+        values[node.outputs[0]] = sess.run(None, feed)[0]
+    return values

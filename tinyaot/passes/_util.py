@@ -1,0 +1,33 @@
+"""Small graph-editing helpers shared by passes."""
+from tinyaot.ir import Graph
+
+
+def replace_uses(graph: Graph, old: str, new: str) -> None:
+    """Every reader of `old` reads `new` instead. When `old` is a graph output, the producer of `new` is renamed
+    to write `old`, so the model's output names stay what the user knows."""
+    if old in graph.outputs and new not in graph.inputs:
+        rename_tensor(graph, new, old)
+        return
+    for n in graph.nodes:
+        n.inputs = [new if i == old else i for i in n.inputs]
+    graph.outputs = [new if o == old else o for o in graph.outputs]
+
+
+def rename_tensor(graph: Graph, old: str, new: str) -> None:
+    """Rename tensor `old` to `new` everywhere (the tensor `new`, if any, is replaced)."""
+    t = graph.tensors.pop(old)
+    t.name = new
+    graph.tensors[new] = t
+    for n in graph.nodes:
+        n.inputs = [new if i == old else i for i in n.inputs]
+        n.outputs = [new if o == old else o for o in n.outputs]
+    graph.inputs = [new if i == old else i for i in graph.inputs]
+    graph.outputs = [new if o == old else o for o in graph.outputs]
+
+
+def single_consumer(graph: Graph, tensor: str):
+    """The only node reading `tensor`, or None if it has several readers or is a graph output."""
+    if tensor in graph.outputs:
+        return None
+    cons = graph.consumers(tensor)
+    return cons[0] if len(cons) == 1 and cons[0].inputs.count(tensor) == 1 else None

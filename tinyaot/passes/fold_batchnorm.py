@@ -1,0 +1,35 @@
+"""Fold BatchNormalization into the Conv or FullyConnected that feeds it (inference mode).
+
+y = gamma * (conv(x) + b - mean) / sqrt(var + eps) + beta is a per-output-channel scale and shift, so it
+becomes part of the weights and bias. Assumes the producer's output is read by the BatchNormalization only.
+"""
+import numpy as np
+
+from tinyaot.ir import Graph
+
+from ._util import replace_uses, single_consumer
+
+
+def fold_batchnorm(graph: Graph) -> Graph:
+    for bn in [n for n in graph.nodes if n.op == "BatchNormalization"]:
+        prod = graph.producer(bn.inputs[0])
+        if prod is None or prod.op not in ("Conv", "FullyConnected") or single_consumer(graph, bn.inputs[0]) is not bn:
+            continue
+        if not all(graph.tensors[i].is_const for i in bn.inputs[1:5]):
+            continue
+        gamma, beta, mean, var = (graph.tensors[i].data.astype(np.float64) for i in bn.inputs[1:5])
+        eps = float(bn.attrs.get("epsilon", 1e-5))
+        k = gamma / np.sqrt(var + eps)
+        w = graph.tensors[prod.inputs[1]].data.astype(np.float64)
+        out_ch = w.shape[0]
+        b = (graph.tensors[prod.inputs[2]].data.astype(np.float64) if len(prod.inputs) > 2 and prod.inputs[2]
+             else np.zeros(out_ch))
+        w = w * k.reshape((out_ch,) + (1,) * (w.ndim - 1))
+        b = (b - mean) * k + beta
+        name = prod.name
+        prod.inputs[1:] = [graph.add_const(f"{name}_weight_bn", w.astype(np.float32)),
+                           graph.add_const(f"{name}_bias_bn", b.astype(np.float32))]
+        graph.nodes.remove(bn)
+        replace_uses(graph, bn.outputs[0], prod.outputs[0])
+    graph.remove_unused_tensors()
+    return graph

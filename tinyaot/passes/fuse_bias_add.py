@@ -1,0 +1,31 @@
+"""Conv followed by Add of a per-channel constant (CNTK/mnist style bias) folds the constant into the Conv bias.
+Assumes the Conv output is read by that Add only and the constant is [C,1,1], [1,C,1,1] or broadcastable to it."""
+import numpy as np
+
+from tinyaot.ir import Graph
+
+from ._util import replace_uses, single_consumer
+
+
+def fuse_bias_add(graph: Graph) -> Graph:
+    for add in [n for n in graph.nodes if n.op == "Add"]:
+        for k in (0, 1):
+            src, other = add.inputs[k], add.inputs[1 - k]
+            prod = graph.producer(src)
+            cons = single_consumer(graph, src)
+            c = graph.tensors[other].data if graph.tensors[other].is_const else None
+            if prod is None or prod.op != "Conv" or cons is not add or c is None:
+                continue
+            out_ch = graph.tensors[src].shape[1]
+            if c.size not in (1, out_ch) or (c.size == out_ch and c.ndim >= 3 and c.shape[-3] != out_ch) or (
+                    c.size == out_ch > 1 and c.ndim < 3):
+                continue
+            bias = np.broadcast_to(c.reshape(-1), (out_ch,)).astype(np.float32)
+            if len(prod.inputs) > 2 and prod.inputs[2]:
+                bias = bias + graph.tensors[prod.inputs[2]].data.astype(np.float32)
+            prod.inputs[2:] = [graph.add_const(f"{prod.name}_bias", bias)]
+            graph.nodes.remove(add)
+            replace_uses(graph, add.outputs[0], src)
+            break
+    graph.remove_unused_tensors()
+    return graph

@@ -1,0 +1,272 @@
+"""Choose the physical layout once, at compile time: images become NHWC (CMSIS's layout), weights are transposed
+to OHWI (depthwise: 1HWC) here, and data-movement ops (Reshape, Flatten, Transpose, Squeeze, Unsqueeze) become
+free aliases whenever the bytes they produce are the bytes they read.
+
+Each tensor gets a permutation `perm` with physical = logical.transpose(perm). Graph inputs and outputs keep
+ONNX's layout (the user feeds and reads ONNX-ordered data); a conversion is inserted where a layout must change,
+and it is an alias when no byte moves (a single channel, or 1x1 spatial). A flatten whose byte order differs
+from ONNX's NCHW order feeding a fully connected layer is absorbed by permuting that layer's weight columns.
+
+After this pass every shape in the graph is physical and `graph.layout == "NHWC"`.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from tinyaot.errors import TinyaotError
+from tinyaot.ir import Graph, Node, Tensor
+
+NHWC = (0, 2, 3, 1)
+SPATIAL = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool")
+MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
+ELEMENTWISE = ("Add", "Relu", "Clip")
+
+
+def _ident(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank))
+
+
+def _phys_shape(shape, perm) -> tuple[int, ...]:
+    return tuple(shape[p] for p in perm)
+
+
+class _Layout:
+    def __init__(self, graph: Graph):
+        self.g = graph
+        self.perm: dict[str, tuple[int, ...]] = {}
+        self.logical: dict[str, tuple[int, ...]] = {}
+        self.colperm: dict[str, np.ndarray] = {}  # 2-D aliases whose columns a consumer FC must re-order
+        self.converted: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.new_nodes: list[Node] = []
+        for name in graph.inputs:
+            self.perm[name] = _ident(len(graph.tensors[name].shape))
+            self.logical[name] = graph.tensors[name].shape
+
+    # A tensor in physical layout `perm`: converting it from its current layout, by alias or copy.
+    def ensure(self, name: str, perm: tuple[int, ...], node: Node) -> str:
+        if self.perm[name] == perm:
+            if name in self.colperm:
+                raise TinyaotError(f"node {node.name!r} ({node.op}) reads a flattened tensor in NHWC byte order; "
+                                   "only fully connected layers can absorb that")
+            return name
+        key = (name, perm)
+        if key in self.converted:
+            return self.converted[key]
+        logical = self.logical[name]
+        new = self.g.add_tensor(f"{name}_{'nhwc' if perm == NHWC else 'onnx'}", _phys_shape(logical, perm))
+        self.perm[new], self.logical[new] = perm, logical
+        src = self._source_map(name, lambda a: a, logical, perm)
+        self._emit_move(node.name + "_layout", name, new, src)
+        self.converted[key] = new
+        return new
+
+    def _source_map(self, name, logical_op, out_logical, out_perm) -> np.ndarray:
+        """For each physical output position, the physical input position it copies (flat indices)."""
+        shape = self.g.tensors[name].shape
+        idx = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
+        in_log = idx.transpose(np.argsort(self.perm[name]))
+        out_log = np.asarray(logical_op(in_log)).reshape(out_logical)
+        return out_log.transpose(out_perm).ravel()
+
+    def _emit_move(self, base: str, src_name: str, dst_name: str, src: np.ndarray) -> None:
+        if np.array_equal(src, np.arange(src.size)):
+            self.new_nodes.append(Node("Reshape", base, [src_name], [dst_name], {}))
+            return
+        in_shape = self.g.tensors[src_name].shape
+        out_shape = self.g.tensors[dst_name].shape
+        for p in itertools.permutations(range(len(in_shape))):
+            idx = np.arange(src.size).reshape(in_shape).transpose(p)
+            if not np.array_equal(idx.ravel(), src):
+                continue
+            mid = _phys_shape(in_shape, p)
+            if tuple(mid) == tuple(out_shape):
+                self.new_nodes.append(Node("Transpose", base, [src_name], [dst_name], {"perm": list(p)}))
+                return
+            t = self.g.add_tensor(dst_name + "_t", mid)
+            self.new_nodes.append(Node("Transpose", base, [src_name], [t], {"perm": list(p)}))
+            self.new_nodes.append(Node("Reshape", base + "_reshape", [t], [dst_name], {}))
+            return
+        raise TinyaotError(f"node {base!r}: data movement that is neither an alias nor a transpose is not supported")
+
+    def run(self) -> Graph:
+        g = self.g
+        consumers = {}
+        for n in g.nodes:
+            for i in n.inputs:
+                consumers.setdefault(i, []).append(n)
+        for node in g.nodes:
+            getattr(self, "_" + node.op, self._default)(node, consumers)
+        # Graph outputs go back to ONNX's layout.
+        for k, name in enumerate(g.outputs):
+            if self.perm[name] != _ident(len(self.logical[name])) or name in self.colperm:
+                if name in self.colperm:
+                    raise TinyaotError(f"graph output {name!r} would need a run-time re-ordering")
+                inner = name + "_nhwc"
+                t = g.tensors.pop(name)
+                g.tensors[inner] = Tensor(inner, t.shape)
+                for n in self.new_nodes:
+                    n.outputs = [inner if o == name else o for o in n.outputs]
+                    n.inputs = [inner if i == name else i for i in n.inputs]
+                self.perm[inner], self.logical[inner] = self.perm[name], self.logical[name]
+                g.tensors[name] = Tensor(name, self.logical[name])
+                src = self._source_map(inner, lambda a: a, self.logical[name], _ident(len(self.logical[name])))
+                self._emit_move(name + "_layout", inner, name, src)
+        g.nodes = self.new_nodes
+        g.layout = "NHWC"
+        g.remove_unused_tensors()
+        return g
+
+    # --- per-op rules ------------------------------------------------------------------------------
+    def _set_out(self, name: str, logical, perm) -> None:
+        self.logical[name], self.perm[name] = tuple(logical), tuple(perm)
+        self.g.tensors[name].shape = _phys_shape(logical, perm)
+
+    def _spatial(self, node: Node) -> None:
+        x = node.inputs[0]
+        if len(self.logical[x]) != 4:
+            raise TinyaotError(f"node {node.name!r} ({node.op}): only 2-D images (4-D NCHW tensors) are supported")
+        node.inputs[0] = self.ensure(x, NHWC, node)
+        out = node.outputs[0]
+        self._set_out(out, self.g.tensors[out].shape, NHWC)
+        if node.op in ("Conv", "MaxPool", "AveragePool"):
+            _explicit_pads(node, self.logical[x], self.logical[out])
+        self.new_nodes.append(node)
+
+    def _Conv(self, node: Node, consumers) -> None:
+        c_in = self.logical[node.inputs[0]][1]
+        group = int(node.attrs.get("group", 1))
+        w = self.g.tensors[node.inputs[1]].data
+        if w.ndim != 4:
+            raise TinyaotError(f"Conv node {node.name!r}: only 2-D convolution is supported")
+        node.attrs.setdefault("kernel_shape", list(w.shape[2:]))
+        if group == c_in and group > 1:
+            node.attrs["depthwise"] = True
+            wt = w.transpose(1, 2, 3, 0)  # [C*m,1,kh,kw] -> [1,kh,kw,C*m]
+        else:
+            node.attrs["depthwise"] = False
+            wt = w.transpose(0, 2, 3, 1)  # OIHW -> OHWI
+        node.inputs[1] = self.g.add_const(node.inputs[1] + "_ohwi", np.ascontiguousarray(wt))
+        self._spatial(node)
+
+    _MaxPool = _AveragePool = _GlobalAveragePool = lambda self, node, consumers: self._spatial(node)
+
+    def _FullyConnected(self, node: Node, consumers) -> None:
+        x = node.inputs[0]
+        if x in self.colperm:
+            w = self.g.tensors[node.inputs[1]].data
+            src = self.colperm[x]
+            w2 = np.empty_like(w)
+            w2[:, src] = w
+            node.inputs[1] = self.g.add_const(node.inputs[1] + "_nhwc", w2)
+        elif self.perm[x] != _ident(len(self.logical[x])):
+            node.inputs[0] = self.ensure(x, _ident(len(self.logical[x])), node)
+        out = node.outputs[0]
+        self._set_out(out, self.g.tensors[out].shape, _ident(2))
+        self.new_nodes.append(node)
+
+    def _elementwise(self, node: Node, consumers) -> None:
+        data = [i for i in node.inputs[:2] if i and not self.g.tensors[i].is_const]
+        perm = self.perm[data[0]]
+        if node.op == "Add":
+            for k, i in enumerate(node.inputs):
+                t = self.g.tensors[i]
+                if t.is_const:
+                    rank = len(perm)
+                    c = t.data.reshape((1,) * (rank - t.data.ndim) + t.data.shape)
+                    node.inputs[k] = self.g.add_const(i + "_phys", np.ascontiguousarray(c.transpose(perm)))
+                else:
+                    node.inputs[k] = self.ensure(i, perm, node)
+        else:
+            node.inputs[0] = self.ensure(data[0], perm, node)
+        out = node.outputs[0]
+        self._set_out(out, self.g.tensors[out].shape, perm)
+        self.new_nodes.append(node)
+
+    _Add = _Relu = _Clip = _elementwise
+
+    def _Softmax(self, node: Node, consumers) -> None:
+        x = node.inputs[0]
+        logical = self.logical[x]
+        axis = int(node.attrs.get("axis", -1)) % len(logical)
+        perm = self.perm[x]
+        phys_axis = perm.index(axis)
+        if any(_phys_shape(logical, perm)[a] != 1 for a in range(phys_axis + 1, len(logical))):
+            x = self.ensure(x, _ident(len(logical)), node)
+            perm = _ident(len(logical))
+            phys_axis = axis
+        node.inputs[0] = x
+        node.attrs["axis"] = phys_axis
+        self._set_out(node.outputs[0], self.g.tensors[node.outputs[0]].shape, perm)
+        self.new_nodes.append(node)
+
+    def _move(self, node: Node, consumers) -> None:
+        x = node.inputs[0]
+        out = node.outputs[0]
+        out_logical = tuple(self.g.tensors[out].shape)
+        if node.op == "Transpose":
+            perm_attr = node.attrs.get("perm") or list(reversed(range(len(self.logical[x]))))
+            op = lambda a: a.transpose(perm_attr)  # noqa: E731
+        else:
+            op = lambda a: a.reshape(out_logical)  # noqa: E731
+        readers = consumers.get(out, [])
+        candidates = [_ident(len(out_logical))]
+        if len(out_logical) == 4:
+            if any(r.op in SPATIAL for r in readers):
+                candidates.insert(0, NHWC)
+            else:
+                candidates.append(NHWC)
+        src = None
+        for cand in candidates:
+            src = self._source_map(x, op, out_logical, cand)
+            if np.array_equal(src, np.arange(src.size)):
+                self._set_out(out, out_logical, cand)
+                self.new_nodes.append(Node("Reshape", node.name, [x], [out], {}))
+                return
+        src = self._source_map(x, op, out_logical, candidates[0])
+        if (len(out_logical) == 2 and readers and out not in self.g.outputs
+                and all(r.op == "FullyConnected" and r.inputs[0] == out for r in readers)):
+            # Keep the bytes where they are; the fully connected layers read them through permuted weights.
+            self._set_out(out, out_logical, _ident(2))
+            self.colperm[out] = src
+            self.new_nodes.append(Node("Reshape", node.name, [x], [out], {}))
+            return
+        self._set_out(out, out_logical, candidates[0])
+        self._emit_move(node.name, x, out, src)
+
+    _Reshape = _Flatten = _Transpose = _Squeeze = _Unsqueeze = _move
+
+    def _default(self, node: Node, consumers) -> None:
+        for k, i in enumerate(node.inputs):
+            if i and not self.g.tensors[i].is_const:
+                node.inputs[k] = self.ensure(i, _ident(len(self.logical[i])), node)
+        for o in node.outputs:
+            self._set_out(o, self.g.tensors[o].shape, _ident(len(self.g.tensors[o].shape)))
+        self.new_nodes.append(node)
+
+
+def _explicit_pads(node: Node, in_logical, out_logical) -> None:
+    """Resolve auto_pad into explicit [top, left, bottom, right] pads (ONNX order: begins then ends)."""
+    auto = node.attrs.pop("auto_pad", "NOTSET")
+    k = node.attrs["kernel_shape"]
+    strides = node.attrs.get("strides", [1, 1])
+    dil = node.attrs.get("dilations", [1, 1])
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads_b, pads_e = [], []
+        for a in range(2):
+            i, o = in_logical[2 + a], out_logical[2 + a]
+            total = max(0, (o - 1) * strides[a] + (k[a] - 1) * dil[a] + 1 - i)
+            small, big = total // 2, total - total // 2
+            pads_b.append(small if auto == "SAME_UPPER" else big)
+            pads_e.append(big if auto == "SAME_UPPER" else small)
+        node.attrs["pads"] = pads_b + pads_e
+    elif auto == "VALID":
+        node.attrs["pads"] = [0, 0, 0, 0]
+    node.attrs.setdefault("pads", [0, 0, 0, 0])
+
+
+def to_nhwc(graph: Graph) -> Graph:
+    if graph.layout == "NHWC":
+        return graph
+    return _Layout(graph).run()
