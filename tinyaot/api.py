@@ -270,6 +270,13 @@ def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, time
             "_layers": layers}, per_layer
 
 
+def weights_bytes(g: Graph) -> int:
+    """Bytes of the weight tensors as stored in flash (biases and requantization parameters excluded)."""
+    from tinyaot.ops.registry import get_op
+
+    return int(sum(get_op(n.op).weights_bytes(n, g) for n in g.nodes))
+
+
 def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section) -> dict:
     from tinyaot.ops.registry import get_op
 
@@ -349,3 +356,75 @@ def _summary(r: dict, out: Path) -> list[str]:
     else:
         s.append("not verified (--no-verify)")
     return s
+
+
+# ---- evaluate --------------------------------------------------------------------------------------------------
+
+def load_labelled(path: str | Path, inputs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """DATA.npz with `x` (samples, first axis = sample) and integer labels `y`."""
+    path = Path(path)
+    if not path.exists():
+        raise TinyaotError(f"data file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = set(z.files)
+            y = z["y"] if "y" in files else None
+    except Exception as exc:
+        raise TinyaotError(f"{path} is not a readable .npz file ({type(exc).__name__})") from None
+    if y is None or "x" not in files:
+        raise TinyaotError(f"{path} needs arrays 'x' (inputs) and 'y' (integer labels); it has {sorted(files)}")
+    x = load_samples(path, inputs)[inputs[0]["name"]]
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != len(x) or not np.issubdtype(y.dtype, np.integer):
+        raise TinyaotError(f"{path}: 'y' must be {len(x)} integer labels, got {y.dtype}{list(y.shape)}")
+    return x, y
+
+
+def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path, *, input_shapes=None,
+             limit: int | None = None, compare_onnxruntime: bool = True, echo: Echo = _quiet) -> dict:
+    """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled), and of
+    onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples."""
+    from tinyaot.build.hostjit import HostModel
+    from tinyaot.compress.ort_baseline import (float_predictions, ort_int8_predictions, ort_quantize_static,
+                                               top1)
+    from tinyaot.oracle.reference import run_reference
+
+    compiled = compile_model(model, calibration, input_shapes=input_shapes, echo=echo)
+    g = compiled.graph
+    x, y = load_labelled(data, g.meta["inputs"])
+    if limit is not None:
+        x, y = x[:limit], y[:limit]
+    host = HostModel(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound)
+    q_out = []
+    for k in range(len(x)):
+        q_out.append(host(compiled.quantize_input(x[k])))
+    # The host C must equal the numpy reference bit for bit; check it on a few samples every run.
+    checked = min(len(x), 4)
+    for k in range(checked):
+        ref = run_reference(g, {compiled.input: compiled.quantize_input(x[k])})[compiled.output]
+        if not np.array_equal(ref, q_out[k]):
+            raise TinyaotError(f"host-compiled C differs from the numpy reference on sample {k} (a tinyaot bug)")
+    int8_logits = np.stack([compiled.dequantize_output(q).reshape(-1) for q in q_out])
+    name = compiled.input
+    # onnxruntime helpers take [N, ...] with one model batch per sample: drop the batch-of-1 axis.
+    x_ort = x.reshape((len(x),) + tuple(g.meta["inputs"][0]["shape"][1:]))
+    cal_ort = {name: compiled.samples[name].reshape((-1,) + x_ort.shape[1:])}
+    float_out = float_predictions(model, {name: x_ort}).reshape(len(x), -1)
+    result = {
+        "model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
+        "calibration_samples": int(len(compiled.samples[name])),
+        "float_top1": top1(float_out, y),
+        "int8_top1": top1(int8_logits, y),
+        "onnxruntime_int8_top1": None,
+        "agreement": float(np.mean(np.argmax(float_out, 1) == np.argmax(int8_logits, 1))),
+        "host_c_matches_reference": True, "reference_checked_samples": checked,
+        "arena_bytes": compiled.plan.arena_bytes,
+        "weights_bytes": weights_bytes(g),
+    }
+    if compare_onnxruntime:
+        with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
+            qdq = ort_quantize_static(model, cal_ort, Path(tmp) / "model_qdq.onnx")
+            ort_out = ort_int8_predictions(qdq, {name: x_ort}).reshape(len(x), -1)
+        result["onnxruntime_int8_top1"] = top1(ort_out, y)
+        result["onnxruntime_int8_agreement"] = float(np.mean(np.argmax(float_out, 1) == np.argmax(ort_out, 1)))
+    return result

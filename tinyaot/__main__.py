@@ -1,0 +1,3 @@
+from tinyaot.cli.main import main
+
+main()

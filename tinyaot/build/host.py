@@ -1,0 +1,133 @@
+"""Compile C for the host into a shared library (the host JIT), cached on disk.
+
+The cache key is a sha256 over the compiler identity, the flags, every source text and every header text in the
+include directories, so a library is rebuilt exactly when something that could change it changed. Entries are
+`<key>.so` files in one directory (default `~/.cache/tinyaot/host`, or `$TINYAOT_CACHE`); a hit refreshes the
+file's mtime and the oldest entries beyond `max_entries` are evicted (least recently used). Builds go to a temporary
+file in the cache directory and are renamed into place, so parallel processes (pytest -n, several CLIs) never see
+a half-written library and at worst compile the same thing twice.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from tinyaot.errors import TinyaotError
+
+BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-std=c99", "-Wall", "-Wextra")
+DEFAULT_MAX_ENTRIES = 64
+_HEADER_SUFFIXES = (".h", ".inc")
+
+
+def cache_root(cache_dir: Path | None = None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("TINYAOT_CACHE")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "tinyaot" / "host"
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_identity(cc: str) -> str:
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        raise TinyaotError(f"host C compiler '{cc}' not found; install one or set CC") from exc
+    return out.stdout.strip()
+
+
+def _cache_key(cc: str, sources: Sequence[Path], include_dirs: Sequence[Path], flags: Sequence[str]) -> str:
+    h = hashlib.sha256()
+
+    def put(tag: str, data: bytes) -> None:
+        h.update(tag.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+
+    put("cc", cc.encode())
+    put("cc-version", _compiler_identity(cc).encode())
+    put("flags", "\0".join(flags).encode())
+    for src in sources:
+        put("source", src.name.encode())
+        put("text", src.read_bytes())
+    for inc in include_dirs:
+        put("include-dir", str(inc).encode())
+        if inc.is_dir():
+            for hdr in sorted(p for p in inc.rglob("*") if p.is_file() and p.suffix in _HEADER_SUFFIXES):
+                put("header", hdr.relative_to(inc).as_posix().encode())
+                put("text", hdr.read_bytes())
+    return h.hexdigest()
+
+
+def _first_error_line(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower():
+            return ln
+    return lines[0] if lines else "(no compiler output)"
+
+
+def _evict(root: Path, max_entries: int) -> None:
+    entries = []
+    for p in root.glob("*.so"):
+        try:
+            entries.append((p.stat().st_mtime, p))
+        except FileNotFoundError:  # removed by a concurrent eviction
+            continue
+    entries.sort()
+    for _, p in entries[: max(0, len(entries) - max_entries)]:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def compile_shared(
+    sources: list[Path],
+    include_dirs: list[Path],
+    extra_flags: Iterable[str] = (),
+    cache_dir: Path | None = None,
+    *,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+) -> Path:
+    """Compile `sources` with the system C compiler into a shared library and return its path (cached).
+
+    Raises TinyaotError (with the compiler's first error line) if compilation fails.
+    """
+    cc = os.environ.get("CC", "cc")
+    sources = [Path(s).resolve() for s in sources]
+    include_dirs = [Path(d).resolve() for d in include_dirs]
+    for s in sources:
+        if not s.is_file():
+            raise TinyaotError(f"C source not found: {s}")
+    flags = list(BASE_FLAGS) + [str(f) for f in extra_flags]
+    root = cache_root(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    key = _cache_key(cc, sources, include_dirs, flags)
+    target = root / f"{key}.so"
+    if target.exists():
+        try:
+            os.utime(target)  # mark as recently used
+        except FileNotFoundError:
+            pass
+        else:
+            return target
+
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so.tmp", dir=root)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    cmd = [cc, *flags, *[f"-I{d}" for d in include_dirs], *[str(s) for s in sources], "-o", str(tmp)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise TinyaotError(f"host C compilation failed: {_first_error_line(proc.stderr)}")
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _evict(root, max_entries)
+    return target

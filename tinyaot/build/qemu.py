@@ -1,0 +1,164 @@
+"""Running firmware under qemu-system-arm, with exact instruction counts from tinyaot's TCG plugin.
+
+QEMU is not cycle-accurate, but the number of executed instructions is deterministic, so it is what tinyaot
+reports: in total, and per segment between consecutive calls of the firmware's `tinyaot_mark()`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinyaot.boards import Board
+from tinyaot.build.firmware import find_tool, symbol_address
+from tinyaot.errors import TinyaotError
+
+PLUGIN_SOURCE = Path(__file__).with_name("insn_plugin.c")
+MARK_SYMBOL = "tinyaot_mark"
+
+# Exit statuses with a meaning (TINYAOT_EXIT_* in templates/hal/tinyaot_hal.h; 134 is QEMU's own abort).
+EXIT_MEANINGS = {
+    0: "success",
+    2: "NMI",
+    3: "HardFault",
+    4: "MemManage fault",
+    5: "BusFault",
+    6: "UsageFault",
+    8: "SecureFault",
+    9: "unexpected exception",
+    16: "cannot open input.bin",
+    17: "input.bin is empty or not a whole number of samples",
+    18: "short read from input.bin",
+    19: "cannot write output.bin",
+    20: "the model's invoke returned an error",
+    21: "cannot write stats.txt",
+    134: "QEMU aborted (core lockup, e.g. a fault while handling a fault)",
+}
+
+
+@dataclass
+class QemuResult:
+    exit_code: int                   # QEMU's exit status; a signal N shows as 128 + N, as in a shell
+    stdout: str
+    stderr: str                      # semihosting console output (SYS_WRITE0) lands here
+    instructions_total: int | None   # None when not counted (or QEMU died before the plugin could write)
+    segments: list[int] = field(default_factory=list)  # instructions between consecutive tinyaot_mark() calls
+
+    @property
+    def exit_meaning(self) -> str:
+        return EXIT_MEANINGS.get(self.exit_code, "program-defined exit status")
+
+
+def cache_dir() -> Path:
+    """Where compiled helpers are kept: $TINYAOT_CACHE, else ~/.cache/tinyaot."""
+    configured = os.environ.get("TINYAOT_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "tinyaot"
+
+
+def plugin_path() -> Path:
+    """The instruction-count plugin, compiled with the host gcc on first use and cached by a hash of its source.
+
+    The compiler writes to a private temporary name that is then renamed into place, so concurrent first uses
+    (parallel tests, two CLI runs) never load a half-written library.
+    """
+    source = PLUGIN_SOURCE.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    target = cache_dir() / f"insn_plugin-{digest}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    gcc = find_tool("gcc")
+    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra",
+                               "-o", tmp_name, str(PLUGIN_SOURCE)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise TinyaotError(f"cannot compile the QEMU instruction-count plugin: {proc.stderr.strip()}")
+        os.replace(tmp_name, target)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return target
+
+
+def _option_value(text: str) -> str:
+    # QEMU's option parser splits at commas; a literal comma in a value is written as two.
+    return text.replace(",", ",,")
+
+
+def _read_counts(path: Path) -> tuple[int | None, list[int]]:
+    if not path.is_file():
+        return None, []
+    lines = path.read_text().split("\n")
+    total = int(lines[0].split()[1])
+    n_marks = int(lines[1].split()[1])
+    marks = [int(v) for v in lines[2:2 + n_marks]]
+    return total, [b - a for a, b in zip(marks, marks[1:])]
+
+
+def run_qemu(elf: Path, board: Board, workdir: Path, timeout_s: float = 60,
+             count_instructions: bool = True) -> QemuResult:
+    """Run `elf` on the board's QEMU machine with semihosting, in `workdir` (where the firmware's host files are
+    read and written). A run longer than timeout_s is killed and raises TinyaotError."""
+    qemu = find_tool("qemu-system-arm")
+    elf = Path(elf).resolve()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    cmd = [qemu, "-M", board.qemu_machine, "-nographic", "-monitor", "none",
+           "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)]
+    with tempfile.TemporaryDirectory(prefix="tinyaot-qemu-") as tmp:
+        counts_file = Path(tmp) / "counts.txt"
+        if count_instructions:
+            plugin_args = [str(plugin_path()), f"out={counts_file}"]
+            mark = symbol_address(elf, MARK_SYMBOL)
+            if mark is not None:
+                plugin_args.append(f"mark={mark:#x}")
+            cmd += ["-plugin", ",".join(_option_value(a) for a in plugin_args)]
+        try:
+            proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, errors="replace",
+                                  stdin=subprocess.DEVNULL, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            # subprocess.run has already killed QEMU when it raises this.
+            raise TinyaotError(f"QEMU ({board.qemu_machine}) running {elf.name} timed out after {timeout_s:g} s "
+                               "(the firmware hangs or the model is too slow for the timeout)") from exc
+        total, segments = _read_counts(counts_file) if count_instructions else (None, [])
+    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    return QemuResult(exit_code=code, stdout=proc.stdout, stderr=proc.stderr,
+                      instructions_total=total, segments=segments)
+
+
+def read_stats(workdir: Path) -> dict[str, int]:
+    """The key=value integers the verification harness writes to stats.txt."""
+    path = Path(workdir) / "stats.txt"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TinyaotError(f"the firmware wrote no stats file {path}: {exc}") from exc
+    stats = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise TinyaotError(f"malformed line in {path}: {line!r}")
+        stats[key.strip()] = int(value)
+    return stats
+
+
+def split_segments(segments: list[int], samples: int) -> list[list[int]]:
+    """Group the harness's segments by sample: the per-sample lists of instruction counts inside invoke.
+
+    The harness marks before and after each invoke and the model may mark between layers, so a run of S samples
+    with K marks inside invoke has S*(K+2) marks: per sample K+1 segments inside invoke, then one segment of
+    harness work (file I/O) before the next sample, which is dropped here.
+    """
+    if samples <= 0 or (len(segments) + 1) % samples:
+        raise TinyaotError(f"{len(segments)} instruction segments cannot be split into {samples} samples")
+    per_sample = (len(segments) + 1) // samples  # K + 2 marks per sample
+    inside = per_sample - 1
+    if inside < 1:
+        raise TinyaotError("the firmware did not mark the start and end of each inference")
+    return [segments[s * per_sample: s * per_sample + inside] for s in range(samples)]
+

@@ -1,0 +1,172 @@
+"""The `tinyaot` command: a thin, polite shell over tinyaot.api. Every problem with the user's input becomes
+one line `Error: ...` on stderr and a non-zero exit code (1 for bad input, 2 for bad usage), never a traceback."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+from typer.core import TyperGroup
+
+try:  # typer >= 0.20 vendors click: its parsing errors are typer._click's classes, not click's
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover - older typer on plain click
+    _click_exc = click.exceptions
+
+from tinyaot import __version__
+from tinyaot.errors import TinyaotError
+
+
+class _PoliteGroup(TyperGroup):
+    """Click's usage errors as one line, like every other error of the product."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except (_click_exc.UsageError, click.exceptions.UsageError) as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tinyaot`: the help, not an error line
+                click.echo(exc.format_message())
+            else:
+                click.echo(f"Error: {exc.format_message()}", err=True)
+            code = 2
+        except (_click_exc.Abort, click.exceptions.Abort):
+            click.echo("Error: aborted", err=True)
+            code = 1
+        except (_click_exc.Exit, click.exceptions.Exit) as exc:
+            code = exc.exit_code
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+app = typer.Typer(cls=_PoliteGroup, add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
+                  rich_markup_mode=None,
+                  help="tinyaot: float ONNX in, calibrated int8 CMSIS-style C out, verified under QEMU.")
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(f"Error: {exc}", err=True)
+    raise typer.Exit(1)
+
+
+def _echo(line: str) -> None:
+    click.echo(line)
+
+
+ModelArg = Annotated[Path, typer.Argument(help="the float ONNX model", show_default=False)]
+CalibrationOpt = Annotated[Optional[Path], typer.Option(
+    "--calibration", "-c", help="calibration samples (.npz: one array per input name, or an 'x' array; first "
+    "axis = sample)")]
+InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--input-shape", help="static shape for a dynamic input, NAME:D1,D2,... (repeatable)")]
+
+
+def _board_names() -> list[str]:
+    from tinyaot.boards import list_boards
+
+    names = []
+    for b in list_boards():
+        names += [b.name, *b.aliases]
+    return names
+
+
+@app.command()
+def deploy(
+    model: ModelArg,
+    board: Annotated[str, typer.Option("--board", "-b", help="target board name or alias (see `tinyaot boards`)")]
+    = "stm32",
+    calibration: CalibrationOpt = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="output folder (default: <model>_<board>)")]
+    = None,
+    verify: Annotated[bool, typer.Option("--verify/--no-verify", help="build and run under QEMU")] = True,
+    verify_samples: Annotated[int, typer.Option(min=1, help="calibration samples run under QEMU")] = 8,
+    input_shape: InputShapeOpt = None,
+    disable_pass: Annotated[Optional[list[str]], typer.Option(help="skip a graph pass (repeatable)")] = None,
+    print_ir_after: Annotated[Optional[list[str]], typer.Option(help="print the IR after a pass (repeatable)")]
+    = None,
+) -> None:
+    """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
+    from tinyaot.api import deploy as api_deploy
+    from tinyaot.frontend import parse_input_shapes
+
+    try:
+        out_dir = out if out is not None else Path(f"{model.stem}_{board}")
+        result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
+                            input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
+                            print_ir_after=print_ir_after or (), echo=_echo)
+    except TinyaotError as exc:
+        _fail(exc)
+    for line in result.summary:
+        click.echo(line)
+
+
+@app.command()
+def evaluate(
+    model: ModelArg,
+    data: Annotated[Path, typer.Option("--data", "-d", help="labelled samples (.npz with x and integer y)")],
+    calibration: CalibrationOpt = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="write the figures as JSON here")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="evaluate only the first N samples")] = None,
+    onnxruntime: Annotated[bool, typer.Option("--onnxruntime/--no-onnxruntime",
+                                              help="also measure onnxruntime's quantize_static")] = True,
+    input_shape: InputShapeOpt = None,
+) -> None:
+    """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
+    from tinyaot.api import evaluate as api_evaluate
+    from tinyaot.frontend import parse_input_shapes
+
+    try:
+        r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
+                         compare_onnxruntime=onnxruntime)
+        if json_out is not None:
+            try:
+                json_out.write_text(json.dumps(r, indent=2) + "\n")
+            except OSError as exc:
+                raise TinyaotError(f"cannot write {json_out}: {exc.strerror}") from None
+    except TinyaotError as exc:
+        _fail(exc)
+    ort = r["onnxruntime_int8_top1"]
+    click.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot int8 {100 * r['int8_top1']:.2f} %"
+               + (f", onnxruntime int8 {100 * ort:.2f} %" if ort is not None else "")
+               + f"; int8 agrees with float on {100 * r['agreement']:.2f} %")
+
+
+@app.command()
+def boards() -> None:
+    """List the boards tinyaot can target."""
+    from tinyaot.boards import list_boards
+
+    rows = [("name", "aliases", "core", "qemu machine", "flash", "RAM")]
+    for b in list_boards():
+        rows.append((b.name, ",".join(b.aliases) or "-", b.core, b.qemu_machine, f"{b.flash_bytes // 1024} KB",
+                     f"{b.ram_bytes // 1024} KB"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+@app.command()
+def passes() -> None:
+    """List the graph passes in the order they run (names for --disable-pass and --print-ir-after)."""
+    from tinyaot.passes import PIPELINE, REQUIRED
+
+    for name, fn in PIPELINE:
+        doc = (fn.__module__ and sys.modules[fn.__module__].__doc__ or "").strip().splitlines()[0]
+        click.echo(f"{name:<22} {'(required) ' if name in REQUIRED else ''}{doc}")
+
+
+@app.command()
+def version() -> None:
+    """Print tinyaot's version."""
+    click.echo(__version__)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
