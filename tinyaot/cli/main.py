@@ -7,14 +7,13 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
-try:  # typer >= 0.20 vendors click: its parsing errors are typer._click's classes, not click's
+try:  # typer >= 0.20 vendors click: its parsing errors are typer._click's classes
     from typer._click import exceptions as _click_exc
 except ImportError:  # pragma: no cover - older typer on plain click
-    _click_exc = click.exceptions
+    from click import exceptions as _click_exc
 
 from tinyaot import __version__
 from tinyaot.errors import TinyaotError
@@ -26,16 +25,16 @@ class _PoliteGroup(TyperGroup):
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
-        except (_click_exc.UsageError, click.exceptions.UsageError) as exc:
+        except _click_exc.UsageError as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tinyaot`: the help, not an error line
-                click.echo(exc.format_message())
+                typer.echo(exc.format_message())
             else:
-                click.echo(f"Error: {exc.format_message()}", err=True)
+                typer.echo(f"Error: {exc.format_message()}", err=True)
             code = 2
-        except (_click_exc.Abort, click.exceptions.Abort):
-            click.echo("Error: aborted", err=True)
+        except _click_exc.Abort:
+            typer.echo("Error: aborted", err=True)
             code = 1
-        except (_click_exc.Exit, click.exceptions.Exit) as exc:
+        except _click_exc.Exit as exc:
             code = exc.exit_code
         if standalone_mode:
             sys.exit(code)
@@ -48,12 +47,12 @@ app = typer.Typer(cls=_PoliteGroup, add_completion=False, pretty_exceptions_enab
 
 
 def _fail(exc: Exception) -> None:
-    click.echo(f"Error: {exc}", err=True)
+    typer.echo(f"Error: {exc}", err=True)
     raise typer.Exit(1)
 
 
 def _echo(line: str) -> None:
-    click.echo(line)
+    typer.echo(line)
 
 
 ModelArg = Annotated[Path, typer.Argument(help="the float ONNX model", show_default=False)]
@@ -100,7 +99,7 @@ def deploy(
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:
-        click.echo(line)
+        typer.echo(line)
 
 
 @app.command()
@@ -129,7 +128,7 @@ def evaluate(
     except TinyaotError as exc:
         _fail(exc)
     ort = r["onnxruntime_int8_top1"]
-    click.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot int8 {100 * r['int8_top1']:.2f} %"
+    typer.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot int8 {100 * r['int8_top1']:.2f} %"
                + (f", onnxruntime int8 {100 * ort:.2f} %" if ort is not None else "")
                + f"; int8 agrees with float on {100 * r['agreement']:.2f} %")
 
@@ -145,7 +144,7 @@ def boards() -> None:
                      f"{b.ram_bytes // 1024} KB"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
 @app.command()
@@ -155,13 +154,13 @@ def passes() -> None:
 
     for name, fn in PIPELINE:
         doc = (fn.__module__ and sys.modules[fn.__module__].__doc__ or "").strip().splitlines()[0]
-        click.echo(f"{name:<22} {'(required) ' if name in REQUIRED else ''}{doc}")
+        typer.echo(f"{name:<22} {'(required) ' if name in REQUIRED else ''}{doc}")
 
 
 @app.command()
 def version() -> None:
     """Print tinyaot's version."""
-    click.echo(__version__)
+    typer.echo(__version__)
 
 
 def main() -> None:
