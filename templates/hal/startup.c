@@ -79,14 +79,23 @@ void tinyaot_fault_entry(const uint32_t *frame, uint32_t code)
 }
 
 /* Each handler is naked so that r0 receives the main stack pointer exactly as the exception left it (pointing at
- * the stacked frame, whose pc tells where the fault happened). Only MSP is ever used, so no EXC_RETURN check. */
+ * the stacked frame, whose pc tells where the fault happened). Only MSP is ever used, so no EXC_RETURN check.
+ * If that stack pointer is below the stack limit or too close to it (a stack overflow), the report continues on
+ * the top of the stack instead: otherwise the handler's own calls would fault again and lock the core up. The
+ * program is ending, so what the top of the stack held no longer matters. */
 {% for fn, code, what in handlers %}
 __attribute__((naked)) void tinyaot_{{ fn }}_handler(void)
 {
     __asm__("    .syntax unified\n"
             "    mrs  r0, msp\n"
-            "    movs r1, #{{ code }}\n"
-            "    bl   tinyaot_fault_entry\n");
+            "    ldr  r2, =__tinyaot_stack_limit + 256\n"
+            "    cmp  r0, r2\n"
+            "    bhs  1f\n"
+            "    ldr  r2, =__tinyaot_stack_top\n"
+            "    mov  sp, r2\n"
+            "1:  movs r1, #{{ code }}\n"
+            "    bl   tinyaot_fault_entry\n"
+            "    .ltorg\n");
 }
 {% endfor %}
 

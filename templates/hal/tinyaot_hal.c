@@ -209,6 +209,10 @@ void tinyaot_hal_fault(const uint32_t *frame, uint32_t code, const char *what)
         tinyaot_hal_puts(" lr=");
         put_hex(frame[5]);
     }
+    /* The fault handlers treat a stack pointer this low as an overflow (see startup.c). */
+    if (at < (uintptr_t)__tinyaot_stack_limit + 256u) {
+        tinyaot_hal_puts(" (stack overflow: the stack pointer reached the stack limit)");
+    }
     tinyaot_hal_puts("\n");
     tinyaot_hal_exit((int)code);
 }
