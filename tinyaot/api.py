@@ -76,11 +76,27 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     names = [n for n, t in graph.tensors.items() if not t.is_const]
     ranges = collect_ranges(graph.meta["onnx_model"], samples, names)
     graph = run_passes(graph, set(disable_passes), set(print_ir_after), echo)
+    _share_ranges_across_moves(graph, ranges)
     graph = quantize_graph(graph, ranges)
     buffers = graph_buffers(graph)
     p = plan(buffers)
     lb = lower_bound(buffers)
     return Compiled(graph, samples, p, lb.bytes, lb.step, lb.names)
+
+
+def _share_ranges_across_moves(graph: Graph, ranges: dict[str, tuple[float, float]]) -> None:
+    """Tensors the passes create have no ONNX twin and so no calibrated range: e.g. a 4-D graph output `y` is
+    computed in NHWC as `y_nhwc` and moved back to NCHW. A Transpose or Reshape moves values without changing
+    them, so a tensor on one side of it takes the range of the other (repeated, for chains of moves)."""
+    moves = [(n.inputs[0], n.outputs[0]) for n in graph.nodes if n.op in ("Transpose", "Reshape")]
+    changed = True
+    while changed:
+        changed = False
+        for a, b in moves:
+            for src, dst in ((a, b), (b, a)):
+                if src in ranges and dst not in ranges:
+                    ranges[dst] = ranges[src]
+                    changed = True
 
 
 # ---- deploy ----------------------------------------------------------------------------------------------------
@@ -216,7 +232,10 @@ def _check_fits(compiled: Compiled, b: Board) -> None:
     if need > b.ram_bytes:
         raise TinyaotError(f"model too big for board '{b.name}': arena {compiled.plan.arena_bytes} B + stack "
                            f"{b.stack_bytes} B exceed its {b.ram_bytes} B of RAM by {need - b.ram_bytes} bytes")
-    weights = sum(t.nbytes for t in compiled.graph.tensors.values() if t.is_const)
+    # Only constants that nodes read: quantization leaves the replaced float weights in `graph.tensors`, and
+    # counting them made a 480 KB int8 model look like 2.4 MB.
+    g = compiled.graph
+    weights = sum(g.tensors[i].nbytes for i in {i for n in g.nodes for i in n.inputs if i} if g.tensors[i].is_const)
     if weights > b.flash_bytes:
         raise TinyaotError(f"model too big for board '{b.name}': {weights} B of weights exceed its "
                            f"{b.flash_bytes} B of flash by {weights - b.flash_bytes} bytes")

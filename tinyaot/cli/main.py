@@ -24,17 +24,22 @@ class _PoliteGroup(TyperGroup):
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         try:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+            # Outside standalone mode click does not raise a command's `typer.Exit(1)`: it returns the code (and a
+            # command's own return value, None, on success). Returning it as is would end the process with 0.
+            code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
         except _click_exc.UsageError as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tinyaot`: the help, not an error line
                 typer.echo(exc.format_message())
             else:
                 typer.echo(f"Error: {exc.format_message()}", err=True)
             code = 2
-        except _click_exc.Abort:
+        # typer.Abort / typer.Exit, not _click_exc's: typer >= 0.20 keeps them in typer.exceptions, and a missing
+        # attribute here would turn every other exception into an AttributeError.
+        except typer.Abort:
             typer.echo("Error: aborted", err=True)
             code = 1
-        except _click_exc.Exit as exc:
+        except typer.Exit as exc:
             code = exc.exit_code
         if standalone_mode:
             sys.exit(code)

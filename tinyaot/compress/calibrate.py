@@ -5,6 +5,7 @@ tensor), so the range of every IR tensor is the range of the ONNX tensor of the 
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -79,14 +80,24 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
                    tensor_names: list[str]) -> dict[str, tuple[float, float]]:
     """Min/max of each named float tensor over all samples (plain min/max: it keeps every calibration value
     representable, which is what a small int8 model with ReLUs needs; outliers are rare in these models)."""
-    sess = float_session(model, tensor_names)
+    # onnxruntime can refuse a model that ONNX's checker accepts (an opset newer than it knows, an op version it
+    # lacks); its pybind errors share no useful base class, and the user must see one line, not a traceback.
+    try:
+        sess = float_session(model, tensor_names)
+    except Exception as exc:
+        raise TinyaotError(f"onnxruntime cannot load the float model: {_first_line(exc)}") from None
     outs = [o.name for o in sess.get_outputs()]
     lo = {n: np.inf for n in outs}
     hi = {n: -np.inf for n in outs}
     count = len(next(iter(samples.values())))
     for k in range(count):
         feed = {name: arr[k] for name, arr in samples.items()}
-        for name, value in zip(outs, sess.run(outs, feed)):
+        try:
+            values = sess.run(outs, feed)
+        except Exception as exc:
+            raise TinyaotError(f"onnxruntime failed to run the float model on calibration sample {k}: "
+                               f"{_first_line(exc)}") from None
+        for name, value in zip(outs, values):
             v = np.asarray(value)
             if v.dtype.kind == "f" and v.size:
                 lo[name] = min(lo[name], float(v.min()))
@@ -94,3 +105,12 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
     for name, arr in samples.items():
         lo[name], hi[name] = float(arr.min()), float(arr.max())
     return {n: (lo[n], hi[n]) for n in lo if np.isfinite(lo[n])}
+
+
+def _first_line(exc: Exception, limit: int = 300) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    # onnxruntime prefixes its message with an error code and the C++ source location and signature.
+    line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line)
+    line = re.sub(r"^/\S+:\d+ .*?\) ", "", line)
+    return line if len(line) <= limit else line[:limit] + "..."
