@@ -14,6 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.fixedpoint import requantize_to_int8
+from onnx import helper
+from tinyaot.codegen.cfmt import c_array, c_dims
+from tinyaot.compress.quantize import quantize_bias, weight_qparams
+from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, set_const, spatial_out
+from tinyaot.ops.fixedpoint import quantize_multiplier_array
+from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
 
 
 def _patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
@@ -119,3 +125,124 @@ def _per_channel(values, channels: int) -> np.ndarray:
     if v.size not in (1, channels):
         raise ValueError(f"expected 1 or {channels} quantization values, got {v.size}")
     return v
+
+
+# ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
+@register("Conv")
+class Conv(OpSpec):
+    """ONNX Conv (X, W, B; strides, pads, dilations, group, kernel_shape, auto_pad) in NHWC after `to_nhwc`:
+    weights OHWI for standard and grouped convolution, 1HWC for depthwise (group == C_in > 1)."""
+
+    def _geometry(self, node, graph):
+        a = node.attrs
+        return (tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), list(a.get("pads", (0, 0, 0, 0))),
+                tuple(a.get("dilations", (1, 1))))
+
+    def infer_shapes(self, node, graph):
+        if graph.layout != "NHWC":
+            return None
+        n, h, w, _ = graph.tensors[node.inputs[0]].shape
+        k, s, p, d = self._geometry(node, graph)
+        wshape = graph.tensors[node.inputs[1]].shape
+        out_c = wshape[3] if node.attrs["depthwise"] else wshape[0]
+        return [(n, *spatial_out((h, w), k, s, p, d), out_c)]
+
+    def quantize(self, node, graph, ranges):
+        x = graph.tensors[node.inputs[0]]
+        qo, lo, hi = out_params(node, graph, ranges)
+        w = graph.tensors[node.inputs[1]].data
+        axis = 3 if node.attrs["depthwise"] else 0
+        qw, wq = weight_qparams(w, axis)
+        out_c = w.shape[axis]
+        b = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else np.zeros(out_c)
+        qb = quantize_bias(b, x.quant.s, wq.scale)
+        bias_q = type(wq)(np.float64(x.quant.s) * wq.scale, np.zeros(out_c, np.int64), 0)
+        node.inputs[1:] = [set_const(graph, node.name + "_weights", qw, "int8", wq),
+                           set_const(graph, node.name + "_bias", qb, "int32", bias_q)]
+        # Effective scale per output channel, from the stored (float32) scales of the final tensors.
+        mult, shift = quantize_multiplier_array(np.float64(x.quant.s) * wq.scale / np.float64(qo.s))
+        node.attrs.update(output_mult=mult, output_shift=shift, input_offset=-x.quant.zp,
+                          output_offset=qo.zp, act_min=lo, act_max=hi)
+
+    def _kw(self, node, graph):
+        k, s, p, d = self._geometry(node, graph)
+        out = graph.tensors[node.outputs[0]].shape
+        a = node.attrs
+        return dict(input_offset=a["input_offset"], output_offset=a["output_offset"], stride_hw=s,
+                    pad_top_left=(p[0], p[1]), dilation_hw=d, output_hw=out[1:3], act_min=a["act_min"],
+                    act_max=a["act_max"])
+
+    def reference(self, node, graph, inputs):
+        x, w, b = inputs[0], inputs[1], inputs[2]
+        a = node.attrs
+        if a["depthwise"]:
+            return [depthwise_conv2d_s8(x, w, b, a["output_mult"], a["output_shift"],
+                                        ch_mult=w.shape[3] // x.shape[3], **self._kw(node, graph))]
+        return [conv2d_s8(x, w, b, a["output_mult"], a["output_shift"], groups=x.shape[3] // w.shape[3],
+                          **self._kw(node, graph))]
+
+    def macs(self, node, graph):
+        w = graph.tensors[node.inputs[1]].shape
+        out = graph.tensors[node.outputs[0]].shape
+        per_out = w[1] * w[2] * (1 if node.attrs["depthwise"] else w[3])
+        return int(np.prod(out) * per_out)
+
+    def weights_bytes(self, node, graph):
+        return graph.tensors[node.inputs[1]].nbytes
+
+    def params_bytes(self, node, graph):
+        out_c = graph.tensors[node.outputs[0]].shape[3]
+        return graph.tensors[node.inputs[2]].nbytes + 8 * out_c  # bias + multiplier + shift per channel
+
+    def _kernel(self, node):
+        return "tinyaot_depthwise_conv_s8" if node.attrs["depthwise"] else "tinyaot_convolve_s8"
+
+    def scratch_bytes(self, node, graph):
+        return int(node.attrs.get("scratch_bytes", 0))
+
+    def render(self, node, graph, cname):
+        a = node.attrs
+        k, s, p, d = self._geometry(node, graph)
+        x = graph.tensors[node.inputs[0]].shape
+        w = graph.tensors[node.inputs[1]].shape
+        o = graph.tensors[node.outputs[0]].shape
+        kernel = self._kernel(node)
+        dw = a["depthwise"]
+        ptype = "tinyaot_dw_conv_params" if dw else "tinyaot_conv_params"
+        extra = f", .ch_mult = {o[3] // x[3]}" if dw else ""
+        consts = [c_array("int8_t", f"{cname}_weights", graph.tensors[node.inputs[1]].data),
+                  c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+                  c_array("int32_t", f"{cname}_mult", a["output_mult"]),
+                  c_array("int32_t", f"{cname}_shift", a["output_shift"])]
+        code = f"""static const {ptype} conv_params = {{
+    .input_offset = {a['input_offset']}, .output_offset = {a['output_offset']},
+    .stride = {{{s[0]}, {s[1]}}}, .padding = {{{p[0]}, {p[1]}}}, .dilation = {{{d[0]}, {d[1]}}},
+    .activation = {{{a['act_min']}, {a['act_max']}}}{extra}}};
+static const tinyaot_per_channel_quant_params quant_params = {{{cname}_mult, {cname}_shift}};
+static const tinyaot_dims input_dims = {c_dims(*x)}, filter_dims = {c_dims(*w)},
+                          bias_dims = {c_dims(1, 1, 1, o[3])}, output_dims = {c_dims(*o)};
+const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
+status |= {kernel}(&ctx, &conv_params, &quant_params, &input_dims, {{in0}}, &filter_dims, {cname}_weights,
+                   &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
+        return KernelCall(kernel, code, [kernel + ".c"], consts)
+
+    def oracle(self, node, graph):
+        a = node.attrs
+        w = graph.tensors[node.inputs[1]]
+        b = graph.tensors[node.inputs[2]]
+        # back to ONNX's OIHW: OHWI -> OIHW, 1HWC -> [C, 1, kh, kw]
+        w_oihw = w.data.transpose(3, 0, 1, 2) if a["depthwise"] else w.data.transpose(0, 3, 1, 2)
+        wq = type(w.quant)(w.quant.scale, w.quant.zero_point, 0)
+
+        def core(ins):
+            n1, i1, wf = dequantized_const(node.name + "_w", np.ascontiguousarray(w_oihw), wq)
+            n2, i2, bf = dequantized_const(node.name + "_b", b.data, b.quant)
+            k, s, p, d = self._geometry(node, graph)
+            group = graph.tensors[node.inputs[0]].shape[3] // (1 if a["depthwise"] else w.shape[3])
+            conv = helper.make_node("Conv", [ins[0], wf, bf], ["conv_out"], kernel_shape=list(k), strides=list(s),
+                                    pads=list(p), dilations=list(d), group=group)
+            n3, i3, out = activation_nodes(node, "conv_out")
+            return n1 + n2 + [conv] + n3, i1 + i2 + i3, out
+
+        nodes, inits, out = nhwc_oracle(graph, node, core)
+        return OracleLayer(nodes, inits, out)

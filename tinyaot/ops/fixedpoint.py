@@ -5,9 +5,9 @@ helpers in `templates/kernels/tinyaot_nn_support.h`. Values are carried in int64
 two int32s can wrap; where the C code works in int32 the result is brought back into int32 range exactly where the C
 does it (saturation or wrap are stated at each place), so the two stay bit-identical.
 
-Requantization follows TFLite's two-rounding scheme: `SaturatingRoundingDoublingHighMul` (round to nearest, ties
-away from zero, of `a*b / 2**31`) and then `RoundingDivideByPOT` (round to nearest, ties away from zero, of
-`x / 2**e`). A single rounding or float arithmetic gives a different answer on some of the CMSIS-NN vectors, which
+Requantization follows TFLite's two-rounding scheme: `SaturatingRoundingDoublingHighMul` (round to nearest of
+`a*b / 2**31`, ties toward +infinity) and then `RoundingDivideByPOT` (round to nearest of `x / 2**e`, ties away from
+zero). A single rounding or float arithmetic gives a different answer on some of the CMSIS-NN vectors, which
 are the ground truth, so the double rounding is kept even though it is slightly less accurate.
 """
 from __future__ import annotations
@@ -78,11 +78,11 @@ def saturate_int32(x) -> np.ndarray:
 
 
 def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
-    """round(a*b / 2**31), ties away from zero; the one overflowing case (-2**31)**2 saturates to INT32_MAX.
+    """round(a*b / 2**31) to nearest, ties toward +infinity; the one overflowing case (-2**31)**2 saturates.
 
-    a*b of two int32s is at most 2**62 in magnitude, so the int64 product and the +-2**30 nudge cannot overflow.
-    The division truncates toward zero (C semantics), which together with the sign-dependent nudge gives
-    round-half-away-from-zero.
+    a*b of two int32s is at most 2**62 in magnitude, so the int64 product and the nudge cannot overflow. The
+    division truncates toward zero (C semantics); with a nudge of +2**30 for non-negative products and 1 - 2**30 for
+    negative ones, ties land on the upper neighbour on both sides (gemmlowp's definition, which TFLite uses).
     """
     a = _i64(a)
     b = _i64(b)

@@ -10,6 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.fixedpoint import requantize_to_int8
+from onnx import helper
+from tinyaot.codegen.cfmt import c_array, c_dims
+from tinyaot.compress.quantize import quantize_bias, weight_qparams
+from tinyaot.ops.common import activation_nodes, dequantized_const, out_params, set_const
+from tinyaot.ops.fixedpoint import quantize_multiplier_array
+from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
 
 
 def fully_connected_s8(
@@ -39,3 +45,79 @@ def fully_connected_s8(
     if mult.size not in (1, out_ch) or shift.size != mult.size:
         raise ValueError(f"fully_connected_s8: expected 1 or {out_ch} multipliers/shifts, got {mult.size}/{shift.size}")
     return requantize_to_int8(acc, mult, shift, output_offset, act_min, act_max)
+
+
+# ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
+@register("FullyConnected")
+class FullyConnected(OpSpec):
+    """tinyaot's fully connected op: Y[M,N] = X[M,K] @ W[N,K].T + B[N], made by `fuse_fully_connected` from ONNX
+    MatMul (+ Add) and Gemm. Weights are stored [out, in] (CMSIS's layout), per-output-channel int8."""
+
+    internal = True  # not an ONNX op type; listed under MatMul and Gemm
+
+    def infer_shapes(self, node, graph):
+        m = graph.tensors[node.inputs[0]].shape[0]
+        return [(m, graph.tensors[node.inputs[1]].shape[0])]
+
+    def quantize(self, node, graph, ranges):
+        x = graph.tensors[node.inputs[0]]
+        qo, lo, hi = out_params(node, graph, ranges)
+        w = graph.tensors[node.inputs[1]].data
+        qw, wq = weight_qparams(w, 0)
+        b = graph.tensors[node.inputs[2]].data
+        qb = quantize_bias(b, x.quant.s, wq.scale)
+        bias_q = type(wq)(np.float64(x.quant.s) * wq.scale, np.zeros(w.shape[0], np.int64), 0)
+        node.inputs[1:] = [set_const(graph, node.name + "_weights", qw, "int8", wq),
+                           set_const(graph, node.name + "_bias", qb, "int32", bias_q)]
+        mult, shift = quantize_multiplier_array(np.float64(x.quant.s) * wq.scale / np.float64(qo.s))
+        node.attrs.update(output_mult=mult, output_shift=shift, input_offset=-x.quant.zp, output_offset=qo.zp,
+                          act_min=lo, act_max=hi)
+
+    def reference(self, node, graph, inputs):
+        a = node.attrs
+        return [fully_connected_s8(inputs[0], inputs[1], inputs[2], a["output_mult"], a["output_shift"],
+                                   input_offset=a["input_offset"], filter_offset=0, output_offset=a["output_offset"],
+                                   act_min=a["act_min"], act_max=a["act_max"])]
+
+    def macs(self, node, graph):
+        m = graph.tensors[node.inputs[0]].shape[0]
+        return int(m * graph.tensors[node.inputs[1]].size)
+
+    def weights_bytes(self, node, graph):
+        return graph.tensors[node.inputs[1]].nbytes
+
+    def params_bytes(self, node, graph):
+        return graph.tensors[node.inputs[2]].nbytes + 8 * graph.tensors[node.inputs[1]].shape[0]
+
+    def scratch_bytes(self, node, graph):
+        return int(node.attrs.get("scratch_bytes", 0))
+
+    def render(self, node, graph, cname):
+        a = node.attrs
+        m, k = graph.tensors[node.inputs[0]].shape
+        n = graph.tensors[node.inputs[1]].shape[0]
+        consts = [c_array("int8_t", f"{cname}_weights", graph.tensors[node.inputs[1]].data),
+                  c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+                  c_array("int32_t", f"{cname}_mult", a["output_mult"]),
+                  c_array("int32_t", f"{cname}_shift", a["output_shift"])]
+        code = f"""static const tinyaot_fc_params fc_params = {{
+    .input_offset = {a['input_offset']}, .filter_offset = 0, .output_offset = {a['output_offset']},
+    .activation = {{{a['act_min']}, {a['act_max']}}}}};
+static const tinyaot_per_channel_quant_params quant_params = {{{cname}_mult, {cname}_shift}};
+static const tinyaot_dims input_dims = {c_dims(m, 1, 1, k)}, filter_dims = {c_dims(k, 1, 1, n)},
+                          bias_dims = {c_dims(1, 1, 1, n)}, output_dims = {c_dims(m, 1, 1, n)};
+const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
+status |= tinyaot_fully_connected_s8(&ctx, &fc_params, &quant_params, 1, &input_dims, {{in0}}, &filter_dims,
+                                     {cname}_weights, &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
+        return KernelCall("tinyaot_fully_connected_s8", code, ["tinyaot_fully_connected_s8.c"], consts)
+
+    def oracle(self, node, graph):
+        w = graph.tensors[node.inputs[1]]
+        b = graph.tensors[node.inputs[2]]
+        wq = type(w.quant)(w.quant.scale, w.quant.zero_point, 1)  # W.T is [K, N]: channels on axis 1
+        n1, i1, wf = dequantized_const(node.name + "_w", np.ascontiguousarray(w.data.T), wq)
+        n2, i2, bf = dequantized_const(node.name + "_b", b.data, b.quant)
+        mm = helper.make_node("MatMul", [node.inputs[0], wf], ["mm_out"])
+        add = helper.make_node("Add", ["mm_out", bf], ["fc_out"])
+        n3, i3, out = activation_nodes(node, "fc_out")
+        return OracleLayer(n1 + n2 + [mm, add] + n3, i1 + i2 + i3, out)
