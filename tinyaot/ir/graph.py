@@ -34,6 +34,14 @@ class QuantParams:
         assert self.axis is None, "per-channel tensor has no single zero point"
         return int(self.zero_point)
 
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        """The real values (float64) of integers `q` stored with these parameters."""
+        shape = [1] * np.ndim(q)
+        if self.axis is not None:
+            shape[self.axis] = -1
+        zp = np.asarray(self.zero_point, np.float64).reshape(shape)
+        return (np.asarray(q, np.float64) - zp) * np.asarray(self.scale, np.float64).reshape(shape)
+
 
 @dataclass
 class Tensor:
@@ -42,6 +50,7 @@ class Tensor:
     dtype: str = "float32"  # "float32" | "int8" | "int32"
     data: np.ndarray | None = None  # constants only
     quant: QuantParams | None = None
+    storage: Any = None  # weights only: a tinyaot.compress.storage.WeightStorage once compression decided it
 
     @property
     def is_const(self) -> bool:

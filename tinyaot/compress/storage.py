@@ -1,0 +1,54 @@
+"""How a weight tensor is stored in flash. The contract between compression (which decides) and the kernels
+(which decode on the fly).
+
+Invariant: `Tensor.data` always holds the weights' final int8 *values* (decoded, in the IR's layout), so the numpy
+references, the onnxruntime oracle and every byte count agree on what the weights are; `Tensor.storage` says how
+those values are laid out in flash. Decoding `storage` must give back exactly `Tensor.data` (`decode()` below is
+checked against it), so a compressed kernel is bit-exact with the dense reference by construction.
+
+Kinds (all packings little-endian within a byte: the first value in the low bits):
+- "dense":     one int8 per weight.                                  arrays: {}
+- "int4":      two's-complement 4-bit values in [-7, 7], two per byte, row-major over the whole tensor
+               (an odd count pads the last high nibble with 0).      arrays: {"packed": uint8}
+- "clustered": per group of output channels a codebook of K int8 values; each weight is an index of
+               `bits` = ceil(log2 K) bits, packed row-major per output channel, each channel starting on a byte
+               boundary (so a kernel can seek to a channel).            arrays: {"codebooks": int8 [groups, K],
+               "packed": uint8}; meta: {"k", "bits", "group_size" (output channels per codebook), "row_bytes"}
+- "sparse_bitmap": per output channel a bitmap of the row's nonzero positions (1 bit per weight, rows padded to
+               whole bytes) followed by nothing; the nonzero values of all rows are concatenated in row order.
+               arrays: {"bitmap": uint8, "values": int8, "row_offsets": int32 [out_ch + 1] (index of each row's
+               first value in `values`)}
+- "sparse_rle": per output channel, pairs (skip, value): `skip` zeros then one nonzero; runs of more than 255
+               zeros are split with value 0 entries. arrays: {"runs": uint8 skips, "values": int8,
+               "row_offsets": int32 [out_ch + 1]}
+"Output channel" is axis 0 of OHWI/[out, in] weights and axis 3 (the last) of depthwise 1HWC weights, where a
+row is then the kh*kw taps of one channel: `rows()` gives the [out_ch, row_len] view every kind is defined on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class WeightStorage:
+    kind: str = "dense"
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+    def nbytes(self, values: np.ndarray) -> int:
+        """Bytes in flash of the weight tensor stored this way (codebooks, bitmaps, offsets included)."""
+        if self.kind == "dense":
+            return int(values.size)
+        return int(sum(a.nbytes for a in self.arrays.values()))
+
+
+def rows(values: np.ndarray, depthwise: bool) -> np.ndarray:
+    """[out_ch, row_len] view: one row per output channel in the order a kernel visits its weights."""
+    if depthwise:  # 1HWC: channel is the last axis; a row is the kh*kw taps of that channel
+        return np.ascontiguousarray(values.reshape(-1, values.shape[-1]).T)
+    return values.reshape(values.shape[0], -1)
+
+
+__all__ = ["WeightStorage", "rows"]
