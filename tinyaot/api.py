@@ -1,6 +1,7 @@
 """tinyaot's Python API: what the CLI calls, and what tests and scripts call directly.
 
     compiled = compile_model("kws.onnx", "cal.npz")          # import, passes, calibrate, quantize
+    compiled = compile_model("kws.onnx", "cal.npz", compression=CompressionOptions(clusters=16))  # + compression
     report = deploy("kws.onnx", "stm32", "cal.npz", "out/")   # + plan, emit C, build, verify under QEMU
     figures = evaluate("kws.onnx", "cal.npz", "data.npz")     # accuracy: float vs tinyaot int8 vs onnxruntime int8
 """
@@ -19,6 +20,8 @@ import numpy as np
 from tinyaot import __version__
 from tinyaot.boards import Board, load_board
 from tinyaot.compress.calibrate import collect_ranges, load_samples
+from tinyaot.compress.options import CompressionOptions
+from tinyaot.compress.pipeline import compression_report, layer_report, prune_step, storage_step
 from tinyaot.compress.quantize import quantize_graph, quantize_values
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx
@@ -39,11 +42,13 @@ class Compiled:
     """A quantized int8 graph with its memory plan, ready to be emitted."""
 
     graph: Graph
-    samples: dict[str, np.ndarray]  # the float calibration samples, name -> [N, *shape]
+    samples: dict[str, np.ndarray]  # float samples, name -> [N, *shape]: calibration, and inputs for verification
     plan: Plan
     lower_bound: int
     peak_step: int | None
     peak_tensors: tuple[str, ...]
+    prequantized: bool = False  # the model's own Q/DQ parameters were used; `samples` calibrated nothing
+    samples_source: str = "calibration data"  # where `samples` come from, for the report
 
     @property
     def input(self) -> str:
@@ -63,25 +68,60 @@ class Compiled:
 
 
 def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
-                  disable_passes=(), print_ir_after=(), echo: Echo = _quiet) -> Compiled:
-    """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory."""
+                  disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet) -> Compiled:
+    """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory.
+
+    `compression` (CompressionOptions, a dict of its fields, or a spec file path; None: none) prunes the float
+    graph after the passes and clusters/packs the int8 weights after quantization (compress/pipeline.py).
+
+    A pre-quantized (QDQ) model needs no calibration: its own scales and zero points are used, and the samples,
+    if given, only feed verification; without them verification uses random int8 inputs (fixed seed)."""
     graph = import_onnx(Path(model), input_shapes)
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise TinyaotError(f"models with {len(graph.inputs)} inputs and {len(graph.outputs)} outputs are not "
                            "supported yet; tinyaot compiles single-input, single-output models")
-    if calibration is None:
+    prequantized = any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
+    if calibration is None and not prequantized:
         raise TinyaotError("no calibration data: int8 quantization needs sample inputs. Give --calibration "
                            "FILE.npz (one array per input name, or an 'x' array; first axis = sample)")
-    samples = load_samples(Path(calibration), graph.meta["inputs"])
-    names = [n for n, t in graph.tensors.items() if not t.is_const]
-    ranges = collect_ranges(graph.meta["onnx_model"], samples, names)
+    samples = load_samples(Path(calibration), graph.meta["inputs"]) if calibration is not None else None
+    ranges: dict[str, tuple[float, float]] = {}
+    if not prequantized:
+        names = [n for n, t in graph.tensors.items() if not t.is_const]
+        ranges = collect_ranges(graph.meta["onnx_model"], samples, names)
     graph = run_passes(graph, set(disable_passes), set(print_ir_after), echo)
     _share_ranges_across_moves(graph, ranges)
+    options = CompressionOptions.coerce(compression)
+    if options is not None and options.active:
+        graph = prune_step(graph, options)
     graph = quantize_graph(graph, ranges)
+    if options is not None and options.active:
+        # the calibration samples, quantized as the deployed model will see them, let clustering weigh each
+        # layer's errors by its real inputs
+        cal = None if samples is None else [quantize_values(x.reshape(graph.tensors[graph.inputs[0]].shape),
+                                                            graph.tensors[graph.inputs[0]].quant)
+                                            for x in samples[graph.inputs[0]]]
+        graph = storage_step(graph, cal)
+    source = "calibration data" if not prequantized else "--calibration samples (used for verification only)"
+    if samples is None:
+        samples = _random_inputs(graph, RANDOM_SAMPLES, RANDOM_SEED)
+        source = f"random int8 inputs (numpy default_rng seed {RANDOM_SEED}; no calibration data given)"
     buffers = graph_buffers(graph)
     p = plan(buffers)
     lb = lower_bound(buffers)
-    return Compiled(graph, samples, p, lb.bytes, lb.step, lb.names)
+    return Compiled(graph, samples, p, lb.bytes, lb.step, lb.names, prequantized, source)
+
+
+RANDOM_SAMPLES, RANDOM_SEED = 16, 0
+
+
+def _random_inputs(graph: Graph, n: int, seed: int) -> dict[str, np.ndarray]:
+    """Deterministic inputs for a pre-quantized model deployed without samples: uniform int8 values dequantized
+    with the input's own parameters, so quantizing them back gives exactly those integers."""
+    name = graph.inputs[0]
+    shape = tuple(graph.meta["inputs"][0]["shape"])
+    q = np.random.default_rng(seed).integers(-128, 128, size=(n, *shape))
+    return {name: graph.tensors[name].quant.dequantize(q).astype(np.float32)}
 
 
 def _share_ranges_across_moves(graph: Graph, ranges: dict[str, tuple[float, float]]) -> None:
@@ -124,7 +164,7 @@ def _layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) 
         rows.append({"name": node.name, "op": node.op, "kernel": layer.kernel or "alias",
                      "output_shape": list(g.tensors[node.outputs[0]].shape), "macs": spec.macs(node, g),
                      "weights_bytes": spec.weights_bytes(node, g), "params_bytes": spec.params_bytes(node, g),
-                     "instructions": insns})
+                     "instructions": insns, **layer_report(g, node)})
     return rows
 
 
@@ -168,7 +208,7 @@ def _staging(out_dir: Path):
 
 def deploy(model: str | Path, board: str, calibration: str | Path | None, out_dir: str | Path, *,
            verify: bool = True, verify_samples: int = 8, input_shapes=None, disable_passes=(), print_ir_after=(),
-           qemu_timeout_s: float = 120.0, echo: Echo = _quiet) -> DeployResult:
+           qemu_timeout_s: float = 120.0, compression=None, echo: Echo = _quiet) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
     build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs."""
     from tinyaot.build.firmware import build_firmware, elf_size, render_hal, render_harness
@@ -178,7 +218,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
     b = load_board(board)
     model = Path(model)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
-                             print_ir_after=print_ir_after, echo=echo)
+                             print_ir_after=print_ir_after, compression=compression, echo=echo)
     g = compiled.graph
     _check_fits(compiled, b)
     with _staging(Path(out_dir)) as tmp:
@@ -235,7 +275,9 @@ def _check_fits(compiled: Compiled, b: Board) -> None:
     # Only constants that nodes read: quantization leaves the replaced float weights in `graph.tensors`, and
     # counting them made a 480 KB int8 model look like 2.4 MB.
     g = compiled.graph
-    weights = sum(g.tensors[i].nbytes for i in {i for n in g.nodes for i in n.inputs if i} if g.tensors[i].is_const)
+    # (as stored: a compressed weight tensor counts its packed bytes)
+    weights = sum(g.tensors[i].storage.nbytes(g.tensors[i].data) if g.tensors[i].storage is not None
+                  else g.tensors[i].nbytes for i in {i for n in g.nodes for i in n.inputs if i} if g.tensors[i].is_const)
     if weights > b.flash_bytes:
         raise TinyaotError(f"model too big for board '{b.name}': {weights} B of weights exceed its "
                            f"{b.flash_bytes} B of flash by {weights - b.flash_bytes} bytes")
@@ -278,7 +320,8 @@ def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, time
         if len(first) == code_layers + 2:
             per_layer = list(first[1:-1])
     return {"ran": True, "qemu_machine": b.qemu_machine, "exit_code": result.exit_code,
-            "outputs_match": diff_ref == 0, "samples": n, "max_abs_diff_vs_reference": diff_ref,
+            "outputs_match": diff_ref == 0, "samples": n, "inputs": compiled.samples_source,
+            "max_abs_diff_vs_reference": diff_ref,
             "max_abs_diff_vs_onnxruntime": max((c.max_abs_diff for c in layers), default=0),
             "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree,
             "instructions": insns, "arena_high_water_bytes": stats.get("arena_high_water_bytes"),
@@ -297,16 +340,10 @@ def weights_bytes(g: Graph) -> int:
 
 
 def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section) -> dict:
-    from tinyaot.ops.registry import get_op
-
     g = compiled.graph
     rows = _layer_rows(compiled, emitted, per_layer)
     weights = sum(r["weights_bytes"] for r in rows)
     params = sum(r["params_bytes"] for r in rows)
-    nweights = sum(g.tensors[n.inputs[1]].size for n in g.nodes
-                   if get_op(n.op).weights_bytes(n, g) and len(n.inputs) > 1)
-    zeros = sum(int((g.tensors[n.inputs[1]].data == 0).sum()) for n in g.nodes
-                if get_op(n.op).weights_bytes(n, g) and len(n.inputs) > 1)
     return {
         "tinyaot_version": __version__,
         "model": {"path": str(model), "sha256": g.meta["sha256"], "inputs": g.meta["inputs"],
@@ -317,7 +354,9 @@ def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes
             "input": {"scale": g.tensors[compiled.input].quant.s, "zero_point": g.tensors[compiled.input].quant.zp},
             "output": {"scale": g.tensors[compiled.output].quant.s,
                        "zero_point": g.tensors[compiled.output].quant.zp},
-            "calibration_samples": int(len(compiled.samples[compiled.input]))},
+            "calibration_samples": 0 if compiled.prequantized else int(len(compiled.samples[compiled.input])),
+            "source": "the model's QuantizeLinear/DequantizeLinear" if compiled.prequantized else "calibration",
+            "notes": g.meta.get("quantization_notes", [])},
         "memory": {"arena_bytes": compiled.plan.arena_bytes, "arena_lower_bound_bytes": compiled.lower_bound,
                    "peak_step": compiled.peak_step, "peak_tensors": list(compiled.peak_tensors),
                    "planner": compiled.plan.strategy, "weights_bytes": weights, "params_bytes": params,
@@ -325,8 +364,7 @@ def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes
                    "static_ram_bytes": sizes["static_ram_bytes"] if sizes else None,
                    "stack_bytes": b.stack_bytes},
         "macs": int(sum(r["macs"] for r in rows)),
-        "compression": {"sparsity": float(zeros / nweights) if nweights else 0.0, "clusters": None,
-                        "weight_bits": 8.0},
+        "compression": compression_report(g),
         "layers": rows,
         "verify": {k: v for k, v in verify_section.items() if not k.startswith("_")},
     }
@@ -341,11 +379,19 @@ def _report_md(r: dict) -> str:
              f"{m['peak_step']})",
              f"- weights: {m['weights_bytes']} B, biases and requantization parameters: {m['params_bytes']} B",
              f"- firmware flash: {m['flash_bytes']} B, static RAM: {m['static_ram_bytes']} B (arm-none-eabi-size)",
-             f"- MACs: {r['macs']}", ""]
+             f"- MACs: {r['macs']}",
+             f"- quantization: {r['quantization']['source']}"]
+    if "options" in r["compression"]:
+        lines.append(f"- compression: {compression_line(r['compression'])}")
+    for note in r["quantization"].get("notes", []):
+        lines.append(f"  - `{note['tensor']}` ({note['op']}): the model gives scale {note['given']['scale']:.6g}, "
+                     f"zero point {note['given']['zero_point']}; used {note['used']['scale']:.6g}, "
+                     f"{note['used']['zero_point']} ({note['why']})")
+    lines.append("")
     if v["ran"]:
         lines += ["## Verification under QEMU", "",
-                  f"- exit code {v['exit_code']}, {v.get('samples')} samples, outputs == numpy reference: "
-                  f"{v['outputs_match']} (max diff {v['max_abs_diff_vs_reference']})",
+                  f"- exit code {v['exit_code']}, {v.get('samples')} samples ({v.get('inputs')}), outputs == "
+                  f"numpy reference: {v['outputs_match']} (max diff {v['max_abs_diff_vs_reference']})",
                   f"- worst layer vs onnxruntime (same int8 input): {v['max_abs_diff_vs_onnxruntime']} LSB",
                   f"- end to end vs onnxruntime: max diff {v['output_diff_vs_onnxruntime']} LSB, top-1 agreement "
                   f"{v['top1_agreement_vs_onnxruntime']:.2f}",
@@ -363,13 +409,32 @@ def _report_md(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compression_line(c: dict) -> str:
+    """One line of what compression achieved, from report.json's `compression` section."""
+    parts = [f"weights {c['weights_bytes']} B of {c['weights_bytes_dense']} B dense int8 "
+             f"({100 * c['ratio_vs_int8']:.1f} %)" if c.get("ratio_vs_int8") is not None else
+             f"weights {c['weights_bytes']} B", f"sparsity {100 * c['sparsity']:.1f} %",
+             f"{c['weight_bits']:g} bits/weight", f"storage {'/'.join(c['storage_kinds'])}"]
+    if c.get("clusters"):
+        parts.append(f"{c['clusters']} clusters")
+    removed = sum(c.get("channels_removed", {}).values())
+    if removed:
+        parts.append(f"{removed} channels removed in {len(c['channels_removed'])} layers")
+    if c.get("unmatched_patterns"):
+        parts.append(f"patterns matching no layer: {', '.join(c['unmatched_patterns'])}")
+    return ", ".join(parts)
+
+
 def _summary(r: dict, out: Path) -> list[str]:
     m, v = r["memory"], r["verify"]
     s = [f"{Path(r['model']['path']).name} -> {out} for {r['board']['name']} ({r['board']['cpu']})",
          f"arena {m['arena_bytes']} B (lower bound {m['arena_lower_bound_bytes']} B), weights {m['weights_bytes']} B, "
          f"flash {m['flash_bytes']} B, {r['macs']} MACs"]
+    if "options" in r["compression"]:
+        s.append(f"compression: {compression_line(r['compression'])}")
     if v["ran"]:
-        s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples, "
+        s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples "
+                 f"({v.get('inputs')}), "
                  f"worst layer vs onnxruntime {v['max_abs_diff_vs_onnxruntime']} LSB, "
                  f"{v['instructions']} instructions/inference, stack {v['stack_high_water_bytes']} B")
     else:
@@ -400,15 +465,18 @@ def load_labelled(path: str | Path, inputs: list[dict]) -> tuple[np.ndarray, np.
 
 
 def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path, *, input_shapes=None,
-             limit: int | None = None, compare_onnxruntime: bool = True, echo: Echo = _quiet) -> dict:
+             limit: int | None = None, compare_onnxruntime: bool = True, compression=None,
+             echo: Echo = _quiet) -> dict:
     """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled), and of
-    onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples."""
+    onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples.
+    `compression` as for compile_model: the int8 figure is then the compressed model's, and `weights_bytes` /
+    `compression` say what it costs in flash."""
     from tinyaot.build.hostjit import HostModel
     from tinyaot.compress.ort_baseline import (float_predictions, ort_int8_predictions, ort_quantize_static,
                                                top1)
     from tinyaot.oracle.reference import run_reference
 
-    compiled = compile_model(model, calibration, input_shapes=input_shapes, echo=echo)
+    compiled = compile_model(model, calibration, input_shapes=input_shapes, compression=compression, echo=echo)
     g = compiled.graph
     x, y = load_labelled(data, g.meta["inputs"])
     if limit is not None:
@@ -427,6 +495,9 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
     name = compiled.input
     # onnxruntime helpers take [N, ...] with one model batch per sample: drop the batch-of-1 axis.
     x_ort = x.reshape((len(x),) + tuple(g.meta["inputs"][0]["shape"][1:]))
+    if compiled.prequantized:
+        return _evaluate_prequantized(model, calibration, data, compiled, int8_logits, x_ort, y, checked,
+                                      compare_onnxruntime)
     cal_ort = {name: compiled.samples[name].reshape((-1,) + x_ort.shape[1:])}
     float_out = float_predictions(model, {name: x_ort}).reshape(len(x), -1)
     result = {
@@ -439,6 +510,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         "host_c_matches_reference": True, "reference_checked_samples": checked,
         "arena_bytes": compiled.plan.arena_bytes,
         "weights_bytes": weights_bytes(g),
+        "compression": compression_report(g),  # the weights' cost, measured on the same run as the accuracy
     }
     if compare_onnxruntime:
         with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
@@ -446,4 +518,27 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
             ort_out = ort_int8_predictions(qdq, {name: x_ort}).reshape(len(x), -1)
         result["onnxruntime_int8_top1"] = top1(ort_out, y)
         result["onnxruntime_int8_agreement"] = float(np.mean(np.argmax(float_out, 1) == np.argmax(ort_out, 1)))
+    return result
+
+
+def _evaluate_prequantized(model, calibration, data, compiled: Compiled, int8_logits, x_ort, y, checked,
+                           compare_onnxruntime: bool) -> dict:
+    """A pre-quantized model has no float original to measure: tinyaot's int8 is set against onnxruntime
+    running the very same QDQ model on its int8 kernels (so both use the model's own parameters)."""
+    from tinyaot.compress.ort_baseline import ort_int8_predictions, top1
+
+    result = {
+        "model": str(model), "calibration": None if calibration is None else str(calibration), "data": str(data),
+        "samples": int(len(y)), "calibration_samples": 0, "prequantized": True,
+        "float_top1": None, "int8_top1": top1(int8_logits, y), "onnxruntime_int8_top1": None, "agreement": None,
+        "int8_vs_onnxruntime_agreement": None,
+        "host_c_matches_reference": True, "reference_checked_samples": checked,
+        "arena_bytes": compiled.plan.arena_bytes, "weights_bytes": weights_bytes(compiled.graph),
+        "compression": compression_report(compiled.graph),
+    }
+    if compare_onnxruntime:
+        ort_out = ort_int8_predictions(model, {compiled.input: x_ort}).reshape(len(y), -1)
+        result["onnxruntime_int8_top1"] = top1(ort_out, y)
+        result["int8_vs_onnxruntime_agreement"] = float(np.mean(np.argmax(ort_out, 1) ==
+                                                                np.argmax(int8_logits, 1)))
     return result

@@ -1,9 +1,9 @@
 /*
  * tinyaot int8 kernels: fixed-point helpers shared by the kernels (C twins of tinyaot/ops/fixedpoint.py).
  *
- * Arithmetic is TFLite's: requantization is SaturatingRoundingDoublingHighMul followed by RoundingDivideByPOT, both
- * rounding to nearest with ties away from zero. The CMSIS-NN/TFLite test vectors are only matched bit for bit with
- * these two roundings, so no single-rounding shortcut is taken.
+ * Arithmetic is TFLite's: requantization is SaturatingRoundingDoublingHighMul (round to nearest, ties toward
+ * +infinity) followed by RoundingDivideByPOT (round to nearest, ties away from zero). The CMSIS-NN/TFLite test
+ * vectors are only matched bit for bit with these two roundings, so no single-rounding shortcut is taken.
  *
  * Assumptions (true of GCC and Clang on every Cortex-M and on the host): int32_t is two's complement and `>>` of a
  * negative signed value is an arithmetic (flooring) shift.
@@ -32,6 +32,13 @@
 #define TINYAOT_USE_DSP 0
 #endif
 
+/* Inner loops that run out of registers when inlined into a kernel's pixel loops are kept out of line. */
+#if defined(__GNUC__)
+#define TINYAOT_NOINLINE __attribute__((noinline))
+#else
+#define TINYAOT_NOINLINE
+#endif
+
 #define TINYAOT_INT32_MAX ((int32_t)0x7FFFFFFF)
 #define TINYAOT_INT32_MIN (-TINYAOT_INT32_MAX - 1)
 
@@ -44,18 +51,19 @@ static inline int32_t tinyaot_clamp_i32(int32_t x, int32_t lo, int32_t hi)
 }
 
 /*
- * round(a * b / 2^31), ties away from zero. The product of two int32 is at most 2^62 in magnitude, so the int64
- * product plus the 2^30 nudge cannot overflow; C division truncates toward zero, which with the sign-dependent
- * nudge gives round-half-away. The only result outside int32, (-2^31) * (-2^31) / 2^31 = 2^31, saturates.
+ * SaturatingRoundingDoublingHighMul: round(a * b / 2^31) to nearest, ties toward +infinity, as in gemmlowp/TFLite
+ * (there: a nudge of +2^30 or 1 - 2^30 by sign, then a truncating division). The product of two int32 is at most
+ * 2^62 in magnitude, so the int64 product plus 2^30 cannot overflow. The only result outside int32,
+ * (-2^31) * (-2^31) / 2^31 = 2^31, saturates.
  */
 static inline int32_t tinyaot_srdhm(int32_t a, int32_t b)
 {
     if (a == TINYAOT_INT32_MIN && b == TINYAOT_INT32_MIN) {
         return TINYAOT_INT32_MAX;
     }
-    const int64_t ab = (int64_t)a * (int64_t)b;
-    const int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
-    return (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+    /* Equivalent form that compiles to SMULL + ADDS/ADC + two shifts: for a negative product -(k * 2^31 + r),
+       truncating (p + 1 - 2^30) / 2^31 and flooring (p + 2^30) / 2^31 both give -k - [r > 2^30]. */
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
 }
 
 /*
@@ -91,13 +99,19 @@ static inline int32_t tinyaot_sat_shl(int32_t x, int32_t exponent)
  * TFLite's MultiplyByQuantizedMultiplier: acc * mult * 2^(shift - 31), two roundings. A positive shift is applied
  * before the high multiply; TFLite does that shift in int32 where overflow is undefined, here it saturates (the
  * result equals TFLite's wherever TFLite's is defined, and tinyaot/ops/fixedpoint.py does the same).
+ * mult must not be -2^31 (quantized multipliers, in [2^30, 2^31), and their negations never are): then acc * mult
+ * can never be the one saturating case of SRDHM (both operands -2^31), so that check is left out of this
+ * per-output path and the rounding is the same floor((p + 2^30) / 2^31) as in tinyaot_srdhm.
  */
 static inline int32_t tinyaot_requantize(int32_t acc, int32_t mult, int32_t shift)
 {
+    int32_t right = -shift;
     if (shift > 0) {
-        return tinyaot_srdhm(tinyaot_sat_shl(acc, shift), mult);
+        acc = tinyaot_sat_shl(acc, shift);
+        right = 0;
     }
-    return tinyaot_rdbpot(tinyaot_srdhm(acc, mult), -shift);
+    const int32_t hi = (int32_t)(((int64_t)acc * (int64_t)mult + ((int64_t)1 << 30)) >> 31);
+    return tinyaot_rdbpot(hi, right);
 }
 
 /* The common kernel epilogue: rescale, add the output zero point, clamp to the activation range (within int8). */
@@ -114,13 +128,61 @@ static inline int8_t tinyaot_requantize_s8(int32_t acc, int32_t mult, int32_t sh
  * Inner products. x + x_off must lie in int16 (true for int8 x and |x_off| <= 128), see the overflow note above.
  * ------------------------------------------------------------------------------------------------------------- */
 #if TINYAOT_USE_DSP
-/* Four int8 values as one little-endian word; memcpy compiles to a single (unaligned-capable) LDR. */
+/* Four int8 values as one little-endian word. A 4-byte memcpy is the defined way to load possibly unaligned data
+   and compiles to a single LDR (Cortex-M3 and up load unaligned words). GCC's builtin is named explicitly because
+   under -ffreestanding plain memcpy is an out-of-line call, which would cost more than the SIMD saves. */
 static inline int32_t tinyaot_read_s8x4(const int8_t *p)
 {
     int32_t v;
+#if defined(__GNUC__)
+    __builtin_memcpy(&v, p, 4);
+#else
     memcpy(&v, p, 4);
+#endif
     return v;
 }
+
+/* Two int16 values as one word (lane 0 = p[0]); see tinyaot_read_s8x4 for why memcpy. */
+static inline int32_t tinyaot_read_s16x2(const int16_t *p)
+{
+    int32_t v;
+#if defined(__GNUC__)
+    __builtin_memcpy(&v, p, 4);
+#else
+    memcpy(&v, p, 4);
+#endif
+    return v;
+}
+
+static inline void tinyaot_write_s16x2(int16_t *p, int32_t v)
+{
+#if defined(__GNUC__)
+    __builtin_memcpy(p, &v, 4);
+#else
+    memcpy(p, &v, 4);
+#endif
+}
+
+/* Bytes 1 and 3 sign-extended into the two 16-bit lanes: SXTB16 with its built-in rotation. GCC does not fold a
+   rotate into the SXTB16/SXTAB16 builtins, and a separate shift costs an instruction per word in every inner loop;
+   the asm is not volatile, so the compiler still schedules and eliminates it like any expression. */
+#if defined(__GNUC__)
+static inline int32_t tinyaot_sxtb16_ror8(int32_t x)
+{
+    int32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+static inline int32_t tinyaot_sxtab16_ror8(int32_t a, int32_t x)
+{
+    int32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(x));
+    return r;
+}
+#else
+static inline int32_t tinyaot_sxtb16_ror8(int32_t x) { return tinyaot_sxtb16_ror8(x); }
+static inline int32_t tinyaot_sxtab16_ror8(int32_t a, int32_t x) { return __sxtab16(a, (int32_t)((uint32_t)x >> 8)); }
+#endif
 
 /* x_off in both 16-bit lanes, for SXTAB16 (sign-extend bytes 0 and 2 and add lane-wise). */
 static inline int32_t tinyaot_dup16(int32_t v)
@@ -141,9 +203,9 @@ static inline int32_t tinyaot_dot_s8(const int8_t *x, const int8_t *w, int32_t n
         w += 4;
         /* lanes (x0, x2) and (x1, x3), offset added; the filter unpacked the same way so lanes pair up */
         const int32_t x02 = __sxtab16(off2, xv);
-        const int32_t x13 = __sxtab16(off2, (int32_t)((uint32_t)xv >> 8));
+        const int32_t x13 = tinyaot_sxtab16_ror8(off2, xv);
         acc = __smlad(x02, __sxtb16(wv), acc);
-        acc = __smlad(x13, __sxtb16((int32_t)((uint32_t)wv >> 8)), acc);
+        acc = __smlad(x13, tinyaot_sxtb16_ror8(wv), acc);
     }
 #else
     for (; n >= 4; n -= 4) {
@@ -173,15 +235,15 @@ static inline void tinyaot_dot2_s8(const int8_t *x, const int8_t *w0, const int8
         const int32_t xv = tinyaot_read_s8x4(x);
         x += 4;
         const int32_t x02 = __sxtab16(off2, xv);
-        const int32_t x13 = __sxtab16(off2, (int32_t)((uint32_t)xv >> 8));
+        const int32_t x13 = tinyaot_sxtab16_ror8(off2, xv);
         const int32_t wa = tinyaot_read_s8x4(w0);
         const int32_t wb = tinyaot_read_s8x4(w1);
         w0 += 4;
         w1 += 4;
         a0 = __smlad(x02, __sxtb16(wa), a0);
-        a0 = __smlad(x13, __sxtb16((int32_t)((uint32_t)wa >> 8)), a0);
+        a0 = __smlad(x13, tinyaot_sxtb16_ror8(wa), a0);
         a1 = __smlad(x02, __sxtb16(wb), a1);
-        a1 = __smlad(x13, __sxtb16((int32_t)((uint32_t)wb >> 8)), a1);
+        a1 = __smlad(x13, tinyaot_sxtb16_ror8(wb), a1);
     }
 #else
     for (; n >= 2; n -= 2) {
@@ -222,13 +284,13 @@ static inline void tinyaot_dot2x2_s8(const int8_t *xa, const int8_t *xb, const i
         w0 += 4;
         w1 += 4;
         const int32_t w0_02 = __sxtb16(wv0);
-        const int32_t w0_13 = __sxtb16((int32_t)((uint32_t)wv0 >> 8));
+        const int32_t w0_13 = tinyaot_sxtb16_ror8(wv0);
         const int32_t w1_02 = __sxtb16(wv1);
-        const int32_t w1_13 = __sxtb16((int32_t)((uint32_t)wv1 >> 8));
+        const int32_t w1_13 = tinyaot_sxtb16_ror8(wv1);
         const int32_t xva = tinyaot_read_s8x4(xa);
         xa += 4;
         int32_t x02 = __sxtab16(off2, xva);
-        int32_t x13 = __sxtab16(off2, (int32_t)((uint32_t)xva >> 8));
+        int32_t x13 = tinyaot_sxtab16_ror8(off2, xva);
         a00 = __smlad(x02, w0_02, a00);
         a00 = __smlad(x13, w0_13, a00);
         a01 = __smlad(x02, w1_02, a01);
@@ -236,7 +298,7 @@ static inline void tinyaot_dot2x2_s8(const int8_t *xa, const int8_t *xb, const i
         const int32_t xvb = tinyaot_read_s8x4(xb);
         xb += 4;
         x02 = __sxtab16(off2, xvb);
-        x13 = __sxtab16(off2, (int32_t)((uint32_t)xvb >> 8));
+        x13 = tinyaot_sxtab16_ror8(off2, xvb);
         a10 = __smlad(x02, w0_02, a10);
         a10 = __smlad(x13, w0_13, a10);
         a11 = __smlad(x02, w1_02, a11);

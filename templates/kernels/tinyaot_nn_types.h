@@ -81,4 +81,65 @@ typedef struct {
     int32_t shift;
 } tinyaot_per_tensor_quant_params;
 
+/* Compressed weights (tinyaot/compress/storage.py; kernels in tinyaot_nn.h, shared code in tinyaot_nn_compressed.h).
+   A "row" is one output channel's weights in the order of its dense filter: OHWI (conv) or [out][depth] (fully
+   connected), and for depthwise the kh*kw taps of one channel (taken across the 1HWC filter). int4 weights need
+   no struct: they are one uint8 array of two's-complement nibbles, low nibble first, row-major over the whole
+   filter in its dense layout (1HWC for depthwise). */
+typedef struct {
+    const int8_t *codebooks; /* [groups][k] int8 values; output channel o uses codebook o / group_size */
+    const uint8_t *packed;   /* per output channel row_bytes bytes: bits-wide indices, little-endian bit stream */
+    int32_t bits;            /* 1..8, ceil(log2 k) */
+    int32_t k;               /* entries per codebook, 1..256 */
+    int32_t group_size;      /* output channels per codebook */
+    int32_t row_bytes;       /* bytes per output channel, >= ceil(row_len * bits / 8) */
+} tinyaot_clustered_weights;
+
+/* Bitmap sparsity: per row ceil(row_len / 8) bitmap bytes (bit j % 8 of byte j / 8 set where weight j != 0), the
+   nonzero values of all rows concatenated, row o's first value at values[row_offsets[o]]. */
+typedef struct {
+    const uint8_t *bitmap;
+    const int8_t *values;
+    const int32_t *row_offsets; /* [out_ch + 1] */
+} tinyaot_sparse_weights;
+
+/* Run-length sparsity: per row entries (runs[e], values[e]) = runs[e] zeros then the value; a stored value of 0
+   bridges gaps over 255. Row o's entries are [row_offsets[o], row_offsets[o + 1]); trailing zeros are implied. */
+typedef struct {
+    const uint8_t *runs;
+    const int8_t *values;
+    const int32_t *row_offsets; /* [out_ch + 1] */
+} tinyaot_rle_weights;
+
+/* Elementwise binary ops (tinyaot_elementwise_binary_s8). */
+#define TINYAOT_BINARY_ADD 0
+#define TINYAOT_BINARY_SUB 1
+#define TINYAOT_BINARY_MUL 2
+
+/* ADD/SUB (TFLite): each input is offset, shifted left by left_shift and rescaled by its own mult/shift to a common
+   scale; the sum or difference is rescaled by output_mult/shift. MUL: the product of the offset inputs is rescaled
+   by output_mult/shift (s1 * s2 / s_out); the input mults, shifts and left_shift are unused. */
+typedef struct {
+    int32_t op; /* TINYAOT_BINARY_ADD, _SUB or _MUL */
+    int32_t input_1_offset;
+    int32_t input_1_mult;
+    int32_t input_1_shift;
+    int32_t input_2_offset;
+    int32_t input_2_mult;
+    int32_t input_2_shift;
+    int32_t left_shift;
+    int32_t output_offset;
+    int32_t output_mult;
+    int32_t output_shift;
+    tinyaot_activation activation;
+} tinyaot_binary_params;
+
+/* Numpy broadcasting as strides: output element (i0, i1, i2, i3) of dims reads input k at
+   sum(i_j * stride_k[j]); a stride of 0 repeats the input along that axis. */
+typedef struct {
+    int32_t dims[4];
+    int32_t stride_1[4];
+    int32_t stride_2[4];
+} tinyaot_broadcast_shape;
+
 #endif /* TINYAOT_NN_TYPES_H */

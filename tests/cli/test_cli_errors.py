@@ -150,15 +150,15 @@ def test_unsupported_op_lstm(tmp_path, sine_cal):
 def test_supported_op_with_unsupported_attribute(tmp_path, sine_cal):
     out = tmp_path / "out"
     g = helper.make_graph(
-        [helper.make_node("MaxPool", ["x"], ["y"], name="pool/ceil", kernel_shape=[3, 3], strides=[2, 2],
-                          ceil_mode=1)],
-        "ceil", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])])
+        [helper.make_node("MaxPool", ["x"], ["y"], name="pool/dilated", kernel_shape=[3, 3], strides=[2, 2],
+                          dilations=[2, 2])],
+        "dilated", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])])
     model = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "ceil.onnx")
     cal = tmp_path / "cal.npz"
     np.savez(cal, x=np.random.default_rng(0).normal(size=(4, 1, 8, 8)).astype(np.float32))
     r = run("deploy", model, "--calibration", cal, "--out", out, "--board", "an386")
-    assert_one_error(r, "MaxPool", "'pool/ceil'", "ceil_mode", out=out)
+    assert_one_error(r, "MaxPool", "'pool/dilated'", "dilat", out=out)
 
 
 def test_model_onnxruntime_refuses(tmp_path):

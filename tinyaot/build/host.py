@@ -1,11 +1,13 @@
 """Compile C for the host into a shared library (the host JIT), cached on disk.
 
 The cache key is a sha256 over the compiler identity, the flags, every source text and every header text in the
-include directories, so a library is rebuilt exactly when something that could change it changed. Entries are
-`<key>.so` files in one directory (default `~/.cache/tinyaot/host`, or `$TINYAOT_CACHE`); a hit refreshes the
-file's mtime and the oldest entries beyond `max_entries` are evicted (least recently used). Builds go to a temporary
-file in the cache directory and are renamed into place, so parallel processes (pytest -n, several CLIs) never see
-a half-written library and at worst compile the same thing twice.
+include directories and beside the sources (names and texts, not folder locations), so a library is rebuilt
+exactly when something that could change it changed, and the same C emitted into a new temporary folder is a cache
+hit. Entries are `<key>.so` files in one folder (`$TINYAOT_CACHE/host`, default `~/.cache/tinyaot/host`); a hit
+refreshes the file's mtime and the oldest entries beyond `max_entries` are evicted (least recently used; the entry
+just built or hit is never the one evicted). Builds go to a temporary file in the cache folder and are renamed into
+place, so parallel processes (pytest -n, several CLIs) never see a half-written library and at worst compile the
+same thing twice.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -25,12 +28,14 @@ _HEADER_SUFFIXES = (".h", ".inc")
 
 
 def cache_root(cache_dir: Path | None = None) -> Path:
+    """The host-library cache folder: `cache_dir` if given, else `host/` under tinyaot's cache root ($TINYAOT_CACHE,
+    else ~/.cache/tinyaot). A folder of its own, because eviction removes the oldest `*.so` in it and other tools
+    (the QEMU plugin) keep their own `.so` files in the cache root."""
     if cache_dir is not None:
         return Path(cache_dir)
     env = os.environ.get("TINYAOT_CACHE")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "tinyaot" / "host"
+    base = Path(env) if env else Path.home() / ".cache" / "tinyaot"
+    return base / "host"
 
 
 @functools.lru_cache(maxsize=8)
@@ -43,6 +48,9 @@ def _compiler_identity(cc: str) -> str:
 
 
 def _cache_key(cc: str, sources: Sequence[Path], include_dirs: Sequence[Path], flags: Sequence[str]) -> str:
+    """Content hash of everything that can change the library. Directory locations are deliberately left out (only
+    file names relative to their directory and texts count), so the same C emitted into a fresh temporary folder
+    hits the cache. Headers next to the sources count too, since `#include "x.h"` looks there first."""
     h = hashlib.sha256()
 
     def put(tag: str, data: bytes) -> None:
@@ -54,12 +62,15 @@ def _cache_key(cc: str, sources: Sequence[Path], include_dirs: Sequence[Path], f
     for src in sources:
         put("source", src.name.encode())
         put("text", src.read_bytes())
-    for inc in include_dirs:
-        put("include-dir", str(inc).encode())
-        if inc.is_dir():
-            for hdr in sorted(p for p in inc.rglob("*") if p.is_file() and p.suffix in _HEADER_SUFFIXES):
-                put("header", hdr.relative_to(inc).as_posix().encode())
-                put("text", hdr.read_bytes())
+    source_dirs = list(dict.fromkeys(s.parent for s in sources))
+    # include dirs are searched recursively (`#include "sub/x.h"`), source folders only at their top level
+    for tag, dirs, walk in (("include-dir", include_dirs, Path.rglob), ("source-dir", source_dirs, Path.glob)):
+        for i, inc in enumerate(dirs):
+            put(tag, str(i).encode())
+            if inc.is_dir():
+                for hdr in sorted(p for p in walk(inc, "*") if p.is_file() and p.suffix in _HEADER_SUFFIXES):
+                    put("header", hdr.relative_to(inc).as_posix().encode())
+                    put("text", hdr.read_bytes())
     return h.hexdigest()
 
 
@@ -71,15 +82,27 @@ def _first_error_line(stderr: str) -> str:
     return lines[0] if lines else "(no compiler output)"
 
 
-def _evict(root: Path, max_entries: int) -> None:
+_STALE_TMP_SECONDS = 3600.0
+
+
+def _evict(root: Path, max_entries: int, keep: Path) -> None:
+    now = time.time()
+    for tmp in root.glob("*.so.tmp"):  # left by a killed compile; a live one is far younger than an hour
+        try:
+            if now - tmp.stat().st_mtime > _STALE_TMP_SECONDS:
+                tmp.unlink()
+        except FileNotFoundError:
+            pass
     entries = []
     for p in root.glob("*.so"):
+        if p == keep:
+            continue
         try:
             entries.append((p.stat().st_mtime, p))
         except FileNotFoundError:  # removed by a concurrent eviction
             continue
     entries.sort()
-    for _, p in entries[: max(0, len(entries) - max_entries)]:
+    for _, p in entries[: max(0, len(entries) + 1 - max(max_entries, 1))]:  # +1: `keep` counts as an entry
         try:
             p.unlink()
         except FileNotFoundError:
@@ -129,5 +152,5 @@ def compile_shared(
     finally:
         if tmp.exists():
             tmp.unlink()
-    _evict(root, max_entries)
+    _evict(root, max_entries, keep=target)
     return target

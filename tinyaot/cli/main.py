@@ -60,12 +60,36 @@ def _echo(line: str) -> None:
     typer.echo(line)
 
 
-ModelArg = Annotated[Path, typer.Argument(help="the float ONNX model", show_default=False)]
+ModelArg = Annotated[Path, typer.Argument(help="the float ONNX model, or a pre-quantized (QDQ) one",
+                                           show_default=False)]
 CalibrationOpt = Annotated[Optional[Path], typer.Option(
     "--calibration", "-c", help="calibration samples (.npz: one array per input name, or an 'x' array; first "
-    "axis = sample)")]
+    "axis = sample); optional for a pre-quantized (QDQ) model, where they only feed verification")]
 InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
     "--input-shape", help="static shape for a dynamic input, NAME:D1,D2,... (repeatable)")]
+# Compression (tinyaot/compress/): the same flags on deploy and evaluate, so accuracy and bytes come from one run.
+PruneOpt = Annotated[Optional[float], typer.Option(
+    "--prune", help="zero this fraction of the Conv/fully connected weights by magnitude (0..1)")]
+PruneScopeOpt = Annotated[Optional[str], typer.Option(
+    "--prune-scope", help="'global' (default: one threshold on layer-normalised magnitudes) or 'layer' (the same "
+    "fraction in every layer)")]
+PruneExcludeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--prune-exclude", help="never prune layers whose name matches this fnmatch pattern (repeatable)")]
+PruneChannelsOpt = Annotated[Optional[float], typer.Option(
+    "--prune-channels", help="remove this fraction of output channels where a layer feeds only the next layer")]
+ClustersOpt = Annotated[Optional[int], typer.Option(
+    "--clusters", help="cluster the int8 weights into K values (2..256), indices packed at ceil(log2 K) bits")]
+WeightBitsOpt = Annotated[Optional[int], typer.Option(
+    "--weight-bits", help="8 (default) or 4: per-channel symmetric 4-bit weights, two per byte")]
+CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
+    "--compression", help="per-layer compression spec (.toml, or .yaml with PyYAML); flags override its defaults")]
+
+
+def _compression(spec, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits):
+    from tinyaot.compress.options import options_from_flags
+
+    return options_from_flags(spec, prune=prune, prune_scope=prune_scope, prune_exclude=tuple(prune_exclude or ()),
+                              prune_channels=prune_channels, clusters=clusters, weight_bits=weight_bits)
 
 
 def _board_names() -> list[str]:
@@ -91,6 +115,9 @@ def deploy(
     disable_pass: Annotated[Optional[list[str]], typer.Option(help="skip a graph pass (repeatable)")] = None,
     print_ir_after: Annotated[Optional[list[str]], typer.Option(help="print the IR after a pass (repeatable)")]
     = None,
+    prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_exclude: PruneExcludeOpt = None,
+    prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
+    compression: CompressionSpecOpt = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -98,9 +125,10 @@ def deploy(
 
     try:
         out_dir = out if out is not None else Path(f"{model.stem}_{board}")
+        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits)
         result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
-                            print_ir_after=print_ir_after or (), echo=_echo)
+                            print_ir_after=print_ir_after or (), compression=options, echo=_echo)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:
@@ -117,14 +145,18 @@ def evaluate(
     onnxruntime: Annotated[bool, typer.Option("--onnxruntime/--no-onnxruntime",
                                               help="also measure onnxruntime's quantize_static")] = True,
     input_shape: InputShapeOpt = None,
+    prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_exclude: PruneExcludeOpt = None,
+    prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
+    compression: CompressionSpecOpt = None,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
     from tinyaot.api import evaluate as api_evaluate
     from tinyaot.frontend import parse_input_shapes
 
     try:
+        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits)
         r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
-                         compare_onnxruntime=onnxruntime)
+                         compare_onnxruntime=onnxruntime, compression=options)
         if json_out is not None:
             try:
                 json_out.write_text(json.dumps(r, indent=2) + "\n")
@@ -133,9 +165,18 @@ def evaluate(
     except TinyaotError as exc:
         _fail(exc)
     ort = r["onnxruntime_int8_top1"]
+    if r.get("prequantized"):  # no float model to compare with: onnxruntime ran the same QDQ model
+        typer.echo(f"{r['samples']} samples (pre-quantized model, its own parameters): tinyaot int8 "
+                   f"{100 * r['int8_top1']:.2f} %" + (f", onnxruntime int8 {100 * ort:.2f} %; they agree on "
+                   f"{100 * r['int8_vs_onnxruntime_agreement']:.2f} %" if ort is not None else ""))
+        return
     typer.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot int8 {100 * r['int8_top1']:.2f} %"
                + (f", onnxruntime int8 {100 * ort:.2f} %" if ort is not None else "")
                + f"; int8 agrees with float on {100 * r['agreement']:.2f} %")
+    if "options" in r.get("compression", {}):  # what the compressed weights cost, from the same compilation
+        from tinyaot.api import compression_line
+
+        typer.echo(f"compression: {compression_line(r['compression'])}")
 
 
 @app.command()

@@ -105,5 +105,5 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         dst = out_dir / name
         shutil.copyfile(TEMPLATES / "kernels" / name, dst)
         result.files.append(dst)
-    result.kernels = [f[:-2] for f in kernel_files]
+    result.kernels = [f[:-2] for f in kernel_files if f.endswith(".c")]  # not shared headers
     return result

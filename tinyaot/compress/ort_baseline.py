@@ -143,8 +143,9 @@ class _SampleReader(CalibrationDataReader):
 
 
 def ort_quantize_static(model_path: str | Path, calibration: Mapping[str, np.ndarray],
-                        out_path: str | Path) -> Path:
-    """onnxruntime's own int8 model of `model_path`: QDQ, QInt8 activations and weights, per channel, MinMax."""
+                        out_path: str | Path, *, preprocess: bool = True) -> Path:
+    """onnxruntime's own int8 model of `model_path`: QDQ, QInt8 activations and weights, per channel, MinMax.
+    preprocess=False skips onnxruntime's quant_pre_process (for tests that need the raw graph's structure)."""
     model_path, out_path = Path(model_path), Path(out_path)
     # Calibration samples are fed one by one at batch 1, validated against the float model's declared inputs.
     batched, feeds = _feeds(float_session(model_path), calibration)
@@ -160,6 +161,8 @@ def ort_quantize_static(model_path: str | Path, calibration: Mapping[str, np.nda
     with tempfile.TemporaryDirectory(prefix="tinyaot_ort_q_") as tmp:
         source = Path(tmp) / "preprocessed.onnx"
         try:
+            if not preprocess:
+                raise RuntimeError("pre-processing not asked for")
             # Symbolic shape inference and onnxruntime's optimizer (folds BatchNormalization into Conv): what
             # quantize_static expects, and what makes onnxruntime's result a fair, best-effort baseline.
             quant_pre_process(str(model_path), str(source))
@@ -168,8 +171,9 @@ def ort_quantize_static(model_path: str | Path, calibration: Mapping[str, np.nda
             # not know every op and can raise on graphs that onnxruntime itself runs. quantize_static still works
             # on the raw model (it only quantizes less fused graphs, e.g. BatchNormalization stays float), so a
             # baseline without it beats no baseline; the warning keeps the reduced comparison visible.
-            warnings.warn(f"onnxruntime quant_pre_process failed on {model_path.name} "
-                          f"({type(exc).__name__}: {exc}); quantizing the raw model instead", stacklevel=2)
+            if preprocess:
+                warnings.warn(f"onnxruntime quant_pre_process failed on {model_path.name} "
+                              f"({type(exc).__name__}: {exc}); quantizing the raw model instead", stacklevel=2)
             source = model_path
         model = onnx.load(str(source))
         if _flatten_gemm_biases(model):

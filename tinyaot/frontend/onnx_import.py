@@ -87,8 +87,14 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
 
     path = Path(path)
     model = load_onnx(path)
+    for n in model.graph.node:
+        # onnxruntime writes 16-bit (and 4-bit) QDQ with its own com.microsoft Q/DQ ops: name the real problem.
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.domain not in ("", "ai.onnx"):
+            raise TinyaotError(f"{n.op_type} node {n.name!r} is from domain {n.domain!r} (onnxruntime's 16-bit or "
+                               "4-bit QDQ); tinyaot deploys int8 (or uint8) QDQ models")
+    # Constant nodes are not ops: they become constant tensors below.
     unsupported = [(n.op_type, n.name or f"#{k}") for k, n in enumerate(model.graph.node)
-                   if n.domain not in ("", "ai.onnx") or not is_registered(n.op_type)]
+                   if n.domain not in ("", "ai.onnx") or not (is_registered(n.op_type) or n.op_type == "Constant")]
     if unsupported:
         by_op: dict[str, list[str]] = {}
         for op, name in unsupported:

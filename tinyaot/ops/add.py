@@ -4,16 +4,18 @@ Both inputs are brought to a common scale (twice the larger input scale) with `l
 the rescaling keeps precision: (x + offset) is at most 255 in magnitude, times 2**20 is below 2**28, and the sum of
 the two rescaled terms (each at most half of that, since each input multiplier is <= 1/2) stays below 2**28, so
 no int32 step can overflow. The sum is then rescaled to the output scale.
+
+Two activations of one shape (residual connections) use the flat `tinyaot_elementwise_add_s8`; a constant addend
+that `fuse_bias_add` could not fold into a bias, or operands of different shapes (numpy broadcasting), go through
+the broadcasting kernel shared with Sub and Mul (broadcast.py) with the same arithmetic.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from tinyaot.ops.broadcast import BinaryOp
 from tinyaot.ops.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
-from onnx import helper
-from tinyaot.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, out_params
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.ops.registry import KernelCall, register
 
 ADD_LEFT_SHIFT = 20
 
@@ -41,11 +43,9 @@ def elementwise_add_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
                        input2_offset: int, input2_mult: int, input2_shift: int, left_shift: int,
                        output_offset: int, output_mult: int, output_shift: int,
                        act_min: int = -128, act_max: int = 127) -> np.ndarray:
-    """int8 + int8 -> int8, same shapes (no broadcasting; the C kernel walks one flat block)."""
+    """int8 + int8 -> int8 with numpy broadcasting (the flat C kernel takes equal shapes, the binary one any)."""
     a = np.asarray(in1)
     b = np.asarray(in2)
-    if a.shape != b.shape:
-        raise ValueError(f"elementwise_add_s8: shapes {a.shape} and {b.shape} differ")
     x1 = (a.astype(np.int64) + int(input1_offset)) << int(left_shift)
     x2 = (b.astype(np.int64) + int(input2_offset)) << int(left_shift)
     s = (multiply_by_quantized_multiplier(x1, input1_mult, input1_shift)
@@ -56,34 +56,23 @@ def elementwise_add_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
 @register("Add")
-class Add(OpSpec):
-    """ONNX Add of two int8 tensors of the same shape (residual connections), each input rescaled to the
-    output's parameters. Constant addends are folded into a bias by the passes before this op is reached."""
-
-    alias_output_to_input = True  # the kernel reads each element before writing it
-
-    def infer_shapes(self, node, graph):
-        if graph.layout != "NHWC":
-            return None
-        a, b = (graph.tensors[i].shape for i in node.inputs)
-        return [tuple(np.broadcast_shapes(a, b))]
-
-    def quantize(self, node, graph, ranges):
-        a, b = (graph.tensors[i] for i in node.inputs)
-        if a.is_const or b.is_const or a.shape != b.shape:
-            raise TinyaotError(f"Add node {node.name!r}: only the sum of two same-shape activations is supported "
-                               f"(shapes {list(a.shape)} and {list(b.shape)})")
-        qo, lo, hi = out_params(node, graph, ranges)
-        node.attrs.update(add_params(a.quant.s, b.quant.s, qo.s), input1_offset=-a.quant.zp,
-                          input2_offset=-b.quant.zp, output_offset=qo.zp, act_min=lo, act_max=hi)
+class Add(BinaryOp):
+    """ONNX Add of two int8 tensors, each input rescaled to the output's parameters. Constant per-channel addends
+    right after a Conv are folded into its bias by the passes; any other constant is an int8 operand."""
 
     _KEYS = ("input1_offset", "input1_mult", "input1_shift", "input2_offset", "input2_mult", "input2_shift",
              "left_shift", "output_offset", "output_mult", "output_shift", "act_min", "act_max")
 
-    def reference(self, node, graph, inputs):
-        return [elementwise_add_s8(inputs[0], inputs[1], **{k: node.attrs[k] for k in self._KEYS})]
+    def params(self, s1, s2, s_out):
+        return add_params(s1, s2, s_out)
+
+    def reference_fn(self, a, b, **kw):
+        return elementwise_add_s8(a, b, **kw)
 
     def render(self, node, graph, cname):
+        x1, x2 = (graph.tensors[i] for i in node.inputs)
+        if x1.is_const or x2.is_const or tuple(x1.shape) != tuple(x2.shape):
+            return super().render(node, graph, cname)
         a = node.attrs
         n = graph.tensors[node.outputs[0]].size
         code = (f"status |= tinyaot_elementwise_add_s8({{in0}}, {{in1}}, {a['input1_offset']}, {a['input1_mult']}, "
@@ -91,11 +80,3 @@ class Add(OpSpec):
                 f"{a['left_shift']}, {{out0}},\n    {a['output_offset']}, {a['output_mult']}, {a['output_shift']}, "
                 f"{a['act_min']}, {a['act_max']}, {n});")
         return KernelCall("tinyaot_elementwise_add_s8", code, ["tinyaot_elementwise_add_s8.c"], [])
-
-    def params_bytes(self, node, graph):
-        return 0
-
-    def oracle(self, node, graph):
-        add = helper.make_node("Add", list(node.inputs), ["add_out"])
-        n2, i2, out = activation_nodes(node, "add_out")
-        return OracleLayer([add] + n2, i2, out)

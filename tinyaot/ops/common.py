@@ -24,11 +24,14 @@ def out_params(node: Node, graph: Graph, ranges) -> tuple[QuantParams, int, int]
 
 
 def spatial_out(in_hw, kernel_hw, stride_hw, pads, dilation_hw=(1, 1), ceil_mode=False) -> tuple[int, int]:
-    """Output H, W with pads [top, left, bottom, right] (ONNX begin/end order)."""
+    """Output H, W with pads [top, left, bottom, right] (ONNX begin/end order). With ceil_mode a last window
+    that would start in the end padding is dropped, as onnxruntime and PyTorch do."""
     out = []
     for a in range(2):
         span = in_hw[a] + pads[a] + pads[a + 2] - dilation_hw[a] * (kernel_hw[a] - 1) - 1
         o = (-(-span // stride_hw[a]) if ceil_mode else span // stride_hw[a]) + 1
+        if ceil_mode and (o - 1) * stride_hw[a] >= in_hw[a] + pads[a]:
+            o -= 1
         out.append(int(o))
     return out[0], out[1]
 

@@ -16,10 +16,48 @@ import numpy as np
 from tinyaot.ops.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import quantize_bias, weight_qparams
+from tinyaot.compress.quantize import layer_weights, weight_qmax
 from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, set_const, spatial_out
+from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
+from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.ops.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+
+
+def conv2d_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
+    """Bytes of scratch the C conv kernel can use (= tinyaot_convolve_s8_get_buffer_size): two int16 im2col columns
+    of kh*kw*in_ch_per_group values, each rounded up to an even count so the second column stays 4-byte aligned.
+    The kernel runs without it too (slower), so planning it is a speed/RAM trade, never a correctness one."""
+    k = int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_ch_per_group)
+    return 2 * (k + k % 2) * 2
+
+
+def depthwise_conv2d_scratch_bytes() -> int:
+    """The depthwise kernel uses no scratch."""
+    return 0
+
+
+def conv_inplace_offset(in_shape, out_shape, stride_hw, pads, aligned_group: int = 0) -> int:
+    """Smallest d >= 0 such that an NHWC output starting d bytes before its NHWC input is never written over an
+    input byte still to be read, for a kernel that computes output pixels in raster order at most two at a time and
+    reads only the windows of the pixels it computes (see Conv.inplace_offset). The first byte pixel r reads is at
+    or after its clipped window origin (max(0, y*sh - pt), max(0, x*sw - pl)), a lower bound of what is still
+    needed, so d is conservative. aligned_group = G > 0: the kernel computes groups of G pixels at once instead,
+    aligned at multiples of G from each batch's first pixel (the compressed-weight kernels, tinyaot_nn.h)."""
+    n, h, w, c_in = in_shape
+    _, oh, ow, c_out = out_shape
+    oy, ox = np.meshgrid(np.arange(oh), np.arange(ow), indexing="ij")
+    row = np.maximum(oy * stride_hw[0] - pads[0], 0)
+    col = np.maximum(ox * stride_hw[1] - pads[1], 0)
+    first = ((np.arange(n)[:, None, None] * h + row[None]) * w + col[None]) * c_in
+    first = first.reshape(-1).astype(np.int64)
+    still_needed = np.minimum.accumulate(first[::-1])[::-1]  # min over pixel q and every later pixel
+    q = np.arange(first.size, dtype=np.int64)
+    written = np.minimum((q + 2) * c_out, first.size * c_out)  # everything up to the end of pair (q, q+1)
+    if aligned_group:
+        start = q - q % (oh * ow)  # the batch's first pixel
+        written = np.minimum(start + ((q - start) // aligned_group + 1) * aligned_group, start + oh * ow) * c_out
+    return int(max(0, int((written - still_needed).max())))
 
 
 def _patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
@@ -150,13 +188,11 @@ class Conv(OpSpec):
     def quantize(self, node, graph, ranges):
         x = graph.tensors[node.inputs[0]]
         qo, lo, hi = out_params(node, graph, ranges)
-        w = graph.tensors[node.inputs[1]].data
         axis = 3 if node.attrs["depthwise"] else 0
-        qw, wq = weight_qparams(w, axis)
-        out_c = w.shape[axis]
-        b = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else np.zeros(out_c)
-        qb = quantize_bias(b, x.quant.s, wq.scale)
-        bias_q = type(wq)(np.float64(x.quant.s) * wq.scale, np.zeros(out_c, np.int64), 0)
+        b = graph.tensors[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
+        # float weights are quantized here; a pre-quantized model's int8 weights and int32 bias are kept as given
+        qw, wq, qb, bias_q, _ = layer_weights(graph.tensors[node.inputs[1]], b, axis, x.quant.s,
+                                              f"Conv node {node.name!r}", qmax=weight_qmax(node))
         node.inputs[1:] = [set_const(graph, node.name + "_weights", qw, "int8", wq),
                            set_const(graph, node.name + "_bias", qb, "int32", bias_q)]
         # Effective scale per output channel, from the stored (float32) scales of the final tensors.
@@ -188,7 +224,8 @@ class Conv(OpSpec):
         return int(np.prod(out) * per_out)
 
     def weights_bytes(self, node, graph):
-        return graph.tensors[node.inputs[1]].nbytes
+        w = graph.tensors[node.inputs[1]]  # as stored in flash: compression may pack it (compress/storage.py)
+        return w.storage.nbytes(w.data) if w.storage is not None else w.nbytes
 
     def params_bytes(self, node, graph):
         out_c = graph.tensors[node.outputs[0]].shape[3]
@@ -198,7 +235,32 @@ class Conv(OpSpec):
         return "tinyaot_depthwise_conv_s8" if node.attrs["depthwise"] else "tinyaot_convolve_s8"
 
     def scratch_bytes(self, node, graph):
-        return int(node.attrs.get("scratch_bytes", 0))
+        # The im2col scratch pays when the input has few channels (a window then is many short runs: the
+        # DS-CNN first layer, 10x4 taps of 1 channel, drops from 6.5 to 3.4 instructions per MAC on an M4) and
+        # slightly loses on wide ones (3x3x16: 2.15 -> 2.26), so it is planned only below 8 input channels.
+        if node.attrs.get("depthwise"):
+            return 0
+        w = graph.tensors[node.inputs[1]].shape  # OHWI
+        if is_compressed(graph.tensors[node.inputs[1]]):  # its four-pixel column shares each decoded weight
+            return compressed_conv_scratch_bytes(w[1:3], w[3])
+        if w[3] >= 8 or (w[1] == 1 and w[2] == 1):
+            return 0
+        return conv2d_scratch_bytes(w[1:3], w[3])
+
+    def inplace_offset(self, node, graph):
+        """Both C kernels visit output pixels in raster order, at most two at a time (the conv's two-pixel paths),
+        and once a pixel pair is written they never read its windows again. So the output may overlap the input
+        when every output byte written by the end of pair (q, q+1) lies below the first input byte that pixel q or
+        any later pixel still reads. Grouped (not depthwise) convolutions are excluded: the im2col path runs
+        group by group over all pixels, re-reading early pixels after writing late ones."""
+        x = graph.tensors[node.inputs[0]].shape
+        o = graph.tensors[node.outputs[0]].shape
+        if not node.attrs["depthwise"] and graph.tensors[node.inputs[1]].shape[3] != x[3]:
+            return None
+        group = 0  # compressed weights: aligned groups of pixels at once (tinyaot/ops/compressed.py)
+        if is_compressed(graph.tensors[node.inputs[1]]):
+            group = DW_PIXELS_AT_ONCE if node.attrs["depthwise"] else CONV_PIXELS_AT_ONCE
+        return conv_inplace_offset(x, o, *self._geometry(node, graph)[1:3], aligned_group=group)
 
     def render(self, node, graph, cname):
         a = node.attrs
@@ -210,10 +272,16 @@ class Conv(OpSpec):
         dw = a["depthwise"]
         ptype = "tinyaot_dw_conv_params" if dw else "tinyaot_conv_params"
         extra = f", .ch_mult = {o[3] // x[3]}" if dw else ""
-        consts = [c_array("int8_t", f"{cname}_weights", graph.tensors[node.inputs[1]].data),
-                  c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
-                  c_array("int32_t", f"{cname}_mult", a["output_mult"]),
-                  c_array("int32_t", f"{cname}_shift", a["output_shift"])]
+        # compressed weights: that kind's kernel, the storage's arrays as constants (tinyaot/ops/compressed.py)
+        cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "depthwise" if dw else "conv")
+        if cf is not None:
+            kernel = cf.kernel
+        weights = cf.consts if cf is not None else [c_array("int8_t", f"{cname}_weights",
+                                                            graph.tensors[node.inputs[1]].data)]
+        filter_arg = cf.arg if cf is not None else f"{cname}_weights"
+        consts = weights + [c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+                            c_array("int32_t", f"{cname}_mult", a["output_mult"]),
+                            c_array("int32_t", f"{cname}_shift", a["output_shift"])]
         code = f"""static const {ptype} conv_params = {{
     .input_offset = {a['input_offset']}, .output_offset = {a['output_offset']},
     .stride = {{{s[0]}, {s[1]}}}, .padding = {{{p[0]}, {p[1]}}}, .dilation = {{{d[0]}, {d[1]}}},
@@ -222,9 +290,9 @@ static const tinyaot_per_channel_quant_params quant_params = {{{cname}_mult, {cn
 static const tinyaot_dims input_dims = {c_dims(*x)}, filter_dims = {c_dims(*w)},
                           bias_dims = {c_dims(1, 1, 1, o[3])}, output_dims = {c_dims(*o)};
 const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
-status |= {kernel}(&ctx, &conv_params, &quant_params, &input_dims, {{in0}}, &filter_dims, {cname}_weights,
+status |= {kernel}(&ctx, &conv_params, &quant_params, &input_dims, {{in0}}, &filter_dims, {filter_arg},
                    &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
-        return KernelCall(kernel, code, [kernel + ".c"], consts)
+        return KernelCall(kernel, code, cf.files if cf is not None else [kernel + ".c"], consts)
 
     def oracle(self, node, graph):
         a = node.attrs

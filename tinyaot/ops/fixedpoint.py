@@ -246,7 +246,10 @@ def softmax_params(input_scale: float, beta: float = 1.0) -> tuple[int, int, int
     beta * input_scale = input_mult * 2**(input_left_shift - 31) / 2**26. diff_min is the most negative difference
     whose rescaled value still fits the int32 left shift; smaller differences contribute exp(...) = 0.
     """
-    real = min(float(beta) * float(input_scale) * (1 << (31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS)), float(INT32_MAX))
+    # TFLite caps the real multiplier at INT32_MAX and QuantizeMultiplier then saturates a shift above 30 to
+    # (INT32_MAX, 30); capping at INT32_MAX / 2 gives exactly that pair (an input step above 16: every nonzero
+    # int8 difference is then beyond diff_min and contributes exp = 0).
+    real = min(float(beta) * float(input_scale) * (1 << (31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS)), INT32_MAX / 2)
     mult, shift = quantize_multiplier(real)
     if shift < 0:
         # The kernel applies the multiplier as "greater than one" (left shift only); a negative shift would mean
@@ -259,3 +262,25 @@ def softmax_params(input_scale: float, beta: float = 1.0) -> tuple[int, int, int
     )
     diff_min = -int(math.floor(max_input_rescaled))
     return mult, shift, diff_min
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Rescaling a small value (|v| <= 255, e.g. x - zero_point) by a real scale
+# --------------------------------------------------------------------------------------------------------------------
+HEADROOM_LEFT_SHIFT = 23  # 255 * 2**23 < 2**31
+
+
+def multiplier_with_headroom(real: float) -> tuple[int, int, int]:
+    """(mult, shift, left_shift) so that (v << left_shift) * mult * 2**(shift - 31) ~= v * real for |v| <= 255.
+
+    MultiplyByQuantizedMultiplier on a value as small as an int8 difference keeps no fractional bits after its high
+    multiply, so its second rounding (by the right shift) rounds an already rounded value: 57.25 can become
+    114.5 -> 115 -> 57.5 -> 58. Shifting v left first (as TFLite's ADD does with its left_shift of 20) keeps up to 23
+    fractional bits through the high multiply, and the result is v * real rounded once, to nearest, except within
+    about 2**-23 of a tie. The left shift is capped so the total right shift stays within 31.
+    """
+    mult, shift = quantize_multiplier(real)
+    if mult == 0:
+        return 0, 0, 0
+    left = max(0, min(HEADROOM_LEFT_SHIFT, 31 + shift))
+    return mult, shift - left, left

@@ -12,8 +12,9 @@ import numpy as np
 from tinyaot.ops.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import quantize_bias, weight_qparams
+from tinyaot.compress.quantize import layer_weights, weight_qmax
 from tinyaot.ops.common import activation_nodes, dequantized_const, out_params, set_const
+from tinyaot.ops.compressed import compressed_filter
 from tinyaot.ops.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
 
@@ -62,21 +63,23 @@ class FullyConnected(OpSpec):
     def quantize(self, node, graph, ranges):
         x = graph.tensors[node.inputs[0]]
         qo, lo, hi = out_params(node, graph, ranges)
-        w = graph.tensors[node.inputs[1]].data
-        qw, wq = weight_qparams(w, 0)
-        b = graph.tensors[node.inputs[2]].data
-        qb = quantize_bias(b, x.quant.s, wq.scale)
-        bias_q = type(wq)(np.float64(x.quant.s) * wq.scale, np.zeros(w.shape[0], np.int64), 0)
+        # float weights are quantized here; a pre-quantized model's int8 weights (one zero point, which the
+        # kernel's filter offset subtracts) and int32 bias are kept as given
+        qw, wq, qb, bias_q, filter_offset = layer_weights(graph.tensors[node.inputs[1]],
+                                                          graph.tensors[node.inputs[2]], 0, x.quant.s,
+                                                          f"MatMul/Gemm node {node.name!r}", allow_filter_offset=True,
+                                                          qmax=weight_qmax(node))
         node.inputs[1:] = [set_const(graph, node.name + "_weights", qw, "int8", wq),
                            set_const(graph, node.name + "_bias", qb, "int32", bias_q)]
         mult, shift = quantize_multiplier_array(np.float64(x.quant.s) * wq.scale / np.float64(qo.s))
         node.attrs.update(output_mult=mult, output_shift=shift, input_offset=-x.quant.zp, output_offset=qo.zp,
-                          act_min=lo, act_max=hi)
+                          act_min=lo, act_max=hi, filter_offset=filter_offset)
 
     def reference(self, node, graph, inputs):
         a = node.attrs
         return [fully_connected_s8(inputs[0], inputs[1], inputs[2], a["output_mult"], a["output_shift"],
-                                   input_offset=a["input_offset"], filter_offset=0, output_offset=a["output_offset"],
+                                   input_offset=a["input_offset"], filter_offset=a.get("filter_offset", 0),
+                                   output_offset=a["output_offset"],
                                    act_min=a["act_min"], act_max=a["act_max"])]
 
     def macs(self, node, graph):
@@ -84,7 +87,8 @@ class FullyConnected(OpSpec):
         return int(m * graph.tensors[node.inputs[1]].size)
 
     def weights_bytes(self, node, graph):
-        return graph.tensors[node.inputs[1]].nbytes
+        w = graph.tensors[node.inputs[1]]  # as stored in flash: compression may pack it (compress/storage.py)
+        return w.storage.nbytes(w.data) if w.storage is not None else w.nbytes
 
     def params_bytes(self, node, graph):
         return graph.tensors[node.inputs[2]].nbytes + 8 * graph.tensors[node.inputs[1]].shape[0]
@@ -96,20 +100,25 @@ class FullyConnected(OpSpec):
         a = node.attrs
         m, k = graph.tensors[node.inputs[0]].shape
         n = graph.tensors[node.inputs[1]].shape[0]
-        consts = [c_array("int8_t", f"{cname}_weights", graph.tensors[node.inputs[1]].data),
-                  c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
-                  c_array("int32_t", f"{cname}_mult", a["output_mult"]),
-                  c_array("int32_t", f"{cname}_shift", a["output_shift"])]
+        # compressed weights: that kind's kernel, the storage's arrays as constants (tinyaot/ops/compressed.py)
+        cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "fc")
+        kernel = cf.kernel if cf is not None else "tinyaot_fully_connected_s8"
+        weights = cf.consts if cf is not None else [c_array("int8_t", f"{cname}_weights",
+                                                            graph.tensors[node.inputs[1]].data)]
+        filter_arg = cf.arg if cf is not None else f"{cname}_weights"
+        consts = weights + [c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+                            c_array("int32_t", f"{cname}_mult", a["output_mult"]),
+                            c_array("int32_t", f"{cname}_shift", a["output_shift"])]
         code = f"""static const tinyaot_fc_params fc_params = {{
-    .input_offset = {a['input_offset']}, .filter_offset = 0, .output_offset = {a['output_offset']},
+    .input_offset = {a['input_offset']}, .filter_offset = {a.get('filter_offset', 0)}, .output_offset = {a['output_offset']},
     .activation = {{{a['act_min']}, {a['act_max']}}}}};
 static const tinyaot_per_channel_quant_params quant_params = {{{cname}_mult, {cname}_shift}};
 static const tinyaot_dims input_dims = {c_dims(m, 1, 1, k)}, filter_dims = {c_dims(k, 1, 1, n)},
                           bias_dims = {c_dims(1, 1, 1, n)}, output_dims = {c_dims(m, 1, 1, n)};
 const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
-status |= tinyaot_fully_connected_s8(&ctx, &fc_params, &quant_params, 1, &input_dims, {{in0}}, &filter_dims,
-                                     {cname}_weights, &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
-        return KernelCall("tinyaot_fully_connected_s8", code, ["tinyaot_fully_connected_s8.c"], consts)
+status |= {kernel}(&ctx, &fc_params, &quant_params, 1, &input_dims, {{in0}}, &filter_dims,
+                                     {filter_arg}, &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
+        return KernelCall(kernel, code, cf.files if cf is not None else [kernel + ".c"], consts)
 
     def oracle(self, node, graph):
         w = graph.tensors[node.inputs[1]]

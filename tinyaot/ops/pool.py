@@ -1,18 +1,25 @@
 """Average and max pooling: bit-exact numpy int8 reference kernels (TFLite int8 semantics).
 
-Input and output share scale and zero point (no requantization). Padding is (top, left) plus the explicit output
+Max pooling and padded average pooling keep the input's scale and zero point (no requantization). An average pool
+without padding requantizes to its own calibrated output parameters (`avgpool_requant_s8`, TFLite's integer MEAN):
+averaging over a window narrows the range, and ResNet-8's global 8x8 pool spans 0..4.2 where its input spans
+0..30.5, so at the input's scale its output would use ~35 int8 levels, which alone moved 6 of 100 CIFAR top-1
+answers away from the float model's. Padding is (top, left) plus the explicit output
 size. Padded positions are excluded: max ignores them and the average divides by the number of real inputs in the
 window, rounding sum/count to nearest with ties away from zero (TFLite's integer average pool; round-half-to-even or
-counting the padding each change some CMSIS-NN expected outputs).
+counting the padding each change some CMSIS-NN expected outputs). ONNX's count_include_pad=1 with padding is
+the one exception (`avgpool_count_pad_s8`): there padded cells hold real zero and count in the divisor. ceil_mode=1
+only changes the output size: windows reaching past the input are cut like padding.
 """
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
+from onnx import helper, numpy_helper
 from tinyaot.codegen.cfmt import c_dims
 from tinyaot.compress.quantize import activation_clamp
+from tinyaot.ops.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, nhwc_oracle, spatial_out
+from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params, spatial_out
 from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
 
 
@@ -49,6 +56,39 @@ def avgpool_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(
     return np.clip(avg, int(act_min), int(act_max)).astype(np.int8)
 
 
+def avgpool_requant_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), output_hw, input_offset: int,
+                       output_offset: int, mult: int, shift: int, act_min: int = -128,
+                       act_max: int = 127) -> np.ndarray:
+    """int8 NHWC average pool without padding onto new output parameters: the window sum of (x + input_offset),
+    requantized by (mult, shift) = s_in / (s_out * kh * kw), plus output_offset -> int8 [N, OH, OW, C]."""
+    win, valid = _windows(np.asarray(input), 0, kernel_hw, stride_hw, (0, 0), output_hw)
+    if not valid.all():
+        raise ValueError("avgpool_requant_s8: a pooling window leaves the input (this kernel has no padding)")
+    acc = (win + int(input_offset)).sum(axis=(3, 4))
+    return requantize_to_int8(acc, mult, shift, output_offset, act_min, act_max)
+
+
+def avgpool_count_pad_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pads, output_hw, input_offset: int,
+                         act_min: int = -128, act_max: int = 127) -> np.ndarray:
+    """int8 NHWC average pool counting padded cells in the divisor (ONNX count_include_pad=1), keeping the input's
+    parameters. pads = (top, left, bottom, right). A padded cell holds real 0, i.e. x + input_offset == 0, so the
+    sum of (x + input_offset) over the real cells is divided by the window's cells inside the padded input (a
+    ceil_mode window reaching past the end padding counts only up to it, as onnxruntime does), rounded half away
+    from zero, and the zero point added back."""
+    x = np.asarray(input)
+    pt, pl, pb, pr = pads
+    win, _ = _windows(x, -int(input_offset), kernel_hw, stride_hw, (pt, pl), output_hw)  # fill = zero point
+    total = (win + int(input_offset)).sum(axis=(3, 4))
+    counts = []
+    for a, (size, pad_lo, pad_hi) in enumerate(((x.shape[1], pt, pb), (x.shape[2], pl, pr))):
+        start = np.arange(output_hw[a]) * stride_hw[a] - pad_lo
+        counts.append(np.minimum(start + kernel_hw[a], size + pad_hi) - start)
+    count = (counts[0][:, None] * counts[1][None, :]).astype(np.int64)[None, :, :, None]
+    half = count // 2
+    avg = np.where(total > 0, (total + half) // count, -((-total + half) // count)) - int(input_offset)
+    return np.clip(avg, int(act_min), int(act_max)).astype(np.int8)
+
+
 def maxpool_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(0, 0), output_hw,
                act_min: int = -128, act_max: int = 127) -> np.ndarray:
     """int8 NHWC max pool -> int8 [N, OH, OW, C]."""
@@ -72,13 +112,9 @@ class _Pool(OpSpec):
             _, h, w, _ = graph.tensors[node.inputs[0]].shape
             return (h, w), (1, 1), [0, 0, 0, 0]
         a = node.attrs
-        if int(a.get("ceil_mode", 0)):
-            raise TinyaotError(f"{node.op} node {node.name!r}: ceil_mode=1 is not supported yet")
         if tuple(a.get("dilations", (1, 1))) != (1, 1):
             raise TinyaotError(f"{node.op} node {node.name!r}: dilated pooling is not supported")
         pads = list(a.get("pads", (0, 0, 0, 0)))
-        if node.op == "AveragePool" and int(a.get("count_include_pad", 0)) and any(pads):
-            raise TinyaotError(f"AveragePool node {node.name!r}: count_include_pad=1 with padding is not supported")
         return tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), pads
 
     def infer_shapes(self, node, graph):
@@ -86,16 +122,57 @@ class _Pool(OpSpec):
             return None
         n, h, w, c = graph.tensors[node.inputs[0]].shape
         k, s, p = self._geometry(node, graph)
-        return [(n, *spatial_out((h, w), k, s, p), c)]
+        ceil = bool(int(node.attrs.get("ceil_mode", 0)))
+        shape = (n, *spatial_out((h, w), k, s, p, ceil_mode=ceil), c)
+        given = tuple(graph.tensors[node.outputs[0]].shape)
+        if ceil and shape != given:
+            # onnx's shape inference keeps a last ceil_mode window that starts in the end padding; onnxruntime
+            # (and PyTorch) drop it. The model would not run as its ONNX shapes say, so stop with the reason.
+            raise TinyaotError(f"{node.op} node {node.name!r}: with ceil_mode=1 its last window starts in the end "
+                               f"padding; ONNX shape inference gives output {list(given[1:3])} but onnxruntime "
+                               f"computes {list(shape[1:3])}. Reduce the end pads")
+        return [shape]
+
+    def _counts_pad(self, node, graph) -> bool:
+        """count_include_pad=1 changes the divisor only where there is padding."""
+        return node.op == "AveragePool" and bool(int(node.attrs.get("count_include_pad", 0))) and any(
+            self._geometry(node, graph)[2])
+
+    def _requantizes(self, node, graph, ranges) -> bool:
+        """Average pools without padding get their own output parameters (see the module docstring); a padded
+        window would divide by a count that varies per output, which a single multiplier cannot encode."""
+        k, s, p = self._geometry(node, graph)
+        x, o = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+        # a ceil_mode window reaching past the input is not full either
+        full = all((o[1 + a] - 1) * s[a] + k[a] <= x[1 + a] for a in range(2))
+        return node.op != "MaxPool" and not any(p) and full and node.outputs[0] in ranges
 
     def quantize(self, node, graph, ranges):
         q = graph.tensors[node.inputs[0]].quant
+        node.attrs.pop("requantize", None)
+        if self._requantizes(node, graph, ranges):
+            qo, lo, hi = out_params(node, graph, ranges)
+            k, _, _ = self._geometry(node, graph)
+            mult, shift = quantize_multiplier(np.float64(q.s) / (np.float64(qo.s) * k[0] * k[1]))
+            node.attrs.update(requantize=True, input_offset=-q.zp, output_offset=qo.zp, output_mult=mult,
+                              output_shift=shift, act_min=lo, act_max=hi)
+            return
         graph.tensors[node.outputs[0]].quant = q
         node.attrs["act_min"], node.attrs["act_max"] = activation_clamp(q, node.attrs.get("activation"))
 
     def reference(self, node, graph, inputs):
         k, s, p = self._geometry(node, graph)
         out = graph.tensors[node.outputs[0]].shape
+        a = node.attrs
+        if a.get("requantize"):
+            return [avgpool_requant_s8(inputs[0], kernel_hw=k, stride_hw=s, output_hw=out[1:3],
+                                       input_offset=a["input_offset"], output_offset=a["output_offset"],
+                                       mult=a["output_mult"], shift=a["output_shift"], act_min=a["act_min"],
+                                       act_max=a["act_max"])]
+        if self._counts_pad(node, graph):
+            return [avgpool_count_pad_s8(inputs[0], kernel_hw=k, stride_hw=s, pads=p, output_hw=out[1:3],
+                                         input_offset=-graph.tensors[node.inputs[0]].quant.zp,
+                                         act_min=a["act_min"], act_max=a["act_max"])]
         fn = maxpool_s8 if node.op == "MaxPool" else avgpool_s8
         return [fn(inputs[0], kernel_hw=k, stride_hw=s, pad_top_left=(p[0], p[1]), output_hw=out[1:3],
                    act_min=node.attrs["act_min"], act_max=node.attrs["act_max"])]
@@ -118,18 +195,42 @@ static const tinyaot_dims input_dims = {c_dims(*x)}, filter_dims = {c_dims(1, k[
                           output_dims = {c_dims(*o)};
 const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
 status |= {self.kernel}(&ctx, &pool_params, &input_dims, {{in0}}, &filter_dims, &output_dims, {{out0}});"""
+        if a.get("requantize"):
+            kernel = "tinyaot_avgpool_requant_s8"
+            code = code.split("\nconst tinyaot_context", 1)[0] + f"""
+status |= {kernel}(&pool_params, &input_dims, {{in0}}, &filter_dims, &output_dims, {a['input_offset']},
+                   {a['output_offset']}, {a['output_mult']}, {a['output_shift']}, {{out0}});"""
+            return KernelCall(kernel, code, [kernel + ".c"], [])
+        if self._counts_pad(node, graph):
+            kernel = "tinyaot_avgpool_count_pad_s8"
+            code = code.split("\nconst tinyaot_context", 1)[0] + f"""
+static const tinyaot_tile pad_end = {{{p[2]}, {p[3]}}};
+status |= {kernel}(&pool_params, &pad_end, {-graph.tensors[node.inputs[0]].quant.zp}, &input_dims, {{in0}},
+                   &filter_dims, &output_dims, {{out0}});"""
+            return KernelCall(kernel, code, [kernel + ".c"], [])
         return KernelCall(self.kernel, code, [self.kernel + ".c"], [])
 
     def oracle(self, node, graph):
         k, s, p = self._geometry(node, graph)
 
         def core(ins):
-            attrs = dict(kernel_shape=list(k), strides=list(s), pads=list(p))
+            attrs = dict(kernel_shape=list(k), strides=list(s), pads=list(p),
+                         ceil_mode=int(node.attrs.get("ceil_mode", 0)))
+            pre, inits = [], []
             if node.op != "MaxPool":
                 attrs["count_include_pad"] = 0
+            if self._counts_pad(node, graph):
+                # count_include_pad=1 as its definition: zero padding, then an average of what the window covers.
+                # onnxruntime's fused int8 pool (QLinearAveragePool) divides a ceil_mode window that reaches past
+                # the end padding by the full kernel size, unlike its own float AveragePool and ONNX's reference;
+                # an explicit Pad keeps the oracle on the definition (tests/ops/test_pool.py checks both agree).
+                inits = [numpy_helper.from_array(np.array([0, 0, p[0], p[1], 0, 0, p[2], p[3]], np.int64),
+                                                 node.name + "_pads")]
+                pre = [helper.make_node("Pad", [ins[0], inits[0].name], ["pool_padded"])]
+                ins, attrs["pads"] = ["pool_padded"], [0, 0, 0, 0]
             pool = helper.make_node("MaxPool" if node.op == "MaxPool" else "AveragePool", ins, ["pool_out"], **attrs)
             n2, i2, out = activation_nodes(node, "pool_out")
-            return [pool] + n2, i2, out
+            return pre + [pool] + n2, inits + i2, out
 
         nodes, inits, out = nhwc_oracle(graph, node, core)
         return OracleLayer(nodes, inits, out)

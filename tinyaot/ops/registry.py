@@ -56,6 +56,12 @@ class OpSpec:
     def scratch_bytes(self, node: "Node", graph: "Graph") -> int:
         return 0
 
+    def inplace_offset(self, node: "Node", graph: "Graph") -> int | None:
+        """Bytes d >= 0 such that the kernel may write its output starting d bytes before input 0, the two
+        overlapping, without overwriting an input byte it has yet to read; None when it never may. Liveness uses
+        it (plan/liveness.py) only where this node is the last reader of that input and the arena shrinks."""
+        return None
+
     def is_alias(self, node: "Node", graph: "Graph") -> bool:
         """True when the output is the input's bytes reinterpreted (reshape): no code, shared memory."""
         return False

@@ -6,7 +6,28 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
+from tinyaot.errors import TinyaotError
+
 from .registry import KernelCall, OracleLayer, OpSpec, register
+
+
+def _canonical(shape, perm) -> tuple[list[int], list[int]]:
+    """(shape, perm) with size-1 axes dropped and input axes that stay adjacent and in order in the output merged:
+    the same permutation of the bytes on the fewest axes (a 6-D PixelShuffle transpose becomes 4-D)."""
+    keep = [a for a in range(len(shape)) if shape[a] != 1]
+    dims = [int(shape[a]) for a in keep]
+    perm = [keep.index(p) for p in perm if shape[p] != 1]
+    merged = True
+    while merged:
+        merged = False
+        for j in range(len(perm) - 1):
+            a = perm[j]
+            if perm[j + 1] == a + 1:  # input axes a, a+1 stay neighbours: one axis of size dims[a] * dims[a+1]
+                dims[a:a + 2] = [dims[a] * dims[a + 1]]
+                perm = [p if p <= a else p - 1 for k, p in enumerate(perm) if k != j + 1]
+                merged = True
+                break
+    return dims, perm
 
 
 @register("Transpose")
@@ -22,15 +43,20 @@ class Transpose(OpSpec):
         return [tuple(x[p] for p in self._perm(node, graph))]
 
     def quantize(self, node, graph, ranges):
+        shape, perm = _canonical(graph.tensors[node.inputs[0]].shape, self._perm(node, graph))
+        if len(shape) > 4:
+            raise TinyaotError(f"Transpose node {node.name!r}: permutation {self._perm(node, graph)} of a "
+                               f"{len(graph.tensors[node.inputs[0]].shape)}-D tensor moves {len(shape)} separate "
+                               "axis groups; the int8 kernel handles at most 4")
         graph.tensors[node.outputs[0]].quant = graph.tensors[node.inputs[0]].quant
 
     def reference(self, node, graph, inputs):
         return [np.ascontiguousarray(inputs[0].transpose(self._perm(node, graph)))]
 
     def render(self, node, graph, cname):
-        x = list(graph.tensors[node.inputs[0]].shape)
-        perm = self._perm(node, graph)
-        # Pad to rank 4 with leading unit axes so one kernel serves every rank up to 4.
+        # The same byte permutation on fewer axes (unit axes dropped, axes that stay neighbours merged), padded to
+        # rank 4 with leading unit axes so one kernel serves every rank.
+        x, perm = _canonical(graph.tensors[node.inputs[0]].shape, self._perm(node, graph))
         pad = 4 - len(x)
         x4 = [1] * pad + x
         p4 = list(range(pad)) + [p + pad for p in perm]

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, verify
 
+from .absorb_qdq import absorb_qdq
+from .batchnorm_to_conv import batchnorm_to_conv
 from .drop_identity import drop_identity
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
@@ -22,15 +24,17 @@ from .to_nhwc import to_nhwc
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("drop_identity", drop_identity),
     ("fold_constants", fold_constants),
+    ("absorb_qdq", absorb_qdq),
     ("fold_batchnorm", fold_batchnorm),
     ("fuse_fully_connected", fuse_fully_connected),
     ("fuse_bias_add", fuse_bias_add),
+    ("batchnorm_to_conv", batchnorm_to_conv),
     ("fuse_activation", fuse_activation),
     ("to_nhwc", to_nhwc),
     ("remove_dead", remove_dead),
 ]
 # Passes the product cannot work without: disabling them would leave ONNX-only ops that have no kernel.
-REQUIRED = {"fuse_fully_connected", "to_nhwc"}
+REQUIRED = {"absorb_qdq", "fuse_fully_connected", "to_nhwc"}
 
 
 def pass_names() -> list[str]:

@@ -1,4 +1,6 @@
 """Small graph-editing helpers shared by passes."""
+import numpy as np
+
 from tinyaot.ir import Graph
 
 
@@ -31,3 +33,9 @@ def single_consumer(graph: Graph, tensor: str):
         return None
     cons = graph.consumers(tensor)
     return cons[0] if len(cons) == 1 and cons[0].inputs.count(tensor) == 1 else None
+
+
+def real_value(graph: Graph, name: str) -> np.ndarray:
+    """A constant's real values as float32: a pre-quantized model's integer constant is dequantized."""
+    t = graph.tensors[name]
+    return (t.quant.dequantize(t.data) if t.quant is not None else t.data).astype(np.float32)

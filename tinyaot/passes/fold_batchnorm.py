@@ -17,6 +17,10 @@ def fold_batchnorm(graph: Graph) -> Graph:
             continue
         if not all(graph.tensors[i].is_const for i in bn.inputs[1:5]):
             continue
+        if graph.tensors[prod.inputs[1]].quant is not None:
+            # A pre-quantized model's int8 weights are used as given, never rescaled; `batchnorm_to_conv` turns
+            # the BatchNormalization into its own layer instead.
+            continue
         gamma, beta, mean, var = (graph.tensors[i].data.astype(np.float64) for i in bn.inputs[1:5])
         eps = float(bn.attrs.get("epsilon", 1e-5))
         k = gamma / np.sqrt(var + eps)

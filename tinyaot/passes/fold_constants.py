@@ -1,5 +1,8 @@
 """Evaluate nodes whose inputs are all constants (e.g. Reshape of a weight) with ONNX's own reference evaluator,
-so folding follows ONNX semantics exactly for every op, not a re-implementation of each."""
+so folding follows ONNX semantics exactly for every op, not a re-implementation of each.
+
+DequantizeLinear of a constant is left alone: it marks integer weights of a pre-quantized model, which
+`absorb_qdq` keeps as integers with their quantization instead of as the float values folding would give."""
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
@@ -11,7 +14,7 @@ from tinyaot.ir import Graph, Tensor
 def fold_constants(graph: Graph) -> Graph:
     for node in list(graph.nodes):
         ins = [i for i in node.inputs if i]
-        if not ins or not all(graph.tensors[i].is_const for i in ins):
+        if node.op == "DequantizeLinear" or not ins or not all(graph.tensors[i].is_const for i in ins):
             continue
         values = _evaluate(node, {i: graph.tensors[i].data for i in ins})
         graph.nodes.remove(node)

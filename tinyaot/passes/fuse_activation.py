@@ -10,7 +10,8 @@ from tinyaot.ir import Graph
 
 from ._util import replace_uses, single_consumer
 
-FUSABLE = ("Conv", "FullyConnected", "Add", "MaxPool", "AveragePool", "GlobalAveragePool")
+FUSABLE = ("Conv", "FullyConnected", "Add", "Sub", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool",
+           "ConvTranspose", "ReduceMean")
 
 
 def activation_range(graph: Graph, node) -> tuple[float, float] | None:

@@ -4,7 +4,7 @@ import numpy as np
 
 from tinyaot.ir import Graph
 
-from ._util import replace_uses, single_consumer
+from ._util import real_value, single_consumer
 
 
 def fuse_bias_add(graph: Graph) -> Graph:
@@ -13,7 +13,8 @@ def fuse_bias_add(graph: Graph) -> Graph:
             src, other = add.inputs[k], add.inputs[1 - k]
             prod = graph.producer(src)
             cons = single_consumer(graph, src)
-            c = graph.tensors[other].data if graph.tensors[other].is_const else None
+            # a pre-quantized model stores this constant as int8: the fused bias is its real value
+            c = real_value(graph, other) if graph.tensors[other].is_const else None
             if prod is None or prod.op != "Conv" or cons is not add or c is None:
                 continue
             out_ch = graph.tensors[src].shape[1]
@@ -22,10 +23,11 @@ def fuse_bias_add(graph: Graph) -> Graph:
                 continue
             bias = np.broadcast_to(c.reshape(-1), (out_ch,)).astype(np.float32)
             if len(prod.inputs) > 2 and prod.inputs[2]:
-                bias = bias + graph.tensors[prod.inputs[2]].data.astype(np.float32)
+                bias = bias + real_value(graph, prod.inputs[2])
             prod.inputs[2:] = [graph.add_const(f"{prod.name}_bias", bias)]
             graph.nodes.remove(add)
-            replace_uses(graph, add.outputs[0], src)
+            # The Conv writes the Add's output: its calibrated range (or given quantization) includes the bias.
+            prod.outputs[0] = add.outputs[0]
             break
     graph.remove_unused_tensors()
     return graph

@@ -19,9 +19,12 @@ from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
 
 NHWC = (0, 2, 3, 1)
-SPATIAL = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool")
+SPATIAL = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "ConvTranspose", "Resize", "ReduceMean")
 MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
-ELEMENTWISE = ("Add", "Relu", "Clip")
+ELEMENTWISE = ("Add", "Sub", "Mul", "PRelu", "Relu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid",
+               "LeakyRelu")
+# Elementwise ops with a second operand that broadcasts (numpy rules): constants are transposed with the data.
+BROADCASTING = ("Add", "Sub", "Mul", "PRelu")
 
 
 def _ident(rank: int) -> tuple[int, ...]:
@@ -105,12 +108,13 @@ class _Layout:
                     raise TinyaotError(f"graph output {name!r} would need a run-time re-ordering")
                 inner = name + "_nhwc"
                 t = g.tensors.pop(name)
-                g.tensors[inner] = Tensor(inner, t.shape)
+                # both sides hold the same values: a pre-quantized model's parameters apply to each
+                g.tensors[inner] = Tensor(inner, t.shape, quant=t.quant)
                 for n in self.new_nodes:
                     n.outputs = [inner if o == name else o for o in n.outputs]
                     n.inputs = [inner if i == name else i for i in n.inputs]
                 self.perm[inner], self.logical[inner] = self.perm[name], self.logical[name]
-                g.tensors[name] = Tensor(name, self.logical[name])
+                g.tensors[name] = Tensor(name, self.logical[name], quant=t.quant)
                 src = self._source_map(inner, lambda a: a, self.logical[name], _ident(len(self.logical[name])))
                 self._emit_move(name + "_layout", inner, name, src)
         g.nodes = self.new_nodes
@@ -143,14 +147,54 @@ class _Layout:
         node.attrs.setdefault("kernel_shape", list(w.shape[2:]))
         if group == c_in and group > 1:
             node.attrs["depthwise"] = True
-            wt = w.transpose(1, 2, 3, 0)  # [C*m,1,kh,kw] -> [1,kh,kw,C*m]
+            perm = (1, 2, 3, 0)  # [C*m,1,kh,kw] -> [1,kh,kw,C*m]
         else:
             node.attrs["depthwise"] = False
-            wt = w.transpose(0, 2, 3, 1)  # OIHW -> OHWI
-        node.inputs[1] = self.g.add_const(node.inputs[1] + "_ohwi", np.ascontiguousarray(wt))
+            perm = (0, 2, 3, 1)  # OIHW -> OHWI
+        node.inputs[1] = self._const_transposed(node.inputs[1], "_ohwi", perm)
         self._spatial(node)
 
+    def _const_transposed(self, name: str, suffix: str, perm) -> str:
+        """A transposed copy of a weight. A pre-quantized weight keeps its quantization, its channel axis
+        following the transpose (output channels: axis 0 of OIHW -> 0 of OHWI, 3 of depthwise 1HWC)."""
+        t = self.g.tensors[name]
+        new = self.g.add_const(name + suffix, np.ascontiguousarray(t.data.transpose(perm)))
+        if t.quant is not None:
+            q = t.quant
+            self.g.tensors[new].quant = type(q)(q.scale, q.zero_point, None if q.axis is None else perm.index(q.axis))
+        return new
+
     _MaxPool = _AveragePool = _GlobalAveragePool = lambda self, node, consumers: self._spatial(node)
+
+    # The op files own their attribute rules (pads of ConvTranspose, index maps of Resize, axes of ReduceMean);
+    # they run here, before shapes turn physical. Imported late: tinyaot.ops imports the passes package.
+    def _ConvTranspose(self, node: Node, consumers) -> None:
+        from tinyaot.ops.conv_transpose import resolve_pads
+
+        w = self.g.tensors[node.inputs[1]]
+        if not w.is_const or w.data.ndim != 4:
+            raise TinyaotError(f"ConvTranspose node {node.name!r}: only 2-D transpose convolution with constant "
+                               "weights is supported")
+        node.attrs.setdefault("kernel_shape", list(w.shape[2:]))
+        resolve_pads(node, self.logical[node.inputs[0]], self.g.tensors[node.outputs[0]].shape)
+        node.inputs[1] = self._const_transposed(node.inputs[1], "_ohwi", (1, 2, 3, 0))  # [I, O, kh, kw] -> OHWI
+        self._spatial(node)
+
+    def _Resize(self, node: Node, consumers) -> None:
+        from tinyaot.ops.resize import prepare_resize
+
+        prepare_resize(node, self.g, self.logical[node.inputs[0]], self.g.tensors[node.outputs[0]].shape)
+        self._spatial(node)
+
+    def _ReduceMean(self, node: Node, consumers) -> None:
+        from tinyaot.ops.reduce_mean import check_spatial_mean
+
+        check_spatial_mean(node, self.g, self.logical[node.inputs[0]])
+        node.inputs[0] = self.ensure(node.inputs[0], NHWC, node)
+        out = node.outputs[0]
+        shape = self.g.tensors[out].shape  # [N, C, 1, 1] (keepdims) or [N, C]: the same bytes either way
+        self._set_out(out, shape, NHWC if len(shape) == 4 else _ident(len(shape)))
+        self.new_nodes.append(node)
 
     def _FullyConnected(self, node: Node, consumers) -> None:
         x = node.inputs[0]
@@ -159,7 +203,9 @@ class _Layout:
             src = self.colperm[x]
             w2 = np.empty_like(w)
             w2[:, src] = w
+            quant = self.g.tensors[node.inputs[1]].quant  # per output row: unchanged by a column permutation
             node.inputs[1] = self.g.add_const(node.inputs[1] + "_nhwc", w2)
+            self.g.tensors[node.inputs[1]].quant = quant
         elif self.perm[x] != _ident(len(self.logical[x])):
             node.inputs[0] = self.ensure(x, _ident(len(self.logical[x])), node)
         out = node.outputs[0]
@@ -168,16 +214,23 @@ class _Layout:
 
     def _elementwise(self, node: Node, consumers) -> None:
         data = [i for i in node.inputs[:2] if i and not self.g.tensors[i].is_const]
-        perm = self.perm[data[0]]
-        if node.op == "Add":
+        # The largest activation (of the highest rank, the output's) keeps its layout, so the big one is not
+        # copied; smaller ones and constants follow it.
+        perm = self.perm[max(data, key=lambda i: (len(self.logical[i]), self.g.tensors[i].size))]
+        if node.op in BROADCASTING:
             for k, i in enumerate(node.inputs):
                 t = self.g.tensors[i]
                 if t.is_const:
-                    rank = len(perm)
-                    c = t.data.reshape((1,) * (rank - t.data.ndim) + t.data.shape)
-                    node.inputs[k] = self.g.add_const(i + "_phys", np.ascontiguousarray(c.transpose(perm)))
-                else:
+                    node.inputs[k] = self._const_operand(i, perm)
+                elif len(self.logical[i]) == len(perm):
                     node.inputs[k] = self.ensure(i, perm, node)
+                elif not (perm == _ident(len(perm)) and self.perm[i] == _ident(len(self.logical[i]))
+                          and i not in self.colperm):
+                    # Both in ONNX order, numpy's right-aligned broadcasting holds on the physical shapes too;
+                    # otherwise the lower-rank operand would need its own re-layout.
+                    raise TinyaotError(f"{node.op} node {node.name!r}: broadcasting a rank-{len(self.logical[i])} "
+                                       f"activation against a rank-{len(perm)} one in another layout is not "
+                                       "supported")
         else:
             node.inputs[0] = self.ensure(data[0], perm, node)
         out = node.outputs[0]
@@ -185,6 +238,55 @@ class _Layout:
         self.new_nodes.append(node)
 
     _Add = _Relu = _Clip = _elementwise
+    _Sub = _Mul = _PRelu = _Sigmoid = _Tanh = _HardSwish = _HardSigmoid = _LeakyRelu = _elementwise
+
+    def _const_operand(self, name: str, perm) -> str:
+        """A constant operand of a broadcasting op in the layout of the data: ONNX's right-aligned broadcasting
+        first (leading unit axes up to the data's rank), then the data's permutation; a per-tensor quantization
+        of a pre-quantized constant stays as it is, a per-axis one follows its axis."""
+        t = self.g.tensors[name]
+        rank = len(perm)
+        if t.data.ndim > rank:
+            raise TinyaotError(f"constant {name!r} has a higher rank than the data it is combined with")
+        lead = rank - t.data.ndim
+        c = t.data.reshape((1,) * lead + t.data.shape).transpose(perm)
+        new = self.g.add_const(name + "_phys", np.ascontiguousarray(c))
+        if t.quant is not None:
+            q = t.quant
+            self.g.tensors[new].quant = type(q)(q.scale, q.zero_point,
+                                                None if q.axis is None else perm.index(q.axis + lead))
+        return new
+
+    def _Concat(self, node: Node, consumers) -> None:
+        data = [i for i in node.inputs if i and not self.g.tensors[i].is_const]
+        perm = self.perm[max(data, key=lambda i: self.g.tensors[i].size)]  # the largest input is not copied
+        axis = int(node.attrs["axis"]) % len(perm)
+        for k, i in enumerate(node.inputs):
+            if self.g.tensors[i].is_const:
+                node.inputs[k] = self._const_operand(i, perm)
+            elif len(self.logical[i]) != len(perm):
+                raise TinyaotError(f"Concat node {node.name!r}: inputs of different ranks")
+            else:
+                node.inputs[k] = self.ensure(i, perm, node)
+        node.attrs["axis"] = perm.index(axis)  # the ONNX axis, as a physical one
+        out = node.outputs[0]
+        self._set_out(out, self.g.tensors[out].shape, perm)
+        self.new_nodes.append(node)
+
+    def _Pad(self, node: Node, consumers) -> None:
+        from tinyaot.ops.pad import onnx_pad_spec  # lazy: the ops package imports the passes
+
+        x = node.inputs[0]
+        perm = self.perm[x]
+        if len(perm) == 4 and any(r.op in SPATIAL for r in consumers.get(node.outputs[0], [])):
+            perm = NHWC  # padding for a conv or pool: convert the smaller, unpadded tensor, if anything
+        begins, ends, value = onnx_pad_spec(node, self.g, len(perm))
+        # The pads follow the permutation (physical axis j is logical axis perm[j]).
+        node.inputs = [self.ensure(x, perm, node)]
+        node.attrs = {"pads": [begins[p] for p in perm] + [ends[p] for p in perm], "value": value}
+        out = node.outputs[0]
+        self._set_out(out, self.g.tensors[out].shape, perm)
+        self.new_nodes.append(node)
 
     def _Softmax(self, node: Node, consumers) -> None:
         x = node.inputs[0]

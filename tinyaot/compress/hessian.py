@@ -1,0 +1,74 @@
+"""Input second moments of each layer, H = E[x x^T] over the patches its weight rows multiply, from calibration
+inputs run through the int8 graph's numpy reference.
+
+Clustering uses H to measure (and reduce) the error a layer's *output* suffers, not only its weights: a weight
+whose input is often large matters more, and errors of weights whose inputs move together can cancel. The inputs
+are the dequantized int8 activations the deployed layer really receives (same names, NHWC layout, after pruning),
+so nothing has to be mapped back to the ONNX model.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyaot.ir import Graph, Node
+
+MAX_SAMPLES = 16  # calibration samples: >= 1000 patches per sample-layer on the shared models; bounds the time
+
+
+def _conv_patches(node: Node, graph: Graph, x_real: np.ndarray) -> np.ndarray:
+    """[N, OH, OW, KH, KW, C] patches of a Conv's real-valued input (padding is real zero)."""
+    from tinyaot.ops.conv import _patches
+
+    a = node.attrs
+    kh, kw = a["kernel_shape"]
+    pads = list(a.get("pads", (0, 0, 0, 0)))
+    out = graph.tensors[node.outputs[0]].shape
+    return _patches(x_real, (kh, kw), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
+                    tuple(a.get("dilations", (1, 1))), out[1:3])
+
+
+def layer_hessian(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray | None:
+    """H of one Conv/FullyConnected layer from its int8 inputs `xs` (one array per sample): [row_len, row_len]
+    shared by all output channels, or [C, kh*kw, kh*kw] (one per channel) for depthwise with channel multiplier 1;
+    None for grouped convolutions and depthwise with a multiplier."""
+    xt = graph.tensors[node.inputs[0]]
+    x = (np.stack([np.asarray(v) for v in xs]).astype(np.float64) - xt.quant.zp) * xt.quant.s
+    x = x.reshape((-1, *xt.shape[1:]))  # samples along the batch axis
+    w = graph.tensors[node.inputs[1]].shape
+    if node.op == "FullyConnected":
+        p = x.reshape(-1, w[1])
+        return p.T @ p / p.shape[0]
+    if w[3] != x.shape[3]:
+        return None  # grouped convolution, or depthwise with a channel multiplier: rows are not input channels
+    p = _conv_patches(node, graph, x)
+    if node.attrs.get("depthwise"):
+        p = p.reshape(-1, w[1] * w[2], w[3])
+        return np.einsum("mkc,mlc->ckl", p, p) / p.shape[0]
+    p = p.reshape(-1, w[1] * w[2] * w[3])
+    return p.T @ p / p.shape[0]
+
+
+class SampleRunner:
+    """Runs the int8 graph's numpy reference node by node over several samples at once, so that a caller can
+    change a layer's weights just before it runs and every later layer sees the changed activations (clustering
+    each layer against the inputs the compressed model really gives it, in one pass)."""
+
+    def __init__(self, graph: Graph, inputs: list[np.ndarray]):
+        self.graph = graph
+        self.values = [{graph.inputs[0]: np.asarray(q).reshape(graph.tensors[graph.inputs[0]].shape)}
+                       for q in inputs[:MAX_SAMPLES]]
+
+    def inputs_of(self, node: Node) -> list[np.ndarray]:
+        return [v[node.inputs[0]] for v in self.values]
+
+    def run(self, node: Node) -> None:
+        from tinyaot.ops.registry import get_op
+
+        spec = get_op(node.op)
+        for v in self.values:
+            args = [v[i] if i in v else self.graph.tensors[i].data if i else None for i in node.inputs]
+            for name, value in zip(node.outputs, spec.reference(node, self.graph, args)):
+                v[name] = np.asarray(value)
+
+
+__all__ = ["MAX_SAMPLES", "layer_hessian", "SampleRunner"]

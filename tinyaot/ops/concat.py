@@ -1,0 +1,123 @@
+"""Concat along any axis: bit-exact numpy int8 reference and its parameters.
+
+The output's parameters come from calibration of the concat output. An input with exactly those parameters is
+copied; any other is requantized on the way, output = zp_out + (x - zp_in) * s_in / s_out with one TFLite
+fixed-point multiplier applied to (x - zp_in) shifted left by up to 23 bits first (fixedpoint.multiplier_with_headroom:
+the product keeps fractional bits, so the result is rounded once, not twice; onnxruntime's float rescale rounds half
+to even, so only a near-tie can differ by one step). |x - zp_in| << 23 < 2**31, so nothing overflows. A constant
+input is quantized straight to the output's parameters and copied from flash.
+
+The kernel sees every tensor as [outer][inner] rows (outer = the axes before the concat axis, inner = the concat axis
+times the axes after it) and is called once per input. In NHWC a channel concat has outer = N*H*W: each input's
+channels are interleaved with the others' in every pixel, so an input cannot be computed directly into the output
+buffer; in-place planning would only help concats with outer == 1 and is not done (every input is copied).
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from tinyaot.codegen.cfmt import c_array
+from tinyaot.compress.quantize import quantize_values
+from tinyaot.errors import TinyaotError
+from tinyaot.ops.common import dequantized_const, out_params, set_const
+from tinyaot.ops.fixedpoint import multiplier_with_headroom, requantize_to_int8
+from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+
+
+def concat_requant_params(s_in: float, zp_in: int, s_out: float, zp_out: int) -> dict:
+    """How one input reaches the output's grid: a copy when the parameters are equal, else a rescale."""
+    if np.float32(s_in) == np.float32(s_out) and int(zp_in) == int(zp_out):
+        return {"requantize": 0, "input_offset": 0, "left_shift": 0, "mult": 0, "shift": 0}
+    mult, shift, left = multiplier_with_headroom(float(s_in) / float(s_out))
+    return {"requantize": 1, "input_offset": -int(zp_in), "left_shift": left, "mult": mult, "shift": shift}
+
+
+def concat_s8(inputs: list[np.ndarray], parts: list[dict], *, axis: int, output_offset: int) -> np.ndarray:
+    """int8 concat; parts[k] (from concat_requant_params) says how input k is brought to the output's grid."""
+    pieces = []
+    for x, p in zip(inputs, parts):
+        x = np.asarray(x)
+        if p["requantize"]:
+            v = (x.astype(np.int64) + p["input_offset"]) << p["left_shift"]
+            x = requantize_to_int8(v, p["mult"], p["shift"], output_offset, -128, 127)
+        pieces.append(x.astype(np.int8))
+    return np.concatenate(pieces, axis=axis)
+
+
+# ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
+@register("Concat")
+class Concat(OpSpec):
+    """ONNX Concat; after `to_nhwc` the axis attribute is the physical axis."""
+
+    def _axis(self, node, graph) -> int:
+        rank = len(graph.tensors[node.inputs[0]].shape)
+        return int(node.attrs["axis"]) % rank
+
+    def infer_shapes(self, node, graph):
+        if graph.layout != "NHWC":
+            return None
+        shapes = [tuple(graph.tensors[i].shape) for i in node.inputs]
+        axis = self._axis(node, graph)
+        for s in shapes[1:]:
+            if len(s) != len(shapes[0]) or any(s[j] != shapes[0][j] for j in range(len(s)) if j != axis):
+                return [("inputs", "disagree")]
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        return [tuple(out)]
+
+    def quantize(self, node, graph, ranges):
+        qo, _, _ = out_params(node, graph, ranges)
+        if node.attrs.get("activation") is not None:
+            raise TinyaotError(f"Concat node {node.name!r}: a fused activation is not supported")
+        parts = []
+        for k, name in enumerate(node.inputs):
+            t = graph.tensors[name]
+            if t.is_const:
+                real = t.quant.dequantize(t.data) if t.quant is not None else np.asarray(t.data, np.float64)
+                node.inputs[k] = set_const(graph, f"{node.name}_input{k}", quantize_values(real, qo), "int8", qo)
+                parts.append(concat_requant_params(qo.s, qo.zp, qo.s, qo.zp))
+            else:
+                parts.append(concat_requant_params(t.quant.s, t.quant.zp, qo.s, qo.zp))
+        node.attrs["parts"] = parts
+        node.attrs["output_offset"] = qo.zp
+
+    def reference(self, node, graph, inputs):
+        return [concat_s8(inputs, node.attrs["parts"], axis=self._axis(node, graph),
+                          output_offset=node.attrs["output_offset"])]
+
+    def render(self, node, graph, cname):
+        axis = self._axis(node, graph)
+        out = graph.tensors[node.outputs[0]].shape
+        outer = int(np.prod(out[:axis], dtype=np.int64))
+        out_inner = int(np.prod(out[axis:], dtype=np.int64))
+        lines, consts, pos, j = [], [], 0, 0
+        for k, (name, p) in enumerate(zip(node.inputs, node.attrs["parts"])):
+            t = graph.tensors[name]
+            if t.is_const:
+                src = f"{cname}_input{k}"
+                consts.append(c_array("int8_t", src, t.data))
+            else:
+                src = "{in%d}" % j
+                j += 1
+            in_inner = int(np.prod(t.shape[axis:], dtype=np.int64))
+            lines.append(f"status |= tinyaot_concat_s8({src}, {outer}, {in_inner}, {out_inner}, {pos}, "
+                         f"{p['requantize']}, {p['input_offset']}, {p['left_shift']}, {p['mult']}, {p['shift']}, "
+                         f"{node.attrs['output_offset']}, {{out0}});")
+            pos += in_inner
+        return KernelCall("tinyaot_concat_s8", "\n".join(lines), ["tinyaot_concat_s8.c"], consts)
+
+    def params_bytes(self, node, graph):
+        return int(sum(graph.tensors[i].nbytes for i in node.inputs if graph.tensors[i].is_const))
+
+    def oracle(self, node, graph):
+        nodes, inits, names = [], [], []
+        for k, name in enumerate(node.inputs):
+            t = graph.tensors[name]
+            if t.is_const:
+                n, i, f = dequantized_const(f"{node.name}_input{k}", t.data, t.quant)
+                nodes, inits, names = nodes + n, inits + i, names + [f]
+            else:
+                names.append(name)
+        nodes.append(helper.make_node("Concat", names, ["concat_out"], axis=self._axis(node, graph)))
+        return OracleLayer(nodes, inits, "concat_out")
