@@ -151,50 +151,21 @@ def run_reference(case: dict, a: dict) -> np.ndarray:
 # ====================================================================================================================
 # The C kernels on the host, through ctypes (Structure twins of templates/kernels/tinyaot_nn_types.h)
 # ====================================================================================================================
-i32 = ctypes.c_int32
-VP = ctypes.c_void_p
+from kernel_structs import (VP, Activation, Context, ConvParams, Dims, DwConvParams, FcParams,  # noqa: F401
+                            PerTensorQuant, PoolParams, Tile, i32)
 
 
-class Dims(ctypes.Structure):
-    _fields_ = [("n", i32), ("h", i32), ("w", i32), ("c", i32)]
 
 
-class Tile(ctypes.Structure):
-    _fields_ = [("h", i32), ("w", i32)]
 
 
-class Activation(ctypes.Structure):
-    _fields_ = [("min", i32), ("max", i32)]
 
 
-class Context(ctypes.Structure):
-    _fields_ = [("buf", VP), ("size", i32)]
-
-
-class ConvParams(ctypes.Structure):
-    _fields_ = [("input_offset", i32), ("output_offset", i32), ("stride", Tile), ("padding", Tile),
-                ("dilation", Tile), ("activation", Activation)]
-
-
-class DwConvParams(ctypes.Structure):
-    _fields_ = [("input_offset", i32), ("output_offset", i32), ("stride", Tile), ("padding", Tile),
-                ("dilation", Tile), ("activation", Activation), ("ch_mult", i32)]
-
-
-class FcParams(ctypes.Structure):
-    _fields_ = [("input_offset", i32), ("filter_offset", i32), ("output_offset", i32), ("activation", Activation)]
-
-
-class PoolParams(ctypes.Structure):
-    _fields_ = [("stride", Tile), ("padding", Tile), ("activation", Activation)]
 
 
 class PerChannelQuant(ctypes.Structure):
     _fields_ = [("multiplier", ctypes.POINTER(i32)), ("shift", ctypes.POINTER(i32))]
 
-
-class PerTensorQuant(ctypes.Structure):
-    _fields_ = [("multiplier", i32), ("shift", i32)]
 
 
 SIGNATURES = {

@@ -199,37 +199,15 @@ def random_cases(op: str, kind: str, count: int = 14) -> tuple:
 # ====================================================================================================================
 # (a) host C through ctypes
 # ====================================================================================================================
-i32 = ctypes.c_int32
-VP = ctypes.c_void_p
+from kernel_structs import (VP, Activation, Context, ConvParams, Dims, DwConvParams, FcParams,  # noqa: F401
+                            Tile, i32)
 
 
-class Dims(ctypes.Structure):
-    _fields_ = [("n", i32), ("h", i32), ("w", i32), ("c", i32)]
 
 
-class Tile(ctypes.Structure):
-    _fields_ = [("h", i32), ("w", i32)]
 
 
-class Activation(ctypes.Structure):
-    _fields_ = [("min", i32), ("max", i32)]
 
-
-class Context(ctypes.Structure):
-    _fields_ = [("buf", VP), ("size", i32)]
-
-
-class ConvParams(ctypes.Structure):
-    _fields_ = [("input_offset", i32), ("output_offset", i32), ("stride", Tile), ("padding", Tile),
-                ("dilation", Tile), ("activation", Activation)]
-
-
-class DwConvParams(ctypes.Structure):
-    _fields_ = ConvParams._fields_ + [("ch_mult", i32)]
-
-
-class FcParams(ctypes.Structure):
-    _fields_ = [("input_offset", i32), ("filter_offset", i32), ("output_offset", i32), ("activation", Activation)]
 
 
 class PerChannelQuant(ctypes.Structure):

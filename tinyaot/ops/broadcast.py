@@ -19,7 +19,7 @@ from onnx import helper
 from tinyaot.codegen.cfmt import c_array
 from tinyaot.compress.quantize import activation_qparams, quantize_values
 from tinyaot.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, dequantized_const, out_params, set_const
+from tinyaot.ops.common import activation_nodes, oracle_operands, out_params, set_const
 from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec
 
 BINARY_OP_CODES = {"Add": 0, "Sub": 1, "Mul": 2}  # TINYAOT_BINARY_ADD/_SUB/_MUL in tinyaot_nn_types.h
@@ -139,14 +139,7 @@ class BinaryOp(OpSpec):
         return int(sum(graph.tensors[i].nbytes for i in node.inputs if graph.tensors[i].is_const))
 
     def oracle(self, node, graph):
-        nodes, inits, names = [], [], []
-        for k, name in enumerate(node.inputs):
-            t = graph.tensors[name]
-            if t.is_const:
-                n, i, f = dequantized_const(f"{node.name}_operand{k}", t.data, t.quant)
-                nodes, inits, names = nodes + n, inits + i, names + [f]
-            else:
-                names.append(name)
+        nodes, inits, names = oracle_operands(graph, node, "operand")
         nodes.append(helper.make_node(node.op, names, ["binary_out"]))
         n2, i2, out = activation_nodes(node, "binary_out")
         return OracleLayer(nodes + n2, inits + i2, out)

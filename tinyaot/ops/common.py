@@ -65,4 +65,19 @@ def activation_nodes(node: Node, x: str) -> tuple[list, list, str]:
     return [helper.make_node("Clip", [x, x + "_lo", x + "_hi"], [x + "_act"])], inits, x + "_act"
 
 
-__all__ = ["set_const", "out_params", "spatial_out", "nhwc_oracle", "activation_nodes", "dequantized_const"]
+__all__ = ["set_const", "out_params", "spatial_out", "nhwc_oracle", "activation_nodes", "dequantized_const",
+           "oracle_operands"]
+
+
+def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, list[str]]:
+    """The float operands of a layer's onnxruntime equivalent: activations by name, constant operands stored as
+    their int8 values and dequantized in the graph (as a QDQ model stores them). Returns (nodes, inits, names)."""
+    nodes, inits, names = [], [], []
+    for k, name in enumerate(node.inputs):
+        t = graph.tensors[name]
+        if t.is_const:
+            n, i, f = dequantized_const(f"{node.name}_{prefix}{k}", t.data, t.quant)
+            nodes, inits, names = nodes + n, inits + i, names + [f]
+        else:
+            names.append(name)
+    return nodes, inits, names

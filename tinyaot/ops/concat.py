@@ -20,7 +20,7 @@ from onnx import helper
 from tinyaot.codegen.cfmt import c_array
 from tinyaot.compress.quantize import quantize_values
 from tinyaot.errors import TinyaotError
-from tinyaot.ops.common import dequantized_const, out_params, set_const
+from tinyaot.ops.common import oracle_operands, out_params, set_const
 from tinyaot.ops.fixedpoint import multiplier_with_headroom, requantize_to_int8
 from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
 
@@ -111,13 +111,6 @@ class Concat(OpSpec):
         return int(sum(graph.tensors[i].nbytes for i in node.inputs if graph.tensors[i].is_const))
 
     def oracle(self, node, graph):
-        nodes, inits, names = [], [], []
-        for k, name in enumerate(node.inputs):
-            t = graph.tensors[name]
-            if t.is_const:
-                n, i, f = dequantized_const(f"{node.name}_input{k}", t.data, t.quant)
-                nodes, inits, names = nodes + n, inits + i, names + [f]
-            else:
-                names.append(name)
+        nodes, inits, names = oracle_operands(graph, node, "input")
         nodes.append(helper.make_node("Concat", names, ["concat_out"], axis=self._axis(node, graph)))
         return OracleLayer(nodes, inits, "concat_out")
