@@ -175,8 +175,8 @@ def _write_build_files(out: Path, prefix: str, board: Board, emitted_files: list
     env = environment()
     c_files = sorted(p.name for p in emitted_files if p.suffix == ".c")
     ctx = dict(prefix=prefix, board=board, cflags=" ".join(compile_flags(board)), c_files=c_files)
-    (out / "Makefile").write_text(env.get_template("build/Makefile.j2").render(**ctx))
-    (out / "CMakeLists.txt").write_text(env.get_template("build/CMakeLists.txt.j2").render(**ctx))
+    (out / "Makefile").write_text(env.get_template("project/Makefile.j2").render(**ctx))
+    (out / "CMakeLists.txt").write_text(env.get_template("project/CMakeLists.txt.j2").render(**ctx))
 
 
 @contextlib.contextmanager

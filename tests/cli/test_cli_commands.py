@@ -123,7 +123,7 @@ def test_python_dash_m_error_exit_code(tmp_path):
 
 # ---- deploy ------------------------------------------------------------------------------------------------------
 
-# The report.json contract of /work/shared/DESIGN.md ("Minimum keys; more are welcome").
+# The report.json contract of ../shared/DESIGN.md ("Minimum keys; more are welcome").
 REPORT_SCHEMA = {
     "tinyaot_version": str,
     "model": {"path": str, "sha256": str, "inputs": list, "outputs": list},
