@@ -330,3 +330,64 @@ def test_shared_models_weight_bytes(model, cal_dir):
         assert r["weights_bytes"] <= limit * r["weights_bytes_dense"], (options, r["ratio_vs_int8"])
         if "prune" in options:
             assert r["sparsity"] >= 0.5
+
+
+# ---- the bytes budget across layers ---------------------------------------------------------------------------
+
+def _brute_allocate(options, budget):
+    best = None
+    for pick in itertools.product(*[range(len(o)) for o in options]):
+        b = sum(options[l][i][0] for l, i in enumerate(pick))
+        e = sum(options[l][i][1] for l, i in enumerate(pick))
+        if b <= budget and (best is None or e < best[0]):
+            best = (e, b)
+    return best
+
+
+def test_allocation_by_hand():
+    from tinyaot.compress.cluster import allocate
+
+    # layer 0: a small sensitive layer; layer 1: a large one whose finer grouping buys little per byte
+    options = [[(100, 0.5), (120, 0.1), (200, 0.0)], [(1000, 0.2), (1100, 0.15), (1300, 0.14)]]
+    assert allocate(options, 1100) == [0, 0]  # nothing fits beyond the smallest
+    assert allocate(options, 1120) == [1, 0]  # 0.4 saved for 20 bytes first
+    assert allocate(options, 1299) == [2, 0]  # then 0.1 for 80 bytes before 0.05 for 100, which no longer fits
+    assert allocate(options, 1300) == [2, 1]
+    assert allocate(options, 5000) == [2, 2]
+    assert allocate(options, 10) == [0, 0]  # an impossible budget: the fewest bytes everywhere
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_allocation_within_budget_and_near_optimal(seed):
+    from tinyaot.compress.cluster import allocate
+
+    rng = np.random.default_rng(seed)
+    options = [[(int(b), float(e)) for b, e in zip(rng.integers(50, 500, 4), rng.uniform(0, 1, 4))]
+               for _ in range(4)]
+    lo = sum(min(b for b, _ in o) for o in options)
+    for budget in (lo, lo + 200, lo + 600, 10 ** 6):
+        pick = allocate(options, budget)
+        b = sum(options[l][i][0] for l, i in enumerate(pick))
+        e = sum(options[l][i][1] for l, i in enumerate(pick))
+        assert b <= budget
+        best_e, _ = _brute_allocate(options, budget)
+        if budget == 10 ** 6:
+            assert e == pytest.approx(best_e)  # no constraint: every layer's least error
+        assert e <= best_e + max(max(x[1] for x in o) for o in options)  # Lagrangian: within one layer's step
+
+
+def test_budget_sets_the_codebook_grouping(small):
+    path, cal = small
+    groups = {}
+    for bits in (1.0, 6.0):  # below any clustering: the fewest bytes everywhere; generous: the finest that pays
+        c = compile_model(path, cal, compression=dict(clusters=4, clusters_budget=bits))
+        layers = c.graph.meta["compression"]["layers"]
+        groups[bits] = {n: e["clusters"]["groups"] for n, e in layers.items() if e["storage"] == "clustered"}
+        stored = sum(e["weights_bytes"] for e in layers.values() if e["storage"] == "clustered")
+        dense = sum(e["weights_bytes_dense"] for e in layers.values() if e["storage"] == "clustered")
+        if bits == 6.0:
+            assert stored <= dense * bits / 8
+    assert groups[1.0] and all(g == 1 for g in groups[1.0].values())  # one codebook per tensor
+    assert sum(groups[6.0].values()) > sum(groups[1.0].values())
+    with pytest.raises(Exception, match="clusters_budget"):
+        compile_model(path, cal, compression=dict(clusters=4, clusters_budget=0))

@@ -8,7 +8,8 @@
 A spec file (TOML, or YAML when PyYAML is installed) has the flags' names as top-level defaults and a list of
 per-layer entries; see examples/compression.toml:
 
-    prune = 0.5                  # top level: prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits
+    prune = 0.5                  # top level: prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
+                                 # clusters_budget (bits per weight over the clustered layers, compress/cluster.py)
     [[layer]]
     pattern = "*conv2d_1*"       # fnmatch on the layer name (the names report.json's "layers" lists)
     op = "depthwise"             # optional: only layers of this kind (conv, depthwise, fully_connected)
@@ -114,6 +115,8 @@ class CompressionOptions:
     prune_channels: float = 0.0  # fraction of output channels removed in eligible layers (see compress/prune.py)
     clusters: int | None = None  # K, 2..256: int8 codebook clustering after quantization
     weight_bits: int = 8  # 8, or 4: per-channel symmetric int4 in [-7, 7]
+    clusters_budget: float | None = None  # bits per weight (codebooks included) over the clustered layers; None:
+    # the index bits plus 10 % (compress/cluster.py, "Budget")
     rules: tuple[LayerRule, ...] = ()  # per-layer entries of a spec file, in order
     spec: str | None = None  # the spec file the defaults and rules came from, for the report
 
@@ -127,6 +130,12 @@ class CompressionOptions:
         c = _clusters(self.clusters, "--clusters", allow_zero=True)
         object.__setattr__(self, "clusters", c or None)
         _bits(self.weight_bits, "--weight-bits")
+        if self.clusters_budget is not None:
+            if isinstance(self.clusters_budget, bool) or not isinstance(self.clusters_budget, (int, float)) \
+                    or not 0 < self.clusters_budget <= 16:
+                raise TinyaotError(f"clusters_budget must be a number of bits per weight in (0, 16], got "
+                                   f"{self.clusters_budget!r}")
+            object.__setattr__(self, "clusters_budget", float(self.clusters_budget))
         rules = tuple(r if isinstance(r, LayerRule) else _rule(r, "rules") for r in self.rules)
         object.__setattr__(self, "rules", rules)
 
@@ -224,7 +233,7 @@ def options_from_flags(spec: str | Path | None = None, **flags) -> CompressionOp
     return CompressionOptions(**given)
 
 
-_TOP_KEYS = {"prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits"}
+_TOP_KEYS = {"prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits", "clusters_budget"}
 _RULE_KEYS = {f.name for f in fields(LayerRule)}
 
 
