@@ -366,3 +366,21 @@ def test_evaluate_writes_json(tmp_path, sine_cal):
     assert figures["host_c_matches_reference"] is True
     assert figures["onnxruntime_int8_top1"] is None
     assert lines and lines[0].startswith("20 samples: float 100.00 %")
+
+
+def test_deploy_with_clusters_budget(tmp_path, sine_cal):
+    """--clusters-budget bounds the bits per weight (codebooks included) that clustering may spend: a tighter
+    budget never stores more bytes than a looser one, and both verify."""
+    stored = {}
+    for budget in ("2.5", "8"):
+        out = tmp_path / f"out{budget}"
+        r = run("deploy", MODELS / "tflm_hello_world_sine.onnx", "--board", "stm32", "--calibration", sine_cal,
+                "--out", out, "--clusters", "4", "--clusters-budget", budget)
+        assert r.exit_code == 0, r.output
+        report = json.loads((out / "report.json").read_text())
+        assert report["verify"]["outputs_match"] and report["compression"]["clusters"] == 4
+        stored[budget] = report["memory"]["weights_bytes"]
+    assert stored["2.5"] <= stored["8"] < 288  # 288 = the three layers' weights as dense int8
+    bad = run("deploy", MODELS / "tflm_hello_world_sine.onnx", "--calibration", sine_cal, "--out", tmp_path / "b",
+              "--clusters", "4", "--clusters-budget", "0")
+    assert bad.exit_code != 0 and "clusters_budget" in bad.output and not (tmp_path / "b").exists()

@@ -79,17 +79,21 @@ PruneChannelsOpt = Annotated[Optional[float], typer.Option(
     "--prune-channels", help="remove this fraction of output channels where a layer feeds only the next layer")]
 ClustersOpt = Annotated[Optional[int], typer.Option(
     "--clusters", help="cluster the int8 weights into K values (2..256), indices packed at ceil(log2 K) bits")]
+ClustersBudgetOpt = Annotated[Optional[float], typer.Option(
+    "--clusters-budget", help="bits per weight, codebooks included, that clustering may spend across layers "
+    "(default: the index bits + 10 %); finer codebooks go where the measured output error gains most")]
 WeightBitsOpt = Annotated[Optional[int], typer.Option(
     "--weight-bits", help="8 (default) or 4: per-channel symmetric 4-bit weights, two per byte")]
 CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
     "--compression", help="per-layer compression spec (.toml, or .yaml with PyYAML); flags override its defaults")]
 
 
-def _compression(spec, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits):
+def _compression(spec, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget):
     from tinyaot.compress.options import options_from_flags
 
     return options_from_flags(spec, prune=prune, prune_scope=prune_scope, prune_exclude=tuple(prune_exclude or ()),
-                              prune_channels=prune_channels, clusters=clusters, weight_bits=weight_bits)
+                              prune_channels=prune_channels, clusters=clusters, weight_bits=weight_bits,
+                              clusters_budget=clusters_budget)
 
 
 def _board_names() -> list[str]:
@@ -117,6 +121,7 @@ def deploy(
     = None,
     prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_exclude: PruneExcludeOpt = None,
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
+    clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
@@ -125,7 +130,8 @@ def deploy(
 
     try:
         out_dir = out if out is not None else Path(f"{model.stem}_{board}")
-        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits)
+        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
+                               clusters_budget)
         result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo)
@@ -147,6 +153,7 @@ def evaluate(
     input_shape: InputShapeOpt = None,
     prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_exclude: PruneExcludeOpt = None,
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
+    clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
@@ -154,7 +161,8 @@ def evaluate(
     from tinyaot.frontend import parse_input_shapes
 
     try:
-        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits)
+        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
+                               clusters_budget)
         r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
                          compare_onnxruntime=onnxruntime, compression=options)
         if json_out is not None:
