@@ -10,12 +10,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 
 def conv_relu_conv_gap_gemm(path: Path, *, seed: int = 0, c1: int = 8, c2: int = 8, classes: int = 4,
-                            dead_channels: tuple[int, ...] = (), k2: int = 1, residual: bool = False,
-                            pool: bool = True) -> Path:
+                            dead_channels: tuple[int, ...] = (), dead_channels2: tuple[int, ...] = (), k2: int = 1,
+                            residual: bool = False, pool: bool = True) -> Path:
     """input [1,3,8,8] -> Conv 3x3 (c1, pad 1) -> Relu -> Conv k2 x k2 (c2) -> Relu -> GlobalAveragePool -> Flatten
-    -> Gemm (classes). `dead_channels` of the first conv get all-zero weights and a positive bias (constant
-    channels); `residual` adds the first conv's output to the second's (needs c1 == c2), so no channel of the
-    first conv may be pruned; `pool=False` flattens the 8x8 feature map straight into the Gemm."""
+    -> Gemm (classes). `dead_channels` of the first conv and `dead_channels2` of the second get all-zero weights
+    and a constant bias (constant channels); `residual` adds the first conv's output to the second's (needs
+    c1 == c2), so the two convs' channels can only be pruned together; `pool=False` flattens the 8x8 feature map
+    straight into the Gemm."""
     rng = np.random.default_rng(seed)
     w1 = rng.normal(0, 0.3, (c1, 3, 3, 3)).astype(np.float32)
     b1 = rng.normal(0.1, 0.1, c1).astype(np.float32)
@@ -24,6 +25,9 @@ def conv_relu_conv_gap_gemm(path: Path, *, seed: int = 0, c1: int = 8, c2: int =
         b1[c] = 0.5 + 0.1 * c
     w2 = rng.normal(0, 0.3, (c2, c1, k2, k2)).astype(np.float32)
     b2 = rng.normal(0.0, 0.1, c2).astype(np.float32)
+    for c in dead_channels2:
+        w2[c] = 0.0
+        b2[c] = -0.2 + 0.1 * c
     w3 = rng.normal(0, 0.3 if pool else 0.05, (classes, c2 * (1 if pool else 64))).astype(np.float32)  # [N, K]
     b3 = rng.normal(0, 0.1, classes).astype(np.float32)
     inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"),
@@ -104,12 +108,15 @@ def _conv_nhwc(x: np.ndarray, w_ohwi: np.ndarray, b: np.ndarray, pad: int) -> np
 
 
 def float_forward(graph, x_nchw: np.ndarray) -> np.ndarray:
-    """Float forward pass of conv_relu_conv_gap_gemm's and conv_dw_conv's IR after the passes (and after pruning,
-    before quantization): weights OHWI (depthwise 1HWC), activations NHWC, activations fused into the nodes."""
+    """Float forward pass of conv_relu_conv_gap_gemm's (also residual) and conv_dw_conv's IR after the passes (and
+    after pruning, before quantization): weights OHWI (depthwise 1HWC), activations NHWC, activations fused into the nodes."""
     x = np.transpose(np.asarray(x_nchw, np.float64), (0, 2, 3, 1))
     feats = {}
+    values = {}  # tensor name -> value, for an Add's second operand
     for node in graph.nodes:
         t = graph.tensors
+        if node.op != "Transpose":
+            x = values.get(node.inputs[0], x)
         if node.op == "Conv" and node.attrs.get("depthwise"):  # 1HWC, no padding in these models
             w = np.asarray(t[node.inputs[1]].data, np.float64)[0]
             kh, kw, _ = w.shape
@@ -131,8 +138,12 @@ def float_forward(graph, x_nchw: np.ndarray) -> np.ndarray:
             x = x.reshape(x.shape[0], -1)
         elif node.op == "FullyConnected":
             x = x @ np.asarray(t[node.inputs[1]].data, np.float64).T + np.asarray(t[node.inputs[2]].data)
+        elif node.op == "Add":
+            lo, hi = node.attrs.get("activation") or (-np.inf, np.inf)
+            x = np.clip(values[node.inputs[0]] + values[node.inputs[1]], lo, hi)
         elif node.op == "Transpose":
             pass  # the input was made NHWC above
         else:
             raise NotImplementedError(f"float_forward does not cover {node.op}")
+        values[node.outputs[0]] = x
     return x

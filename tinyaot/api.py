@@ -93,7 +93,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)
     if options is not None and options.active:
-        graph = prune_step(graph, options)
+        graph = prune_step(graph, options, None if samples is None else samples[graph.inputs[0]])
     graph = quantize_graph(graph, ranges)
     if options is not None and options.active:
         # the calibration samples, quantized as the deployed model will see them, let clustering weigh each

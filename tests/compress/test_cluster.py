@@ -225,15 +225,20 @@ def _layers(c):
     return {n.name: n for n in layer_nodes(c.graph)}
 
 
-def test_clustering_keeps_scales_biases_and_requantization(small):
+def test_clustering_keeps_scales_and_requantization(small):
     path, cal = small
     plain, clus = compile_model(path, cal), compile_model(path, cal, compression=dict(clusters=4))
     pl, cl = _layers(plain), _layers(clus)
+    shifts = clus.graph.meta["compression"]["bias_shift"]
+    assert shifts  # 4 codebook values leave a mean shift the bias takes back
     clustered = 0
     for name, n in cl.items():
         w, w0 = clus.graph.tensors[n.inputs[1]], plain.graph.tensors[pl[name].inputs[1]]
         assert np.array_equal(w.quant.scale, w0.quant.scale)
-        assert np.array_equal(clus.graph.tensors[n.inputs[2]].data, plain.graph.tensors[pl[name].inputs[2]].data)
+        b, b0 = clus.graph.tensors[n.inputs[2]], plain.graph.tensors[pl[name].inputs[2]]
+        assert b.data.dtype == np.int32 and np.array_equal(b.quant.scale, b0.quant.scale)
+        # the bias changes by the recorded correction only
+        assert np.array_equal(b.data.astype(np.int64), b0.data.astype(np.int64) + shifts.get(name, 0))
         assert np.array_equal(n.attrs["output_mult"], pl[name].attrs["output_mult"])
         info = clus.graph.meta["compression"]["layers"][name]
         if info["storage"] == "clustered":
@@ -391,3 +396,75 @@ def test_budget_sets_the_codebook_grouping(small):
     assert sum(groups[6.0].values()) > sum(groups[1.0].values())
     with pytest.raises(Exception, match="clusters_budget"):
         compile_model(path, cal, compression=dict(clusters=4, clusters_budget=0))
+
+
+# ---- bias correction ------------------------------------------------------------------------------------------
+
+def test_bias_correction_removes_the_mean_output_shift(small):
+    """A layer's weights are coarsened by hand (inputs with a large mean, so the error shifts the output's mean);
+    after _correct_bias the accumulator's mean over those inputs, computed here straight from im2col patches, is
+    that of the original weights to within the bias's rounding (0.5), while before it was off by far more."""
+    from tinyaot.compress.hessian import layer_statistics
+    from tinyaot.compress.pipeline import _correct_bias
+    from tinyaot.compress.storage import rows
+    from tinyaot.ops.conv import _patches
+
+    path, cal = small
+    g = compile_model(path, cal).graph
+    node = _layers(type("C", (), {"graph": g}))["conv2"]
+    x_t, w, b = (g.tensors[node.inputs[i]] for i in range(3))
+    rng = np.random.default_rng(3)
+    xs = [np.clip(rng.normal(60, 30, x_t.shape), -128, 127).astype(np.int8) for _ in range(6)]
+    goal = rows(np.asarray(w.data), False).astype(np.float64)
+    coarse = (np.round(np.asarray(w.data, np.float64) / 24) * 24).clip(-127, 127).astype(np.int8)
+    b0 = np.asarray(b.data, np.int64).copy()
+    w.data = coarse
+
+    a = node.attrs
+    kh, kw = a["kernel_shape"]
+    pads = list(a.get("pads", (0, 0, 0, 0)))
+    xo = np.stack(xs).reshape((-1, *x_t.shape[1:])).astype(np.int64) + a["input_offset"]
+    p = _patches(xo, (kh, kw), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]), (1, 1),
+                 g.tensors[node.outputs[0]].shape[1:3]).reshape(-1, goal.shape[1]).astype(np.float64)
+
+    def mean_acc(wrows, bias):
+        return (p @ wrows.T + bias).mean(axis=0)
+
+    want = mean_acc(goal, b0)
+    before = np.abs(mean_acc(rows(coarse, False).astype(np.float64), b0) - want).max()
+    info = {}
+    m = layer_statistics(node, g, xs)[1]
+    _correct_bias(g, node, goal, m, info)
+    after = np.abs(mean_acc(rows(coarse, False).astype(np.float64), np.asarray(b.data, np.int64)) - want)
+    assert before > 100 and np.all(after <= 0.5 + 1e-9), (before, after.max())
+    assert np.array_equal(info["bias_shift"][node.name], np.asarray(b.data, np.int64) - b0)
+
+
+def test_layer_statistics_mean(small):
+    """H is layer_hessian's, and the mean patch is in accumulator units with padding counted as the kernels do."""
+    from tinyaot.compress.hessian import layer_hessian, layer_statistics
+
+    path, cal = small
+    c = compile_model(path, cal)
+    g = c.graph
+    node = _layers(c)["conv1"]
+    xs = [c.quantize_input(v).reshape(g.tensors[node.inputs[0]].shape) for v in np.load(cal)["x"][:4]]
+    h, m = layer_statistics(node, g, xs)
+    assert np.allclose(h, layer_hessian(node, g, xs))
+    x = np.stack(xs).astype(np.float64) - g.tensors[node.inputs[0]].quant.zp  # x_q + input_offset
+    # the centre tap of a 3x3 SAME kernel sees every input pixel once over the image (no padding at its position)
+    assert np.allclose(m.reshape(3, 3, -1)[1, 1], x.reshape(-1, x.shape[-1]).mean(axis=0))
+    # padding counts as offset-applied zero: a corner weight of the 3x3 kernel sees fewer real inputs, so its
+    # mean magnitude is below the centre's for inputs of one sign
+    xs_pos = [np.full_like(v, 127) for v in xs]
+    mp = layer_statistics(node, g, xs_pos)[1].reshape(3, 3, -1)
+    assert np.all(mp[0, 0] < mp[1, 1])
+
+
+def test_output_gains_read_the_logits_before_softmax(cal_dir):
+    from tinyaot.compress.pipeline import _logits
+
+    c = compile_model(MODELS / "kws_dscnn.onnx", calibration_file(cal_dir, "kws_dscnn"))
+    g = c.graph
+    assert g.nodes[-1].op == "Softmax"
+    assert _logits(g) == (g.nodes[-1].inputs[0], True)

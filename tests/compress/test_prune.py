@@ -1,5 +1,6 @@
 """Pruning: magnitude (global LAMP threshold vs per layer, exclusion, zeros surviving quantization) and structured
-channel pruning (eligibility, shapes, exactness of the bias folding, deploy under QEMU, ic_resnet8's cost)."""
+channel pruning (eligibility, channel groups through residual Adds, shapes, exactness of the bias folding, the
+least-squares refit, deploy under QEMU, ic_resnet8's cost and accuracy)."""
 from __future__ import annotations
 
 import json
@@ -9,18 +10,27 @@ import pytest
 
 from tinyaot.api import compile_model, deploy
 from tinyaot.compress.options import CompressionOptions
-from tinyaot.compress.prune import (channel_chain, eligible_producers, lamp_scores, layer_nodes, magnitude_prune,
-                                    prune_channels, prune_smallest)
+from tinyaot.compress.prune import (channel_group, eligible_producers, group_scores, lamp_scores, layer_nodes,
+                                    magnitude_prune, prune_channels, prune_smallest)
+from tinyaot.compress.refit import pre_activation, refit_consumers, ridge_fit, run_node, snapshot
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx
 from tinyaot.passes import run_passes
 
 from compress_models import calibration, conv_dw_conv, conv_relu_conv_gap_gemm, float_forward
-from shared_data import MODELS, calibration_file
+from shared_data import MODELS, calibration_file, write_evaluation
 
 
 def _float_graph(path):
     return run_passes(import_onnx(path, None), echo=lambda _: None)
+
+
+def _node(graph, name):
+    return [n for n in graph.nodes if n.name == name][0]
+
+
+def _names(nodes):
+    return [n.name for n in nodes]
 
 
 # ---- magnitude pruning on arrays ------------------------------------------------------------------------------
@@ -160,11 +170,19 @@ def test_channel_eligibility(tmp_path):
     g = _float_graph(conv_relu_conv_gap_gemm(tmp_path / "a.onnx"))
     # conv1 -> conv2 directly; conv2 -> GlobalAveragePool -> flatten -> dense; dense is the graph output
     assert eligible_producers(g) == ["conv1", "conv2"]
-    chain = channel_chain(g, [n for n in g.nodes if n.name == "conv2"][0])
-    assert [n.op for n in chain.path] == ["GlobalAveragePool", "Reshape"] and chain.consumer.name == "dense"
-    # with a residual Add reading conv1's output, conv1's channels are never pruned
+    group = channel_group(g, _node(g, "conv2"))
+    assert [n.op for n in group.ties] == ["GlobalAveragePool", "Reshape"] and _names(group.consumers) == ["dense"]
+    assert _names(group.producers) == ["conv2"]
+    # a residual Add(conv2(r1), r1) ties conv1's channels to conv2's: one group, both producers, and conv2 both
+    # reads and writes it
     g2 = _float_graph(conv_relu_conv_gap_gemm(tmp_path / "b.onnx", residual=True))
-    assert eligible_producers(g2) == []  # conv2 feeds the Add too
+    assert eligible_producers(g2) == ["conv1", "conv2"]
+    group = channel_group(g2, _node(g2, "conv1"))
+    assert _names(group.producers) == ["conv1", "conv2"] and _names(group.consumers) == ["conv2", "dense"]
+    assert [n.op for n in group.ties] == ["Add", "GlobalAveragePool", "Reshape"]
+    assert channel_group(g2, _node(g2, "conv2")).tensors == group.tensors == {"r1", "c2", "r2", "g", "f"}
+    # the graph output (dense) is never a group's producer
+    assert channel_group(g2, _node(g2, "dense")) is None
 
 
 def test_channel_pruning_shapes_and_exact_bias_folding(tmp_path):
@@ -189,8 +207,8 @@ def test_channel_pruning_through_depthwise_is_exact(tmp_path):
     path = conv_dw_conv(tmp_path / "d.onnx", dead_channels=(1, 6))
     g = _float_graph(path)
     assert eligible_producers(g) == ["pw1", "pw2"]
-    chain = channel_chain(g, [n for n in g.nodes if n.name == "pw1"][0])
-    assert chain.depthwise.name == "dw" and chain.consumer.name == "pw2"
+    group = channel_group(g, _node(g, "pw1"))
+    assert _names(group.ties) == ["dw"] and _names(group.consumers) == ["pw2"]
     x = np.random.default_rng(4).uniform(-1, 1, (3, 3, 8, 8))
     y0 = float_forward(g, x)
     assert prune_channels(g, {"pw1": 0.25}) == {"pw1": 2}
@@ -205,8 +223,8 @@ def test_channel_pruning_into_a_flattened_feature_map(tmp_path):
     g = _float_graph(path)
     x = np.random.default_rng(5).uniform(-1, 1, (2, 3, 8, 8))
     y0 = float_forward(g, x)
-    chain = channel_chain(g, [n for n in g.nodes if n.name == "conv2"][0])
-    assert chain.positions == 64 and chain.consumer.name == "dense"
+    group = channel_group(g, _node(g, "conv2"))
+    assert _names(group.consumers) == ["dense"] and g.tensors["f"].shape == (1, 64 * 8)
     dense_w = [g.tensors[n.inputs[1]].data for n in g.nodes if n.name == "dense"][0].reshape(4, 64, 8)
     conv2_w = [g.tensors[n.inputs[1]].data for n in g.nodes if n.name == "conv2"][0]
     gone = np.argsort(np.abs(conv2_w.reshape(8, -1)).sum(axis=1), kind="stable")[:2]
@@ -233,9 +251,87 @@ def test_channel_pruning_through_pool_and_flatten(tmp_path):
     assert g.tensors["g"].shape == (1, 1, 1, 6) and g.tensors["f"].shape == (1, 6)
 
 
-@pytest.mark.parametrize("pool", [True, False])
-def test_channel_pruned_model_deploys_bit_exact(tmp_path, pool):
-    path = conv_relu_conv_gap_gemm(tmp_path / "m.onnx", k2=3, pool=pool)
+def test_residual_group_is_pruned_jointly_and_exactly(tmp_path):
+    # channels 2 and 5 are constant in both producers (conv1 and conv2), hence in the Add: the group's joint score is
+    # 0 there. They go from both producers' outputs, conv2's inputs (1x1: exact folding), the Add, the pooling and
+    # the Gemm's inputs, and the float function is unchanged
+    path = conv_relu_conv_gap_gemm(tmp_path / "r.onnx", residual=True, dead_channels=(2, 5), dead_channels2=(2, 5))
+    g = _float_graph(path)
+    x = np.random.default_rng(6).uniform(-1, 1, (4, 3, 8, 8))
+    y0 = float_forward(g, x)
+    group = channel_group(g, _node(g, "conv2"))
+    assert np.argsort(group_scores(g, group), kind="stable")[:2].tolist() == [2, 5]
+    w2 = np.array(g.tensors[_node(g, "conv2").inputs[1]].data)
+    assert prune_channels(g, {"conv1": 0.25, "conv2": 0.25}) == {"conv1": 2, "conv2": 2}
+    keep = [0, 1, 3, 4, 6, 7]
+    shapes = {n.name: g.tensors[n.inputs[1]].shape for n in layer_nodes(g)}
+    assert shapes == {"conv1": (6, 3, 3, 3), "conv2": (6, 1, 1, 6), "dense": (4, 6)}
+    # conv2 reads and writes the group: the same channels leave its inputs and its outputs
+    assert np.array_equal(g.tensors[_node(g, "conv2").inputs[1]].data, w2[keep][..., keep])
+    assert [g.tensors[t].shape for t in ("r1", "c2", "r2", "g", "f")] == [(1, 8, 8, 6)] * 3 + [(1, 1, 1, 6), (1, 6)]
+    assert np.allclose(float_forward(g, x), y0, atol=1e-5)
+
+
+def test_residual_group_is_left_whole_unless_every_producer_is_pruned(tmp_path):
+    path = conv_relu_conv_gap_gemm(tmp_path / "r.onnx", residual=True)
+    g = _float_graph(path)
+    shapes = {n.name: g.tensors[n.inputs[1]].shape for n in layer_nodes(g)}
+    assert prune_channels(g, {"conv1": 0.25}) == {}  # conv2, the Add's other producer, is not asked
+    assert {n.name: g.tensors[n.inputs[1]].shape for n in layer_nodes(g)} == shapes
+    # the group takes its producers' smallest fraction
+    assert prune_channels(g, {"conv1": 0.5, "conv2": 0.25}) == {"conv1": 2, "conv2": 2}
+    cal = calibration(tmp_path / "cal.npz")
+    c = compile_model(path, cal, compression=dict(prune_channels=0.25, prune_exclude=("conv2",)))
+    assert c.graph.meta["compression"]["channels_removed"] == {}
+
+
+def test_float_runner_matches_onnxruntime(tmp_path):
+    import onnxruntime as ort
+
+    path = conv_relu_conv_gap_gemm(tmp_path / "r.onnx", residual=True, k2=3)
+    g = _float_graph(path)
+    x = np.random.default_rng(7).uniform(-1, 1, (5, 1, 3, 8, 8)).astype(np.float32)
+    values = {"x": x.reshape(5, 3, 8, 8).astype(np.float64)}
+    for node in g.nodes:
+        run_node(g, node, values)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    want = np.concatenate([sess.run(None, {"x": s})[0] for s in x])
+    assert np.allclose(values["y"], want, atol=1e-4)
+
+
+def test_ridge_fit_recovers_a_linear_layer(tmp_path, monkeypatch):
+    import tinyaot.compress.refit as refit
+
+    monkeypatch.setattr(refit, "RIDGE", 1e-12)
+    g = _float_graph(conv_relu_conv_gap_gemm(tmp_path / "m.onnx", k2=3, pool=False))
+    rng = np.random.default_rng(8)
+    for name, shape in (("conv2", (6, 8, 8, 8)), ("dense", (600, 512))):  # 3x3, pad 1; flattened Gemm
+        node = _node(g, name)
+        x = rng.normal(0, 1, shape)
+        w, b = ridge_fit(g, node, x, pre_activation(g, node, x))
+        assert np.allclose(w, g.tensors[node.inputs[1]].data, atol=1e-6)
+        assert np.allclose(b, g.tensors[node.inputs[2]].data, atol=1e-6)
+
+
+def test_refit_brings_the_pruned_outputs_back(tmp_path):
+    path = conv_relu_conv_gap_gemm(tmp_path / "r.onnx", residual=True, k2=3, c1=16, c2=16)
+    g = _float_graph(path)
+    cal = np.random.default_rng(9).uniform(-1, 1, (64, 3, 8, 8))
+    held_out = np.random.default_rng(10).uniform(-1, 1, (64, 3, 8, 8))
+    y0 = float_forward(g, held_out)
+    before, kept, consumers = snapshot(g), {}, set()
+    prune_channels(g, {"conv1": 0.25, "conv2": 0.25}, kept, consumers)
+    assert consumers == {"conv2", "dense"} and kept["conv1"].tolist() == kept["conv2"].tolist()
+    err_pruned = np.abs(float_forward(g, held_out) - y0).mean()
+    r = refit_consumers(before, g, cal, consumers, kept)
+    assert set(r["layers"]) == {"conv2", "dense"}
+    err_refit = np.abs(float_forward(g, held_out) - y0).mean()
+    assert err_refit < 0.5 * err_pruned  # on samples the fit never saw
+
+
+@pytest.mark.parametrize("pool,residual", [(True, False), (False, False), (True, True)])
+def test_channel_pruned_model_deploys_bit_exact(tmp_path, pool, residual):
+    path = conv_relu_conv_gap_gemm(tmp_path / "m.onnx", k2=3, pool=pool, residual=residual)
     cal = calibration(tmp_path / "cal.npz")
     r = deploy(path, "stm32", cal, tmp_path / "out", compression=dict(prune_channels=0.25)).report
     plain = deploy(path, "stm32", cal, tmp_path / "plain").report
@@ -251,15 +347,27 @@ def test_channel_pruned_model_deploys_bit_exact(tmp_path, pool):
 
 
 def test_ic_resnet8_channel_pruning_cuts_macs_and_instructions(tmp_path, cal_dir):
-    """Issue 4: --prune-channels 0.25 on ic_resnet8. Three producers are eligible (the first conv of each residual
-    block: every other conv output feeds an Add). The issue's target is 20 % fewer executed instructions; the
-    figure measured here is asserted at >= 15 % (MACs fall 23.6 %), and the closing note reports the exact one."""
+    """Issue 4: --prune-channels 0.25 on ic_resnet8 must execute >= 20 % fewer instructions. Every conv is pruned:
+    the first conv of each residual block alone, the others in the three groups the Adds tie (block output conv,
+    1x1 shortcut conv and the conv before them). Measured: 43.1 % fewer MACs, 36.8 % fewer instructions."""
     cal = calibration_file(cal_dir, "ic_resnet8")
     c = compile_model(MODELS / "ic_resnet8.onnx", cal, compression=dict(prune_channels=0.25))
-    assert len(c.graph.meta["compression"]["channels_removed"]) == 3
+    removed = c.graph.meta["compression"]["channels_removed"]
+    assert len(removed) == 9 and sorted(removed.values()) == [4] * 3 + [8] * 3 + [16] * 3
     plain = deploy(MODELS / "ic_resnet8.onnx", "stm32", cal, tmp_path / "plain").report
     pruned = deploy(MODELS / "ic_resnet8.onnx", "stm32", cal, tmp_path / "pruned",
                     compression=dict(prune_channels=0.25)).report
-    assert pruned["verify"]["outputs_match"]
-    assert pruned["macs"] <= 0.77 * plain["macs"]
-    assert pruned["verify"]["instructions"] <= 0.85 * plain["verify"]["instructions"]
+    assert pruned["verify"]["outputs_match"] and pruned["verify"]["max_abs_diff_vs_reference"] == 0
+    assert pruned["macs"] <= 0.6 * plain["macs"]
+    assert pruned["verify"]["instructions"] <= 0.8 * plain["verify"]["instructions"]
+
+
+def test_ic_resnet8_channel_pruning_accuracy_after_refit(cal_dir):
+    """Without the refit --prune-channels 0.25 measured 5 % top-1 (ic01 images 100-199); with it 61 %
+    (unpruned int8: 89 %)."""
+    from tinyaot.api import evaluate
+
+    cal = calibration_file(cal_dir, "ic_resnet8")
+    r = evaluate(MODELS / "ic_resnet8.onnx", cal, write_evaluation("ic_resnet8", cal_dir),
+                 compression=dict(prune_channels=0.25), compare_onnxruntime=False)
+    assert r["int8_top1"] >= 0.5

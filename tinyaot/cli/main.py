@@ -76,7 +76,8 @@ PruneScopeOpt = Annotated[Optional[str], typer.Option(
 PruneExcludeOpt = Annotated[Optional[list[str]], typer.Option(
     "--prune-exclude", help="never prune layers whose name matches this fnmatch pattern (repeatable)")]
 PruneChannelsOpt = Annotated[Optional[float], typer.Option(
-    "--prune-channels", help="remove this fraction of output channels where a layer feeds only the next layer")]
+    "--prune-channels",
+    help="remove this fraction of channels (jointly across residual Adds), then refit the layers reading them")]
 ClustersOpt = Annotated[Optional[int], typer.Option(
     "--clusters", help="cluster the int8 weights into K values (2..256), indices packed at ceil(log2 K) bits")]
 ClustersBudgetOpt = Annotated[Optional[float], typer.Option(

@@ -13,23 +13,30 @@ largest weight, so no layer is ever emptied. Zeros stay exact zeros through quan
 quantized symmetrically (zero point 0); with calibration data, storage_step then re-rounds the kept weights to
 compensate for the pruned ones (compress/pipeline.py).
 
-Structured pruning (`prune_channels`) removes whole output channels so the dense kernels do less work. Eligible
-producers are Conv (not depthwise, not grouped) and FullyConnected layers whose output reaches exactly one
-consumer layer, a Conv (not grouped) or a FullyConnected, and nothing else; between them the path may hold only
-  - the producer's fused activation (it is in the node),
+Structured pruning (`prune_channels`) removes whole channels so the dense kernels do less work. Channels are
+removed per channel group: the activations that must keep the same channel positions, found from a layer's
+output by following, both ways,
+  - an elementwise Add without broadcasting (all its inputs and its output: a residual sum),
+  - the per-channel ops MaxPool, AveragePool, GlobalAveragePool and standalone Relu/Clip,
   - Reshape aliases that keep channels innermost (NHWC reshapes that keep the last axis, or the flatten of
     [N, H, W, C] into [N, H*W*C] in front of a FullyConnected),
-  - per-channel ops: MaxPool, AveragePool, GlobalAveragePool, standalone Relu/Clip,
-  - one depthwise Conv with channel multiplier 1, whose channels are then pruned too (its inputs and outputs).
-Why exactly these: removing a channel must remove one input channel of the consumer and nothing else. A tensor
-read by two nodes, an Add (a residual: the other branch still has that channel), a Concat or Transpose (they mix
-channel positions), or a graph output (its shape is the model's interface) would change meaning, so a channel
-feeding any of them is never pruned.
+  - depthwise Convs with channel multiplier 1 (their weights and biases lose the same channels).
+The group's producers are the layers writing it: Conv (not depthwise, not grouped) or FullyConnected layers
+with float weights, whose output channels go. Its consumers are the Conv (not grouped) or FullyConnected layers
+reading it as their input, whose input channels go; a layer may be both (x + conv(x)). Anything else touching
+the group makes it ineligible: a Concat or Transpose (they mix channel positions), a broadcasting Add, a graph
+input or output (its shape is the model's interface), or a writer that is not a prunable layer. So in a ResNet
+the block's output conv, the 1x1 shortcut conv, the Add and the next block's input convs are one group. A group
+is pruned only if every producer is asked to be (`--prune-exclude` on one spares the group) and takes the
+smallest fraction asked among them.
 
-The channels with the smallest L1 norm of the producer's weights go. A removed channel would, with its weights
-zeroed, output the constant act(bias); that constant (carried through the depthwise and pooling ops on the path)
-is folded into the consumer's bias, which is exact wherever the consumer's window does not reach its zero
-padding. Calibration ranges stay those of the unpruned float model (onnxruntime runs the original ONNX file).
+The channels with the lowest joint score go from every member: the sum over the producers of the L1 norm of
+each output channel's weights, each producer's norms divided by their mean (folded batch norms scale producers
+arbitrarily; for a single producer this is plain L1 order). A removed channel would, with its weights zeroed,
+output the constant act(bias) at each producer; that constant (carried through the Adds, depthwise and pooling
+ops of the group) is folded into each consumer's bias, which is exact wherever the consumer's window does not
+reach its zero padding. With calibration data, compress/refit.py then refits the consumers by least squares
+(prune_step). Calibration ranges stay those of the unpruned float model (onnxruntime runs the original ONNX file).
 """
 from __future__ import annotations
 
@@ -121,71 +128,108 @@ def magnitude_prune(graph: Graph, sparsity: dict[str, float], pooled: set[str]) 
 # ---- structured (channel) pruning ------------------------------------------------------------------------------
 
 @dataclass
-class _Chain:
-    producer: Node
-    path: list[Node]  # nodes between producer and consumer
-    depthwise: Node | None
-    consumer: Node
-    positions: int  # consumer FullyConnected input = positions x channels (channels innermost); 1 for Conv
+class ChannelGroup:
+    """Activations that hold the same channels, and the layers that write and read them (see the module docstring).
+    Every member tensor's last axis is `positions x channels`, channels innermost (positions > 1 after a flatten)."""
+
+    channels: int
+    producers: list[Node]  # Conv/FullyConnected layers whose output channels are the group's
+    ties: list[Node]  # Add, per-channel ops, Reshape aliases and depthwise convs: carry the channels through
+    consumers: list[Node]  # Conv/FullyConnected layers reading a member tensor as their input 0
+    tensors: set[str]
 
 
 def _channels(graph: Graph, node: Node) -> int:
     return graph.tensors[node.outputs[0]].shape[-1]
 
 
-def channel_chain(graph: Graph, producer: Node) -> _Chain | None:
-    """The path from an eligible producer to its one consumer layer (see the module docstring), or None."""
-    if producer.op not in LAYER_OPS or graph.tensors[producer.inputs[1]].quant is not None:
-        return None
-    if producer.op == "Conv":
-        w = graph.tensors[producer.inputs[1]].shape
-        x = graph.tensors[producer.inputs[0]].shape
-        if producer.attrs.get("depthwise") or w[3] != x[3]:
-            return None
-    t = producer.outputs[0]
+def _float_weights(graph: Graph, node: Node) -> bool:
+    return graph.tensors[node.inputs[1]].quant is None
+
+
+def _is_producer(graph: Graph, node: Node) -> bool:
+    """A layer whose output channels can be sliced: FullyConnected, or Conv that is neither depthwise nor grouped."""
+    if node.op not in LAYER_OPS or len(node.inputs) < 2 or not node.inputs[1] or not _float_weights(graph, node):
+        return False
+    if node.op == "Conv":
+        return not node.attrs.get("depthwise") and \
+            graph.tensors[node.inputs[1]].shape[3] == graph.tensors[node.inputs[0]].shape[3]
+    return True
+
+
+def _is_consumer(graph: Graph, node: Node, t: str, ch: int) -> bool:
+    """`node` reads member tensor `t` only as its input 0 and each input channel of it can be sliced away."""
+    if not _is_producer(graph, node) or node.inputs[0] != t or node.inputs.count(t) != 1:
+        return False
     shape = graph.tensors[t].shape
-    ch = shape[-1]  # the channels being pruned (a flatten hides them in its last axis)
-    positions = 1
-    flattened = False
-    path, dw = [], None
-    while True:
-        if t in graph.outputs:
+    if node.op == "Conv":
+        return shape[-1] == ch
+    return len(shape) == 2 and graph.tensors[node.inputs[1]].shape[1] == shape[-1]
+
+
+def _tie_tensors(graph: Graph, node: Node, t: str, ch: int) -> list[str] | None:
+    """The activations `node` ties to member `t` channel for channel (its inputs and output), or None when it mixes
+    or reshapes channels, or holds weights that cannot follow them."""
+    if len(node.outputs) != 1:
+        return None
+    out = graph.tensors[node.outputs[0]].shape
+    acts = [i for i in node.inputs if i and not graph.tensors[i].is_const]
+    if node.op == "Add":  # elementwise without broadcasting: channel c of every input adds into channel c
+        if len(acts) != len([i for i in node.inputs if i]) or any(graph.tensors[i].shape != out for i in acts):
             return None
-        cons = graph.consumers(t)
-        if len(cons) != 1 or cons[0].inputs.count(t) != 1 or cons[0].inputs[0] != t:
+        return [*acts, node.outputs[0]]
+    if node.inputs[0] != t and node.outputs[0] != t:
+        return None
+    x = graph.tensors[node.inputs[0]].shape
+    unflattened = len(x) == 4 and x[-1] == ch and out[-1] == ch
+    if node.op in PER_CHANNEL_OPS and unflattened and acts == [node.inputs[0]]:
+        return [node.inputs[0], node.outputs[0]]
+    if node.op == "Reshape":
+        keeps_last = out[-1] == x[-1] and len(x) >= 2
+        flatten = x[-1] == ch and len(x) == 4 and len(out) == 2 and out[0] == x[0]
+        return [node.inputs[0], node.outputs[0]] if keeps_last or flatten else None
+    if node.op == "Conv" and node.attrs.get("depthwise") and unflattened and _float_weights(graph, node):
+        return [node.inputs[0], node.outputs[0]] if graph.tensors[node.inputs[1]].shape[3] == ch else None
+    return None
+
+
+def channel_group(graph: Graph, producer: Node) -> ChannelGroup | None:
+    """The channel group of `producer`'s output, or None when any member cannot lose a channel: a graph input or
+    output, an op that mixes channel positions (Concat, Transpose, a broadcasting Add...), or a writer that is
+    not a prunable layer."""
+    if not _is_producer(graph, producer):
+        return None
+    ch = _channels(graph, producer)
+    tensors: set[str] = set()
+    producers, ties, consumers = {}, {}, {}
+    todo = [producer.outputs[0]]
+    while todo:
+        t = todo.pop()
+        if t in tensors:
+            continue
+        if graph.is_graph_io(t) or graph.tensors[t].shape[-1] % ch:
             return None
-        c = cons[0]
-        out_shape = graph.tensors[c.outputs[0]].shape if c.outputs else None
-        if c.op == "Reshape":
-            if not flattened and out_shape[-1] == shape[-1] and len(shape) >= 2:
-                pass  # channels stay the innermost axis
-            elif not flattened and len(shape) == 4 and len(out_shape) == 2 and out_shape[0] == shape[0]:
-                flattened, positions = True, shape[1] * shape[2]
-            else:
+        tensors.add(t)
+        p = graph.producer(t)
+        linked = [p] if p is not None else []
+        for node in linked + graph.consumers(t):
+            if node is p and _is_producer(graph, node):
+                producers[node.name] = node
+                continue
+            if node is not p and _is_consumer(graph, node, t, ch):
+                consumers[node.name] = node
+                continue
+            tied = _tie_tensors(graph, node, t, ch)
+            if tied is None:
                 return None
-        elif c.op in PER_CHANNEL_OPS and not flattened and len(c.outputs) == 1:
-            if out_shape[-1] != shape[-1]:
-                return None
-        elif c.op == "Conv" and c.attrs.get("depthwise") and dw is None and not flattened:
-            wshape = graph.tensors[c.inputs[1]].shape
-            if wshape[3] != shape[-1] or graph.tensors[c.inputs[1]].quant is not None:
-                return None  # channel multiplier > 1
-            dw = c
-        elif c.op == "Conv" and not c.attrs.get("depthwise") and not flattened:
-            wshape = graph.tensors[c.inputs[1]].shape
-            if wshape[3] != shape[-1] or graph.tensors[c.inputs[1]].quant is not None:
-                return None  # grouped
-            return _Chain(producer, path, dw, c, 1)
-        elif c.op == "FullyConnected":
-            w = graph.tensors[c.inputs[1]]
-            if w.quant is not None or w.shape[1] != positions * ch or (not flattened and len(shape) != 2):
-                return None
-            return _Chain(producer, path, dw, c, positions)
-        else:
-            return None
-        path.append(c)
-        t = c.outputs[0]
-        shape = out_shape
+            ties[node.name] = node
+            todo.extend(tied)
+    order = {n.name: k for k, n in enumerate(graph.nodes)}
+
+    def scheduled(nodes: dict) -> list[Node]:
+        return sorted(nodes.values(), key=lambda n: order[n.name])
+
+    return ChannelGroup(ch, scheduled(producers), scheduled(ties), scheduled(consumers), tensors)
 
 
 def _act(node: Node, v: np.ndarray) -> np.ndarray:
@@ -206,39 +250,45 @@ def _bias(graph: Graph, node: Node, channels: int) -> np.ndarray:
     return np.zeros(channels)
 
 
-def prune_chain(graph: Graph, chain: _Chain, fraction: float) -> int:
-    """Remove floor(fraction * C) output channels (smallest L1 norm, at least one channel kept). Returns how many."""
-    p, c = chain.producer, chain.consumer
-    w = np.asarray(graph.tensors[p.inputs[1]].data)
-    ch = w.shape[0]
-    remove = min(int(np.floor(fraction * ch + 1e-9)), ch - 1)
-    if remove <= 0:
-        return 0
-    l1 = np.abs(w.reshape(ch, -1)).sum(axis=1)
-    gone = np.sort(np.argsort(l1, kind="stable")[:remove])
-    keep = np.setdiff1d(np.arange(ch), gone)
-    b = _bias(graph, p, ch)
-    v = _act(p, b[gone])  # what a removed channel outputs once its weights are zero
-    _replace(graph, p, 1, w[keep], p.name + "_pruned_weights")
-    _replace(graph, p, 2, b[keep], p.name + "_pruned_bias")
-    for node in chain.path:
-        if node is chain.depthwise:
-            dw = np.asarray(graph.tensors[node.inputs[1]].data)
-            db = _bias(graph, node, dw.shape[3])
-            v = _act(node, db[gone] + v * dw[..., gone].reshape(-1, remove).sum(axis=0))
-            _replace(graph, node, 1, dw[..., keep], node.name + "_pruned_weights")
-            _replace(graph, node, 2, db[keep], node.name + "_pruned_bias")
-        elif node.op in ("Relu", "Clip"):
-            from tinyaot.passes.fuse_activation import activation_range
+def _weights(graph: Graph, node: Node) -> np.ndarray:
+    return np.asarray(graph.tensors[node.inputs[1]].data)
 
+
+def group_scores(graph: Graph, group: ChannelGroup) -> np.ndarray:
+    """Per channel: the sum over the producers of the L1 norm of its output channel's weights, each producer's
+    norms divided by their mean. Folded batch norms scale each producer arbitrarily, so raw sums would let the
+    largest one decide alone; for one producer the order is plain L1."""
+    score = np.zeros(group.channels)
+    for p in group.producers:
+        w = _weights(graph, p)
+        l1 = np.abs(w.reshape(group.channels, -1)).sum(axis=1).astype(np.float64)
+        score += l1 / max(float(l1.mean()), np.finfo(np.float64).tiny)
+    return score
+
+
+def _removed_constants(graph: Graph, group: ChannelGroup, gone: np.ndarray) -> dict[str, np.ndarray]:
+    """What each member tensor holds in the removed channels once their producers' weights are zero: act(bias)
+    at a producer, carried through the ties in schedule order (an Add sums its inputs' constants)."""
+    from tinyaot.passes.fuse_activation import activation_range
+
+    v = {p.outputs[0]: _act(p, _bias(graph, p, group.channels)[gone]) for p in group.producers}
+    for node in group.ties:
+        x = v[node.inputs[0]]
+        if node.op == "Add":
+            x = _act(node, sum(v[i] for i in node.inputs if i))
+        elif node.op == "Conv":  # depthwise, channel multiplier 1
+            dw = _weights(graph, node)
+            db = _bias(graph, node, dw.shape[3])
+            x = _act(node, db[gone] + x * dw[..., gone].reshape(-1, len(gone)).sum(axis=0))
+        elif node.op in ("Relu", "Clip"):
             lo, hi = activation_range(graph, node) or (-np.inf, np.inf)
-            v = np.clip(v, lo, hi)
-        out = graph.tensors[node.outputs[0]]
-        s = list(out.shape)
-        # a flatten holds positions x channels; every other op on the path keeps channels as its last axis
-        s[-1] = s[-1] // ch * len(keep)
-        out.shape = tuple(s)
-    graph.tensors[p.outputs[0]].shape = (*graph.tensors[p.outputs[0]].shape[:-1], len(keep))
+            x = np.clip(x, lo, hi)
+        v[node.outputs[0]] = x  # pooling and reshapes keep a constant channel's value
+    return v
+
+
+def _slice_consumer(graph: Graph, c: Node, ch: int, keep: np.ndarray, gone: np.ndarray, v: np.ndarray) -> None:
+    """Drop the removed input channels of consumer `c` and fold their constant `v` into its bias."""
     cw = np.asarray(graph.tensors[c.inputs[1]].data, np.float64)
     out_c = cw.shape[0]
     cb = _bias(graph, c, out_c)
@@ -246,40 +296,78 @@ def prune_chain(graph: Graph, chain: _Chain, fraction: float) -> int:
         cb = cb + cw[..., gone].sum(axis=(1, 2)) @ v
         new_w = cw[..., keep]
     else:  # [out, positions * channels], channels innermost
-        cw3 = cw.reshape(out_c, chain.positions, ch)
+        cw3 = cw.reshape(out_c, -1, ch)
         cb = cb + cw3[:, :, gone].sum(axis=1) @ v
         new_w = cw3[:, :, keep].reshape(out_c, -1)
     _replace(graph, c, 1, new_w, c.name + "_pruned_weights")
     _replace(graph, c, 2, cb, c.name + "_pruned_bias")
-    return int(remove)
 
 
-def prune_channels(graph: Graph, fraction: dict[str, float]) -> dict[str, int]:
-    """Structured pruning of the eligible producers named in `fraction` (node name -> fraction of output
-    channels). Returns the channels removed per producer; ineligible names are skipped (`eligible_producers`
-    lists the eligible ones)."""
+def prune_group(graph: Graph, group: ChannelGroup, fraction: float) -> np.ndarray:
+    """Remove floor(fraction * C) channels of the group (lowest `group_scores`, at least one channel kept) from
+    every producer's outputs, every tie and every consumer's inputs. Returns the removed channel indices."""
+    ch = group.channels
+    remove = min(int(np.floor(fraction * ch + 1e-9)), ch - 1)
+    if remove <= 0:
+        return np.zeros(0, int)
+    gone = np.sort(np.argsort(group_scores(graph, group), kind="stable")[:remove])
+    keep = np.setdiff1d(np.arange(ch), gone)
+    v = _removed_constants(graph, group, gone)
+    # consumers first: a layer both reading and writing the group (x + conv(x)) must fold the bias it had
+    for c in group.consumers:
+        _slice_consumer(graph, c, ch, keep, gone, v[c.inputs[0]])
+    for p in group.producers:
+        _replace(graph, p, 1, _weights(graph, p)[keep], p.name + "_pruned_weights")
+        _replace(graph, p, 2, _bias(graph, p, ch)[keep], p.name + "_pruned_bias")
+    for node in group.ties:
+        if node.op == "Conv":
+            dw = _weights(graph, node)
+            _replace(graph, node, 2, _bias(graph, node, ch)[keep], node.name + "_pruned_bias")
+            _replace(graph, node, 1, dw[..., keep], node.name + "_pruned_weights")
+    for t in group.tensors:
+        s = list(graph.tensors[t].shape)
+        s[-1] = s[-1] // ch * len(keep)  # a flatten holds positions x channels
+        graph.tensors[t].shape = tuple(s)
+    return gone
+
+
+def prune_channels(graph: Graph, fraction: dict[str, float], kept: dict[str, np.ndarray] | None = None,
+                   consumers: set[str] | None = None) -> dict[str, int]:
+    """Structured pruning of the channel groups whose producers are all named in `fraction` (node name ->
+    fraction of output channels); a group takes the smallest fraction among its producers, and a group with a
+    producer not named (excluded) is left whole. Returns the channels removed per producer; `kept`, if given,
+    receives each pruned producer's remaining output channel indices and `consumers` the names of the layers
+    that lost input channels (what compress/refit.py refits)."""
     removed = {}
+    kept = {} if kept is None else kept
+    consumers = set() if consumers is None else consumers
     for node in layer_nodes(graph):
         if fraction.get(node.name, 0.0) > 0:
             _check_float(graph, node, "--prune-channels")
+    done: set[str] = set()
     for node in list(graph.nodes):
-        f = fraction.get(node.name, 0.0)
-        if f <= 0 or node.op not in LAYER_OPS:
+        if fraction.get(node.name, 0.0) <= 0 or node.op not in LAYER_OPS or node.name in done:
             continue
-        chain = channel_chain(graph, node)
-        if chain is None:
+        group = channel_group(graph, node)
+        if group is None:
             continue
-        n = prune_chain(graph, chain, f)
-        if n:
-            removed[node.name] = n
+        done.update(p.name for p in group.producers)
+        f = min(fraction.get(p.name, 0.0) for p in group.producers)
+        if f <= 0:
+            continue
+        gone = prune_group(graph, group, f)
+        if len(gone):
+            removed.update({p.name: int(len(gone)) for p in group.producers})
+            kept.update({p.name: np.setdiff1d(np.arange(group.channels), gone) for p in group.producers})
+            consumers.update(c.name for c in group.consumers)
     graph.remove_unused_tensors()
     verify(graph, "prune_channels")
     return removed
 
 
 def eligible_producers(graph: Graph) -> list[str]:
-    return [n.name for n in layer_nodes(graph) if channel_chain(graph, n) is not None]
+    return [n.name for n in layer_nodes(graph) if channel_group(graph, n) is not None]
 
 
 __all__ = ["LAYER_OPS", "layer_nodes", "layer_kind", "matches", "lamp_scores", "prune_smallest", "magnitude_prune",
-           "channel_chain", "prune_chain", "prune_channels", "eligible_producers"]
+           "ChannelGroup", "channel_group", "group_scores", "prune_group", "prune_channels", "eligible_producers"]
