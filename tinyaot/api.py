@@ -55,6 +55,11 @@ class Compiled:
         return self.graph.inputs[0]
 
     @property
+    def compressed(self) -> bool:
+        """Compression options were active (compress/pipeline.py keeps what it did in graph.meta)."""
+        return "compression" in self.graph.meta
+
+    @property
     def output(self) -> str:
         return self.graph.outputs[0]
 
@@ -233,6 +238,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
                           "instructions": None, "arena_high_water_bytes": None, "stack_high_water_bytes": None}
         per_layer = None
         sizes = None
+        uncompressed = None
         firmware_dir = tmp / "firmware"
         sources = [p for p in emitted.files if p.suffix == ".c"]
         if verify:
@@ -251,12 +257,15 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
                 worst = max(bad, key=lambda c: c.max_abs_diff)
                 raise TinyaotError(f"verification failed: layer {worst.node!r} ({worst.op}) differs from "
                                    f"onnxruntime by {worst.max_abs_diff} LSB (allowed {worst.tolerance})")
+            if compiled.compressed:
+                uncompressed = _uncompressed_costs(model, calibration, b, qemu_timeout_s, input_shapes=input_shapes,
+                                                   disable_passes=disable_passes)
         else:
             # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
             harness = render_harness(name, firmware_dir)
             with contextlib.suppress(TinyaotError):
                 sizes = elf_size(build_firmware([harness, *sources], [tmp], b, firmware_dir, name="firmware"))
-        report = _report(compiled, b, model, emitted, per_layer, sizes, verify_section)
+        report = _report(compiled, b, model, emitted, per_layer, sizes, verify_section, uncompressed)
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (tmp / "report.md").write_text(_report_md(report))
         for junk in firmware_dir.glob("*"):
@@ -264,6 +273,44 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
                 junk.unlink()
     summary = _summary(report, Path(out_dir))
     return DeployResult(Path(out_dir), report, summary)
+
+
+def _uncompressed_costs(model: Path, calibration, b: Board, timeout: float, **compile_args) -> dict:
+    """What the same model costs on the same board without its compression options, measured the same way: the
+    same calibration and passes, built with the same flags and run under QEMU on the first calibration sample (the
+    sample whose counts the compressed report gives). Per layer by node name: compression keeps layer names, and a
+    layer it did not change costs the same instructions both ways. Built in a temporary folder, not vendored."""
+    from tinyaot.build.firmware import build_firmware, elf_size, render_harness
+    from tinyaot.build.qemu import run_qemu, split_segments
+    from tinyaot.codegen.emit import emit_model
+
+    base = compile_model(model, calibration, **compile_args)
+    g = base.graph
+    with tempfile.TemporaryDirectory(prefix="tinyaot-uncompressed-") as tmp:
+        tmp = Path(tmp)
+        emitted = emit_model(g, base.plan.offsets, base.plan.arena_bytes, base.lower_bound, f"{b.name} ({b.core})",
+                             tmp)
+        fw = tmp / "firmware"
+        harness = render_harness(emitted.prefix[len("tinyaot_"):], fw)
+        elf = build_firmware([harness, *[p for p in emitted.files if p.suffix == ".c"]], [tmp], b, fw,
+                             name="firmware", defines=["TINYAOT_TRACE"], werror=True)
+        flash = elf_size(elf)["flash_bytes"]
+        (fw / "input.bin").write_bytes(base.quantize_input(base.samples[base.input][0]).tobytes())
+        result = run_qemu(elf, b, fw, timeout_s=timeout)
+    if result.exit_code != 0 or not result.segments:
+        raise TinyaotError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "
+                           f"(exit code {result.exit_code}; a tinyaot bug)")
+    first = split_segments(result.segments, 1)[0]
+    coded = [g.nodes[layer.index].name for layer in emitted.layers if layer.code]
+    per_layer = dict(zip(coded, first[1:-1])) if len(first) == len(coded) + 2 else {}
+    return {"instructions": int(sum(first)), "flash_bytes": int(flash), "weights_bytes": weights_bytes(g),
+            "macs": int(sum(_macs(n, g) for n in g.nodes)), "layers": {k: int(v) for k, v in per_layer.items()}}
+
+
+def _macs(node, g: Graph) -> int:
+    from tinyaot.ops.registry import get_op
+
+    return int(get_op(node.op).macs(node, g))
 
 
 def _check_fits(compiled: Compiled, b: Board) -> None:
@@ -339,9 +386,18 @@ def weights_bytes(g: Graph) -> int:
     return int(sum(get_op(n.op).weights_bytes(n, g) for n in g.nodes))
 
 
-def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section) -> dict:
+def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section,
+            uncompressed: dict | None = None) -> dict:
+    """report.json. With `uncompressed` (a compressed model, verified), `compression.uncompressed` holds the
+    same model's costs without compression and every layer row its `instructions_uncompressed`."""
     g = compiled.graph
     rows = _layer_rows(compiled, emitted, per_layer)
+    comp = compression_report(g)
+    if uncompressed is not None:
+        comp["uncompressed"] = {k: v for k, v in uncompressed.items() if k != "layers"}
+        for r in rows:
+            if r["instructions"] is not None:
+                r["instructions_uncompressed"] = uncompressed["layers"].get(r["name"])
     weights = sum(r["weights_bytes"] for r in rows)
     params = sum(r["params_bytes"] for r in rows)
     return {
@@ -364,7 +420,7 @@ def _report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes
                    "static_ram_bytes": sizes["static_ram_bytes"] if sizes else None,
                    "stack_bytes": b.stack_bytes},
         "macs": int(sum(r["macs"] for r in rows)),
-        "compression": compression_report(g),
+        "compression": comp,
         "layers": rows,
         "verify": {k: v for k, v in verify_section.items() if not k.startswith("_")},
     }
@@ -400,12 +456,26 @@ def _report_md(r: dict) -> str:
                   f"{v['stack_high_water_bytes']} B", ""]
     else:
         lines += ["Verification under QEMU was skipped (--no-verify).", ""]
-    lines += ["## Layers", "", "| # | layer | op | kernel | output | MACs | weights B | instructions |",
-              "|---|---|---|---|---|---|---|---|"]
+    base = r["compression"].get("uncompressed")
+    if base is not None:
+        lines += ["## Without compression (same board, same sample)", "",
+                  f"- instructions per inference: {base['instructions']} (compressed: {v['instructions']})",
+                  f"- weights: {base['weights_bytes']} B (compressed: {m['weights_bytes']} B), firmware flash: "
+                  f"{base['flash_bytes']} B (compressed: {m['flash_bytes']} B)", ""]
+    extra = base is not None
+    lines += ["## Layers", "", "| # | layer | op | kernel | output | MACs | weights B | instructions |"
+              + (" weights B uncompressed | instructions uncompressed |" if extra else ""),
+              "|---|---|---|---|---|---|---|---|" + ("---|---|" if extra else "")]
+
+    def cell(x):
+        return "-" if x is None else str(x)
+
     for k, l in enumerate(r["layers"]):
         name = l["name"].replace("|", "\\|")
         lines.append(f"| {k} | `{name}` | {l['op']} | {l['kernel']} | {l['output_shape']} | {l['macs']} | "
-                     f"{l['weights_bytes']} | {l['instructions'] if l['instructions'] is not None else '-'} |")
+                     f"{l['weights_bytes']} | {cell(l['instructions'])} |"
+                     + (f" {cell(l.get('weights_bytes_dense'))} | {cell(l.get('instructions_uncompressed'))} |"
+                        if extra else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -432,6 +502,11 @@ def _summary(r: dict, out: Path) -> list[str]:
          f"flash {m['flash_bytes']} B, {r['macs']} MACs"]
     if "options" in r["compression"]:
         s.append(f"compression: {compression_line(r['compression'])}")
+    base = r["compression"].get("uncompressed")
+    if base is not None:
+        s.append(f"without compression: {base['instructions']} instructions/inference "
+                 f"({100 * (v['instructions'] / base['instructions'] - 1):+.1f} % compressed), flash "
+                 f"{base['flash_bytes']} B ({100 * (m['flash_bytes'] / base['flash_bytes'] - 1):+.1f} %)")
     if v["ran"]:
         s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples "
                  f"({v.get('inputs')}), "

@@ -320,6 +320,13 @@ def test_compressed_model_deploys_bit_exact(kind, options, small, tmp_path):
                                          "sparse_rle": "_s8_rle"}[l["storage"]])
     assert r["memory"]["weights_bytes"] == sum(l["weights_bytes"] for l in r["layers"])
     assert r["memory"]["weights_bytes"] < sum(l.get("weights_bytes_dense", 0) for l in r["layers"])
+    # with and without, per layer: the uncompressed build measured on the same board and sample
+    base = r["compression"]["uncompressed"]
+    assert base["weights_bytes"] == sum(l.get("weights_bytes_dense", 0) for l in r["layers"])
+    coded = [l for l in r["layers"] if l["instructions"] is not None]
+    assert all(l["instructions_uncompressed"] > 0 for l in coded)
+    assert sum(l["instructions_uncompressed"] for l in coded) < base["instructions"]  # + entry and copy-in/out
+    assert "## Without compression" in (tmp_path / "out" / "report.md").read_text()
 
 
 # ---- the shared models: issue 4's byte targets ----------------------------------------------------------------
