@@ -15,9 +15,10 @@
  *   x + input_offset (0 for padding), and each output channel is then one sequential pass over its compressed row
  *   against the column: every decoded weight serves four pixels, so decoding is shared four ways, sparse rows
  *   touch only their nonzero positions, and no window clipping is left in the inner loop. Two column layouts:
- *   by position for the sparse kinds (one doubleword load gives the four pixels a stored value multiplies, four
- *   SMLABB/SMLATB) and by position pair for int4 and clustered (each pixel's two positions in one word, so a pair
- *   of decoded weights takes one SMLAD per pixel). With scratch (8 * ceil_even(K) bytes, tinyaot_cw_buffer_size)
+ *   by position for run-length sparsity (one doubleword load gives the four pixels a stored value multiplies, four
+ *   SMLABB/SMLATB) and by position pair for int4, clustered and bitmap sparsity (each pixel's two positions in one
+ *   word, so a pair of decoded weights takes one SMLAD per pixel; a bitmap pair with one nonzero one SMLABB or
+ *   SMLATB). With scratch (8 * ceil_even(K) bytes, tinyaot_cw_buffer_size)
  *   the column is filled once per four pixels for all output channels; without it a 16-position column on the
  *   stack is refilled per channel (same result, slower). Output pixels are produced in raster order four at a time
  *   (aligned at multiples of four from each batch's first pixel); a finished group's windows are never read again
@@ -32,8 +33,8 @@
  *   Fully connected: per output channel one sequential pass over its compressed row against the int8 input; on DSP
  *   cores int4 and clustered weights are paired for SMLAD against SXTAB16-unpacked inputs.
  *
- * Sparse rows skip their zeros: the bitmap conv dispatches on four bitmap bits at a time through a 16-way switch (a
- * jump table: a few instructions per four positions, none per zero), the bitmap fully connected finds set bits with
+ * Sparse rows skip their zeros: the bitmap conv dispatches on four bitmap bits (two position pairs) at a time
+ * through a 16-way switch (a jump table: a few instructions per four positions, none per zero), the bitmap fully connected finds set bits with
  * RBIT + CLZ on DSP cores, the run-length kinds add each run to a pointer. Executed instructions fall with sparsity.
  */
 #ifndef TINYAOT_NN_COMPRESSED_H
@@ -121,9 +122,9 @@ typedef struct {
 #define TINYAOT_CW_CHUNK 16
 
 /* Column layouts (int16 values x + input_offset of four pixels p = 0..3, 0 for padding):
-   - by position (the sparse kinds, which visit scattered positions): position j at col[4j + p], so one doubleword
+   - by position (run-length sparsity, which visits scattered positions one at a time): position j at col[4j + p], so one doubleword
      load gives the four lanes a stored value multiplies (SMLABB / SMLATB);
-   - by position pair (int4, clustered, which visit every position): positions 2i, 2i+1 of pixel p at
+   - by position pair (int4, clustered, and bitmap sparsity, which visits aligned pairs): positions 2i, 2i+1 of pixel p at
      col[8i + 2p], col[8i + 2p + 1], so one word holds the pair SMLAD multiplies with a pair of weights: two
      multiply-accumulates per instruction. An odd last position is paired with a 0. */
 #define TINYAOT_CW_BY_POSITION 0
@@ -272,65 +273,107 @@ static inline int32_t tinyaot_cw_buffer_size(const tinyaot_dims *filter_dims)
     return 8 * (k + (k & 1));
 }
 
+/* Pair layout: positions j .. j+run-1 of one pixel's lane (lane = col + 2p: position j at lane[8 (j >> 1) + (j & 1)])
+   = src[0 .. run-1] + off, or zeros when src is NULL. The bulk goes four positions (two pairs) per step: on DSP
+   cores one word load, two SXTAB16 (bytes 0, 2 and 1, 3 plus the offset in both lanes), two PKH (the pairs 0, 1 and
+   2, 3) and two word stores, about two instructions per value where a byte at a time took six. */
+static inline void tinyaot_cw_copy_pairs(int16_t *lane, int32_t j, const int8_t *src, int32_t run, int32_t off)
+{
+    int16_t *d = lane + 8 * (j >> 1) + (j & 1);
+    if (run <= 0) {
+        return;
+    }
+    if (j & 1) { /* finish the pair a previous run started */
+        *d = (int16_t)(src ? (int32_t)*src++ + off : 0);
+        d += 7; /* the next pair's first lane */
+        run--;
+    }
+    if (src == NULL) {
+        for (; run >= 2; run -= 2, d += 8) {
+            tinyaot_store16x2(d, 0, 0);
+        }
+        if (run) {
+            *d = 0;
+        }
+        return;
+    }
+#if TINYAOT_USE_DSP
+    {
+        const int32_t off2 = tinyaot_dup16(off);
+        for (; run >= 4; run -= 4, src += 4, d += 16) {
+            const int32_t xv = tinyaot_read_s8x4(src);
+            const int32_t x02 = __sxtab16(off2, xv);               /* (x0, x2) + off: |x + off| <= 255 fits int16 */
+            const int32_t x13 = tinyaot_sxtab16_ror8(off2, xv);    /* (x1, x3) + off */
+            tinyaot_write_s16x2(d, tinyaot_pack16x2(x02, x13));    /* (x0, x1) */
+            tinyaot_write_s16x2(d + 8, (int32_t)(((uint32_t)x02 >> 16) | ((uint32_t)x13 & 0xFFFF0000u))); /* (x2, x3) */
+        }
+    }
+#endif
+    for (; run >= 2; run -= 2, src += 2, d += 8) {
+        tinyaot_store16x2(d, (int32_t)src[0] + off, (int32_t)src[1] + off);
+    }
+    if (run) { /* the first of a pair the next run (or the closing zero) finishes */
+        *d = (int16_t)((int32_t)src[0] + off);
+    }
+}
+
 /* Column positions [j0, j0 + n) (stored from col[0]) of the windows of pixels p < npx (window origins base_y[p],
    base_x[p]; pixels npx..3 are zeros), input channels in_g .. in_g + ker_c - 1. Positions run in the filter's
-   OHWI order, so a window is a series of runs of up to ker_c contiguous input bytes. Out of line: it runs once per
-   four pixels (with scratch), and inlined it would crowd the per-channel loop's registers. */
+   OHWI order, so a window is a series of runs of up to ker_c contiguous input bytes; without groups and
+   horizontal dilation (in_c == ker_c, dil_w == 1) the valid taps that follow each other in a kernel row are one
+   run (a 1-channel input's kw taps included). Out of line: it runs once per four pixels (with scratch), and
+   inlined it would crowd the per-channel loop's registers. */
 static TINYAOT_NOINLINE void tinyaot_cw_fill(int16_t *col, const tinyaot_cw_geom *g, const int8_t *in_b,
                                              const int32_t *base_y, const int32_t *base_x, int32_t npx, int32_t in_g,
                                              int32_t j0, int32_t n)
 {
     const int32_t pair = (g->layout == TINYAOT_CW_BY_PAIR);
     const int32_t off = g->in_off;
+    const int32_t ker_c = g->ker_c;
+    const int32_t rows_merge = (g->in_c == ker_c && g->dil_w == 1); /* taps of a kernel row are contiguous */
     int32_t p;
     for (p = 0; p < 4; p++) {
         /* pixel p's lane: position j at col[lane + (pair ? 8 * (j >> 1) + (j & 1) : 4 * j)] */
         int16_t *dst = col + (pair ? 2 * p : p);
-        int32_t tap = j0 / g->ker_c;
-        int32_t ci = j0 - tap * g->ker_c;
+        int32_t tap = j0 / ker_c;
+        int32_t ci = j0 - tap * ker_c;
         int32_t ky = tap / g->k_w;
         int32_t kx = tap - ky * g->k_w;
         int32_t j = 0;
         while (j < n) {
-            const int32_t run = tinyaot_min_i32(g->ker_c - ci, n - j);
+            int32_t run = tinyaot_min_i32(ker_c - ci, n - j);
             const int8_t *src = NULL;
             if (p < npx) {
                 const int32_t iy = base_y[p] + ky * g->dil_h;
                 const int32_t ix = base_x[p] + kx * g->dil_w;
                 if (iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w) {
                     src = in_b + (iy * g->in_w + ix) * g->in_c + in_g + ci;
-                }
-            }
-            int32_t r = 0;
-            if (pair) {
-                if (j & 1) { /* finish the pair a previous run started */
-                    dst[8 * (j >> 1) + 1] = (int16_t)(src ? (int32_t)src[0] + off : 0);
-                    r = 1;
-                    j++;
-                }
-                for (; r + 2 <= run; r += 2, j += 2) { /* whole pairs: one word store each on DSP cores */
-                    if (src != NULL) {
-                        tinyaot_store16x2(dst + 8 * (j >> 1), (int32_t)src[r] + off, (int32_t)src[r + 1] + off);
-                    } else {
-                        tinyaot_store16x2(dst + 8 * (j >> 1), 0, 0);
+                    if (rows_merge) { /* the next taps of the row, while inside the input and the chunk */
+                        int32_t nx = ix + 1;
+                        while (kx + 1 < g->k_w && nx < g->in_w && j + run < n) {
+                            run += tinyaot_min_i32(ker_c, n - j - run);
+                            kx++;
+                            nx++;
+                        }
                     }
                 }
-                if (r < run) { /* the first of a pair the next run finishes */
-                    dst[8 * (j >> 1)] = (int16_t)(src ? (int32_t)src[r] + off : 0);
-                    j++;
-                }
-            } else if (src != NULL) {
-                for (r = 0; r < run; r++) {
-                    dst[4 * (j + r)] = (int16_t)((int32_t)src[r] + off);
-                }
-                j += run;
-            } else {
-                for (r = 0; r < run; r++) {
-                    dst[4 * (j + r)] = 0;
-                }
-                j += run;
             }
-            ci = 0;
+            if (pair) {
+                tinyaot_cw_copy_pairs(dst, j, src, run, off);
+            } else {
+                int32_t r;
+                if (src != NULL) {
+                    for (r = 0; r < run; r++) {
+                        dst[4 * (j + r)] = (int16_t)((int32_t)src[r] + off);
+                    }
+                } else {
+                    for (r = 0; r < run; r++) {
+                        dst[4 * (j + r)] = 0;
+                    }
+                }
+            }
+            j += run;
+            ci = 0; /* a run ends at a tap's end or at the chunk's (after which the loop ends) */
             if (++kx == g->k_w) {
                 kx = 0;
                 ky++;
