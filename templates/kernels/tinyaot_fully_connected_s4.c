@@ -5,6 +5,12 @@
  *
  * One sequential pass per output channel: each byte gives two weights by sign-extending its nibbles (SBFX); on DSP
  * cores eight weights per word are paired for SMLAD against SXTAB16-unpacked inputs.
+ * DSP cores, even depth (rows start on a byte): two rows per pass. Eight nibbles of a word are sign-extended four
+ * at a time without per-nibble shifts: (u << 4) & 0xF0F0F0F0 holds the even nibbles and u & 0xF0F0F0F0 the odd
+ * ones, each in the top of its byte, and SXTB16 (with ROR #8) turns each into two int16 lanes 16 * (w0, w4),
+ * 16 * (w2, w6), 16 * (w1, w5), 16 * (w3, w7). The inputs are paired to match, (x0, x4), (x2, x6), ..., with one
+ * PKHBT/PKHTB and SXTAB16 (offset added), once per pass for both rows. The sums are 16 times the dot product,
+ * shifted back exactly at the end of the row.
  * Results equal tinyaot_fully_connected_s8 on the unpacked weights, bit for bit (filter offset included).
  */
 #include "tinyaot_nn_compressed.h"
@@ -50,6 +56,132 @@ static TINYAOT_ALWAYS_INLINE int32_t s4_dot(const void *weights, int32_t row, in
     return acc;
 }
 
+#if TINYAOT_USE_DSP
+#if defined(__GNUC__)
+static inline int32_t s4_sxtb16_ror8(int32_t v)
+{
+    int32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+    return r;
+}
+static inline int32_t s4_pack_hi(int32_t a, int32_t b) /* (a >> 16, b >> 16) as int16 lanes */
+{
+    int32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+}
+#else
+static inline int32_t s4_sxtb16_ror8(int32_t v) { return __sxtb16((int32_t)(((uint32_t)v >> 8) | ((uint32_t)v << 24))); }
+static inline int32_t s4_pack_hi(int32_t a, int32_t b)
+{
+    return (int32_t)(((uint32_t)b & 0xFFFF0000u) | ((uint32_t)a >> 16));
+}
+#endif
+
+/* a0 += row at p0, a1 += row at p1 (both byte aligned), depth positions. Per eight positions and row: one LDR,
+   two masks, four SXTB16 and four SMLAD. The lanes hold 16 * w: |16 * w * (x + off)| <= 16 * 7 * 255, and the
+   row's scaled sum stays below 2^31 for depth < 65 000 (checked by the caller). */
+static TINYAOT_ALWAYS_INLINE void s4_dot2(const uint8_t *p0, const uint8_t *p1, int32_t depth, const int8_t *x,
+                                          int32_t x_off, int32_t *a0, int32_t *a1)
+{
+    const int32_t off2 = tinyaot_dup16(x_off);
+    const uint32_t m = 0xF0F0F0F0u;
+    int32_t s0 = 0; /* 16 * the dot products */
+    int32_t s1 = 0;
+    int32_t j = 0;
+    for (; j + 8 <= depth; j += 8, p0 += 4, p1 += 4) {
+        const int32_t xa = tinyaot_read_s8x4(x + j);
+        const int32_t xb = tinyaot_read_s8x4(x + j + 4);
+        const int32_t lo = tinyaot_pack16x2(xa, xb); /* bytes x0 x1 x4 x5 */
+        const int32_t hi = s4_pack_hi(xa, xb);       /* bytes x2 x3 x6 x7 */
+        const int32_t x04 = __sxtab16(off2, lo);
+        const int32_t x15 = tinyaot_sxtab16_ror8(off2, lo);
+        const int32_t x26 = __sxtab16(off2, hi);
+        const int32_t x37 = tinyaot_sxtab16_ror8(off2, hi);
+        uint32_t u;
+        __builtin_memcpy(&u, p0, 4);
+        int32_t e = (int32_t)((u << 4) & m);
+        int32_t o = (int32_t)(u & m);
+        s0 = __smlad(x04, __sxtb16(e), s0);
+        s0 = __smlad(x26, s4_sxtb16_ror8(e), s0);
+        s0 = __smlad(x15, __sxtb16(o), s0);
+        s0 = __smlad(x37, s4_sxtb16_ror8(o), s0);
+        __builtin_memcpy(&u, p1, 4);
+        e = (int32_t)((u << 4) & m);
+        o = (int32_t)(u & m);
+        s1 = __smlad(x04, __sxtb16(e), s1);
+        s1 = __smlad(x26, s4_sxtb16_ror8(e), s1);
+        s1 = __smlad(x15, __sxtb16(o), s1);
+        s1 = __smlad(x37, s4_sxtb16_ror8(o), s1);
+    }
+    int32_t acc0 = *a0 + (s0 >> 4); /* exact: s0 is a multiple of 16 */
+    int32_t acc1 = *a1 + (s1 >> 4);
+    for (; j + 2 <= depth; j += 2) {
+        const uint32_t b0 = *p0++;
+        const uint32_t b1 = *p1++;
+        const int32_t xe = (int32_t)x[j] + x_off;
+        const int32_t xo = (int32_t)x[j + 1] + x_off;
+        acc0 += xe * tinyaot_s4_lo(b0) + xo * tinyaot_s4_hi(b0);
+        acc1 += xe * tinyaot_s4_lo(b1) + xo * tinyaot_s4_hi(b1);
+    }
+    *a0 = acc0;
+    *a1 = acc1;
+}
+
+static int s4_run2(const tinyaot_fc_params *fc_params, const tinyaot_per_channel_quant_params *quant_params,
+                   int32_t per_channel, const tinyaot_dims *input_dims, const int8_t *input,
+                   const tinyaot_dims *filter_dims, const uint8_t *filter, const int32_t *bias,
+                   const tinyaot_dims *output_dims, int8_t *output)
+{
+    const int32_t batches = input_dims->n;
+    const int32_t depth = filter_dims->n;
+    const int32_t out_c = filter_dims->c;
+    const int32_t in_off = fc_params->input_offset;
+    const int32_t w_off = fc_params->filter_offset;
+    const int32_t out_off = fc_params->output_offset;
+    const int32_t act_min = fc_params->activation.min;
+    const int32_t act_max = fc_params->activation.max;
+    const int32_t *mult = quant_params->multiplier;
+    const int32_t *shift = quant_params->shift;
+    const int32_t q_step = per_channel ? 1 : 0;
+    const int32_t rb = depth >> 1; /* bytes per row: depth is even */
+
+    if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c) {
+        return -1;
+    }
+    int32_t b;
+    for (b = 0; b < batches; b++) {
+        const int8_t *x = input + b * depth;
+        int8_t *out = output + b * out_c;
+        int32_t corr = 0;
+        if (w_off != 0) {
+            int32_t s = 0;
+            int32_t j;
+            for (j = 0; j < depth; j++) {
+                s += x[j];
+            }
+            corr = w_off * (s + depth * in_off);
+        }
+        int32_t o = 0;
+        for (; o + 1 < out_c; o += 2) {
+            int32_t acc0 = (bias ? bias[o] : 0) + corr;
+            int32_t acc1 = (bias ? bias[o + 1] : 0) + corr;
+            const uint8_t *p0 = filter + o * rb;
+            s4_dot2(p0, p0 + rb, depth, x, in_off, &acc0, &acc1);
+            const int32_t q0 = o * q_step;
+            const int32_t q1 = (o + 1) * q_step;
+            out[o] = tinyaot_requantize_s8(acc0, mult[q0], shift[q0], out_off, act_min, act_max);
+            out[o + 1] = tinyaot_requantize_s8(acc1, mult[q1], shift[q1], out_off, act_min, act_max);
+        }
+        if (o < out_c) {
+            const int32_t acc = (bias ? bias[o] : 0) + corr + s4_dot(filter, o, depth, x, in_off);
+            out[o] = tinyaot_requantize_s8(acc, mult[o * q_step], shift[o * q_step], out_off, act_min, act_max);
+        }
+    }
+    return 0;
+}
+#endif
+
 int tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
                                const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
                                const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
@@ -58,6 +190,12 @@ int tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tinyaot_fc_para
 {
     (void)ctx;
     (void)bias_dims;
+#if TINYAOT_USE_DSP
+    if ((filter_dims->n & 1) == 0 && filter_dims->n < 65000) {
+        return s4_run2(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
+                       output_dims, output);
+    }
+#endif
     return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
                           output_dims, output, s4_dot);
 }
