@@ -128,57 +128,12 @@ static TINYAOT_ALWAYS_INLINE void s4_dot2(const uint8_t *p0, const uint8_t *p1, 
     *a1 = acc1;
 }
 
-static int s4_run2(const tinyaot_fc_params *fc_params, const tinyaot_per_channel_quant_params *quant_params,
-                   int32_t per_channel, const tinyaot_dims *input_dims, const int8_t *input,
-                   const tinyaot_dims *filter_dims, const uint8_t *filter, const int32_t *bias,
-                   const tinyaot_dims *output_dims, int8_t *output)
+/* tinyaot_fc_dot2_fn: rows `row`, `row + 1` of the packed filter (depth / 2 bytes a row: depth is even). */
+static void s4_rows2(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off, int32_t *a0,
+                     int32_t *a1)
 {
-    const int32_t batches = input_dims->n;
-    const int32_t depth = filter_dims->n;
-    const int32_t out_c = filter_dims->c;
-    const int32_t in_off = fc_params->input_offset;
-    const int32_t w_off = fc_params->filter_offset;
-    const int32_t out_off = fc_params->output_offset;
-    const int32_t act_min = fc_params->activation.min;
-    const int32_t act_max = fc_params->activation.max;
-    const int32_t *mult = quant_params->multiplier;
-    const int32_t *shift = quant_params->shift;
-    const int32_t q_step = per_channel ? 1 : 0;
-    const int32_t rb = depth >> 1; /* bytes per row: depth is even */
-
-    if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c) {
-        return -1;
-    }
-    int32_t b;
-    for (b = 0; b < batches; b++) {
-        const int8_t *x = input + b * depth;
-        int8_t *out = output + b * out_c;
-        int32_t corr = 0;
-        if (w_off != 0) {
-            int32_t s = 0;
-            int32_t j;
-            for (j = 0; j < depth; j++) {
-                s += x[j];
-            }
-            corr = w_off * (s + depth * in_off);
-        }
-        int32_t o = 0;
-        for (; o + 1 < out_c; o += 2) {
-            int32_t acc0 = (bias ? bias[o] : 0) + corr;
-            int32_t acc1 = (bias ? bias[o + 1] : 0) + corr;
-            const uint8_t *p0 = filter + o * rb;
-            s4_dot2(p0, p0 + rb, depth, x, in_off, &acc0, &acc1);
-            const int32_t q0 = o * q_step;
-            const int32_t q1 = (o + 1) * q_step;
-            out[o] = tinyaot_requantize_s8(acc0, mult[q0], shift[q0], out_off, act_min, act_max);
-            out[o + 1] = tinyaot_requantize_s8(acc1, mult[q1], shift[q1], out_off, act_min, act_max);
-        }
-        if (o < out_c) {
-            const int32_t acc = (bias ? bias[o] : 0) + corr + s4_dot(filter, o, depth, x, in_off);
-            out[o] = tinyaot_requantize_s8(acc, mult[o * q_step], shift[o * q_step], out_off, act_min, act_max);
-        }
-    }
-    return 0;
+    const uint8_t *p0 = (const uint8_t *)weights + row * (depth >> 1);
+    s4_dot2(p0, p0 + (depth >> 1), depth, x, x_off, a0, a1);
 }
 #endif
 
@@ -190,12 +145,12 @@ int tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tinyaot_fc_para
 {
     (void)ctx;
     (void)bias_dims;
+    tinyaot_fc_dot2_fn dot2 = NULL;
 #if TINYAOT_USE_DSP
     if ((filter_dims->n & 1) == 0 && filter_dims->n < 65000) {
-        return s4_run2(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                       output_dims, output);
+        dot2 = s4_rows2;
     }
 #endif
     return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, s4_dot);
+                          output_dims, output, s4_dot, dot2);
 }

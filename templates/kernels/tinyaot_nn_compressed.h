@@ -870,13 +870,19 @@ static inline int tinyaot_dw_conv(const tinyaot_context *ctx, const tinyaot_dw_c
 typedef int32_t (*tinyaot_fc_dot_fn)(const void *weights, int32_t row, int32_t depth, const int8_t *x,
                                      int32_t x_off);
 
+/* A kind's two-row decoder: rows `row` and `row + 1` against the same input, added to *a0 and *a1, so that each
+   input load and its unpacking serve two rows (DSP cores, where unpacking the input costs as much as a weight). */
+typedef void (*tinyaot_fc_dot2_fn)(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off,
+                                   int32_t *a0, int32_t *a1);
+
 /* Same contract and filter-offset factoring as tinyaot_fully_connected_s8: sum (x + io) * (w + fo) =
-   sum (x + io) * w + fo * sum (x + io), so the decoders only see the stored weights. */
+   sum (x + io) * w + fo * sum (x + io), so the decoders only see the stored weights. With `dot2` (NULL: none) the
+   rows go two at a time and an odd last row through `dot`; integer sums, so the grouping changes no result. */
 static inline int tinyaot_fc_run(const tinyaot_fc_params *fc_params,
                                  const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
                                  const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
                                  const void *weights, const int32_t *bias, const tinyaot_dims *output_dims,
-                                 int8_t *output, tinyaot_fc_dot_fn dot)
+                                 int8_t *output, tinyaot_fc_dot_fn dot, tinyaot_fc_dot2_fn dot2)
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;
@@ -906,8 +912,19 @@ static inline int tinyaot_fc_run(const tinyaot_fc_params *fc_params,
             }
             corr = w_off * (s + depth * in_off);
         }
-        int32_t o;
-        for (o = 0; o < out_c; o++) {
+        int32_t o = 0;
+        if (dot2 != NULL) {
+            for (; o + 1 < out_c; o += 2) {
+                int32_t acc0 = (bias ? bias[o] : 0) + corr;
+                int32_t acc1 = (bias ? bias[o + 1] : 0) + corr;
+                dot2(weights, o, depth, x, in_off, &acc0, &acc1);
+                const int32_t q0 = o * q_step;
+                const int32_t q1 = (o + 1) * q_step;
+                out[o] = tinyaot_requantize_s8(acc0, mult[q0], shift[q0], out_off, act_min, act_max);
+                out[o + 1] = tinyaot_requantize_s8(acc1, mult[q1], shift[q1], out_off, act_min, act_max);
+            }
+        }
+        for (; o < out_c; o++) {
             const int32_t acc = (bias ? bias[o] : 0) + corr + dot(weights, o, depth, x, in_off);
             out[o] = tinyaot_requantize_s8(acc, mult[o * q_step], shift[o * q_step], out_off, act_min, act_max);
         }
