@@ -339,6 +339,8 @@ def test_channel_pruned_model_deploys_bit_exact(tmp_path, pool, residual):
     assert v["ran"] and v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0
     assert v["max_abs_diff_vs_onnxruntime"] <= 1
     assert r["compression"]["channels_removed"] == {"conv1": 2, "conv2": 2}
+    refit = r["compression"]["refit"]["layers"]  # the layers that lost input channels, with the error left
+    assert set(refit) <= {"conv2", "dense"} and refit and all(0 <= e < 1 for e in refit.values())
     assert r["macs"] < plain["macs"] and r["memory"]["weights_bytes"] < plain["memory"]["weights_bytes"]
     assert v["instructions"] < plain["verify"]["instructions"]
     # the compressed report measures the uncompressed build itself: the same firmware and sample as a plain deploy

@@ -357,6 +357,9 @@ def compression_report(graph: Graph) -> dict:
         "weights_bytes_dense": dense_before,
         "ratio_vs_int8": round(stored / dense_before, 4) if dense_before else None,
         "channels_removed": dict(info["channels_removed"]),
+        # the least-squares refit after channel pruning: relative output error left per refitted layer, or why
+        # it was skipped (compress/refit.py); None when no channels were removed or there was no calibration
+        "refit": info.get("refit"),
         "unmatched_patterns": list(info["unmatched_patterns"]),
         "options": opts.to_json(),
     })
