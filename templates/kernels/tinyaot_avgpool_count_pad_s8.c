@@ -55,25 +55,15 @@ int tinyaot_avgpool_count_pad_s8(const tinyaot_pool_params *pool_params, const t
                 if (count <= 0) {
                     return -1; /* pads or output size inconsistent with the input */
                 }
-                const int32_t half = count / 2;
                 int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
                 /* a window wholly in the padding reads nothing (and forms no pointer past the input) */
                 const int8_t *win =
                     (ky1 > ky0 && kx1 > kx0) ? in_b + ((base_y + ky0) * in_w + base_x + kx0) * ch : in_b;
                 int32_t c;
                 for (c = 0; c < ch; c++) {
-                    int32_t s = window_offset;
-                    const int8_t *r = win + c;
-                    int32_t ky;
-                    for (ky = ky0; ky < ky1; ky++, r += row_skip) {
-                        const int8_t *p = r;
-                        int32_t kx;
-                        for (kx = kx0; kx < kx1; kx++, p += ch) {
-                            s += *p;
-                        }
-                    }
-                    /* C division truncates toward zero: +-half first rounds ties away from zero */
-                    const int32_t q = (s > 0 ? (s + half) / count : (s - half) / count) - input_offset;
+                    const int32_t s =
+                        window_offset + tinyaot_window_sum_s8(win + c, ky1 - ky0, kx1 - kx0, row_skip, ch);
+                    const int32_t q = tinyaot_div_round_away(s, count) - input_offset;
                     out[c] = (int8_t)tinyaot_clamp_i32(q, act_min, act_max);
                 }
             }

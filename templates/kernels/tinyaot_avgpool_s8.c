@@ -18,9 +18,7 @@ int32_t tinyaot_avgpool_s8_get_buffer_size(int32_t output_w, int32_t ch)
 
 static int8_t average(int32_t sum, int32_t count, int32_t act_min, int32_t act_max)
 {
-    const int32_t half = count / 2;
-    const int32_t q = sum > 0 ? (sum + half) / count : (sum - half) / count;
-    return (int8_t)tinyaot_clamp_i32(q, act_min, act_max);
+    return (int8_t)tinyaot_clamp_i32(tinyaot_div_round_away(sum, count), act_min, act_max);
 }
 
 int tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *pool_params,
@@ -87,16 +85,7 @@ int tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *po
                     out[c + 3] = average(s3, count, act_min, act_max);
                 }
                 for (; c < ch; c++) {
-                    int32_t s = 0;
-                    const int8_t *r = win + c;
-                    int32_t ky;
-                    for (ky = ky0; ky < ky1; ky++, r += row_skip) {
-                        const int8_t *p = r;
-                        int32_t kx;
-                        for (kx = kx0; kx < kx1; kx++, p += ch) {
-                            s += *p;
-                        }
-                    }
+                    const int32_t s = tinyaot_window_sum_s8(win + c, ky1 - ky0, kx1 - kx0, row_skip, ch);
                     out[c] = average(s, count, act_min, act_max);
                 }
             }

@@ -343,6 +343,31 @@ static inline void tinyaot_valid_taps(int32_t base, int32_t k_size, int32_t dila
     *k_end = e;
 }
 
+/* The sum of one channel over a clipped window: `rows` x `cols` taps from r, rows `row_skip` bytes apart, taps
+   `ch` bytes apart (NHWC). |sum| <= 128 * rows * cols: int32 is exact for any window that fits in memory. */
+static inline int32_t tinyaot_window_sum_s8(const int8_t *r, int32_t rows, int32_t cols, int32_t row_skip,
+                                            int32_t ch)
+{
+    int32_t s = 0;
+    int32_t ky;
+    for (ky = 0; ky < rows; ky++, r += row_skip) {
+        const int8_t *p = r;
+        int32_t kx;
+        for (kx = 0; kx < cols; kx++, p += ch) {
+            s += *p;
+        }
+    }
+    return s;
+}
+
+/* sum / count (count > 0) rounded to nearest, ties away from zero, as TFLite's average pooling rounds: C division
+   truncates toward zero, so half the count is added to or subtracted from the sum first. */
+static inline int32_t tinyaot_div_round_away(int32_t sum, int32_t count)
+{
+    const int32_t half = count / 2;
+    return sum > 0 ? (sum + half) / count : (sum - half) / count;
+}
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Softmax fixed point (gemmlowp's, as TFLite's integer softmax uses it). Qm.n below means m integer bits and n
  * fractional bits in an int32. Constants are round(value * 2^fractional_bits).
