@@ -67,16 +67,7 @@ int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tin
                     out[c + 3] = tinyaot_requantize_s8(s3, mult, shift, output_offset, act_min, act_max);
                 }
                 for (; c < ch; c++) {
-                    int32_t s = window_offset;
-                    const int8_t *r = win + c;
-                    int32_t ky;
-                    for (ky = 0; ky < k_h; ky++, r += row_skip) {
-                        const int8_t *p = r;
-                        int32_t kx;
-                        for (kx = 0; kx < k_w; kx++, p += ch) {
-                            s += *p;
-                        }
-                    }
+                    const int32_t s = window_offset + tinyaot_window_sum_s8(win + c, k_h, k_w, row_skip, ch);
                     out[c] = tinyaot_requantize_s8(s, mult, shift, output_offset, act_min, act_max);
                 }
             }
