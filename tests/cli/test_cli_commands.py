@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 import tinyaot
 from tinyaot.cli.main import app
 
-ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT.parent / "shared" / "models"
+from shared_data import MODELS, ROOT
+
 SINE = MODELS / "tflm_hello_world_sine.onnx"
 
 
@@ -123,7 +123,7 @@ def test_python_dash_m_error_exit_code(tmp_path):
 
 # ---- deploy ------------------------------------------------------------------------------------------------------
 
-# The report.json contract of ../shared/DESIGN.md ("Minimum keys; more are welcome").
+# The report.json contract of the agreed design (DESIGN.md beside the project) ("Minimum keys; more are welcome").
 REPORT_SCHEMA = {
     "tinyaot_version": str,
     "model": {"path": str, "sha256": str, "inputs": list, "outputs": list},

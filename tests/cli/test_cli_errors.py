@@ -15,8 +15,8 @@ from tinyaot.api import compile_model
 from tinyaot.cli.main import app
 from tinyaot.frontend import parse_input_shapes
 
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
-DATA = MODELS.parent / "data"
+from shared_data import DATA, MODELS
+
 SINE = MODELS / "tflm_hello_world_sine.onnx"
 SINE_INPUT = "serving_default_dense_input:0"
 

@@ -1,5 +1,4 @@
 """onnxruntime baseline: float predictions, onnxruntime's static int8 QDQ model, and top-1, on the real KWS model."""
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,12 +16,12 @@ from tinyaot.compress.ort_baseline import (
 )
 from tinyaot.errors import TinyaotError
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = (ROOT / ".." / "shared").resolve()
-KWS_MODEL = SHARED / "models" / "kws_dscnn.onnx"
-KWS_DATA = SHARED / "data" / "kws01.npz"
-MNIST_MODEL = SHARED / "models" / "mnist8_opset13.onnx"
-MNIST_DATA = SHARED / "data" / "mnist01.npz"
+from shared_data import DATA, MODELS
+
+KWS_MODEL = MODELS / "kws_dscnn.onnx"
+KWS_DATA = DATA / "kws01.npz"
+MNIST_MODEL = MODELS / "mnist8_opset13.onnx"
+MNIST_DATA = DATA / "mnist01.npz"
 
 # Benchmark convention (shared/models/README.md): calibrate on the first 100 samples, evaluate on the others.
 N_CAL, N_EVAL = 100, 200

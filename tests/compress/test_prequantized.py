@@ -1,6 +1,6 @@
 """Pre-quantized (QDQ) models deploy with the parameters they carry, with no calibration.
 
-The QDQ models are onnxruntime's `quantize_static` output of the shared models (first 100 samples of their data
+The QDQ models are onnxruntime's `quantize_static` output of the reference models (first 100 samples of their data
 set, per-channel int8 weights, int8 activations). Each is deployed without calibration data and verified under
 QEMU; its int8 weights, int32 biases and activation scales must reach the generated graph unchanged.
 """
@@ -21,14 +21,15 @@ from tinyaot.compress.ort_baseline import _flatten_gemm_biases, _SampleReader, o
 from tinyaot.errors import TinyaotError
 from tinyaot.oracle.reference import run_reference
 
-SHARED = (Path(__file__).resolve().parent / ".." / ".." / ".." / "shared").resolve()
+from shared_data import DATA as FIXTURE_DATA, MODELS
+
 DATA = {"kws_dscnn": "kws01", "ic_resnet8": "ic01", "mnist8_opset13": "mnist01"}
 N_CAL = 100
 
 
 def _samples(model: str) -> tuple[str, np.ndarray]:
-    name = onnx.load(str(SHARED / "models" / f"{model}.onnx")).graph.input[0].name
-    with np.load(SHARED / "data" / f"{DATA[model]}.npz") as z:
+    name = onnx.load(str(MODELS / f"{model}.onnx")).graph.input[0].name
+    with np.load(FIXTURE_DATA / f"{DATA[model]}.npz") as z:
         return name, z["x"][:N_CAL].astype(np.float32)
 
 
@@ -43,7 +44,7 @@ def qdq(tmp_path_factory):
             name, x = _samples(model)
             # The raw graph's QDQ form (no onnxruntime pre-processing), so the structures checked below do not
             # depend on whether sympy happens to be installed; test_gemm_with_int32_bias covers the other form.
-            made[model] = ort_quantize_static(SHARED / "models" / f"{model}.onnx", {name: x},
+            made[model] = ort_quantize_static(MODELS / f"{model}.onnx", {name: x},
                                               tmp / f"{model}_qdq.onnx", preprocess=False)
         return made[model]
 
@@ -148,7 +149,7 @@ def test_gemm_with_int32_bias(tmp_path):
     whose bias is int32: it is kept bit for bit."""
     name, x = _samples("mnist8_opset13")
     pre = tmp_path / "pre.onnx"
-    quant_pre_process(str(SHARED / "models" / "mnist8_opset13.onnx"), str(pre), skip_symbolic_shape=True)
+    quant_pre_process(str(MODELS / "mnist8_opset13.onnx"), str(pre), skip_symbolic_shape=True)
     m = onnx.load(str(pre))
     if _flatten_gemm_biases(m):  # onnxruntime's own workaround need (see ort_baseline)
         onnx.save(m, str(pre))
@@ -164,7 +165,7 @@ def test_gemm_with_int32_bias(tmp_path):
 
 
 def test_kws_accuracy_matches_onnxruntime_on_the_same_qdq_model(qdq, tmp_path):
-    with np.load(SHARED / "data" / "kws01.npz") as z:
+    with np.load(FIXTURE_DATA / "kws01.npz") as z:
         np.savez(tmp_path / "eval.npz", x=z["x"][100:400], y=z["y"][100:400])
     r = evaluate(qdq("kws_dscnn"), None, tmp_path / "eval.npz")
     print(f"kws_dscnn QDQ on kws01[100:400]: tinyaot int8 {100 * r['int8_top1']:.2f} %, onnxruntime int8 "
@@ -198,7 +199,7 @@ def test_uint8_activations_are_shifted_exactly(qdq, tmp_path):
     the two models must compile to identical parameters and identical int8 outputs."""
     name, x = _samples("kws_dscnn")
     u8 = tmp_path / "kws_u8.onnx"
-    quantize_static(str(SHARED / "models" / "kws_dscnn.onnx"), str(u8),
+    quantize_static(str(MODELS / "kws_dscnn.onnx"), str(u8),
                     _SampleReader([{name: x[i:i + 1]} for i in range(len(x))]), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                     calibrate_method=CalibrationMethod.MinMax)
@@ -294,7 +295,7 @@ def test_onnxruntime_int16_qdq_is_a_clear_error(tmp_path):
     """onnxruntime's own 16-bit QDQ (standard Q/DQ at opset 21 today, its com.microsoft ops in older versions)."""
     name, x = _samples("mnist8_opset13")
     path = tmp_path / "int16.onnx"
-    quantize_static(str(SHARED / "models" / "mnist8_opset13.onnx"), str(path),
+    quantize_static(str(MODELS / "mnist8_opset13.onnx"), str(path),
                     _SampleReader([{name: x[i:i + 1]} for i in range(5)]), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QInt16, weight_type=QuantType.QInt8)
     with pytest.raises(TinyaotError, match="int16 .* not supported"):

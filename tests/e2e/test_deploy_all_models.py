@@ -18,7 +18,7 @@ from tinyaot.ops.conv import conv_inplace_offset
 from tinyaot.plan import plan
 from tinyaot.plan.liveness import graph_buffers
 
-from ci.datasets import model_path, write_calibration, write_evaluation
+from shared_data import model_path, write_calibration, write_evaluation
 
 # TensorFlow Lite Micro's activation arena ("Arena allocation head") for the authors' int8 TFLite models, measured
 # with the tflite-micro package (see ci/figures.py).

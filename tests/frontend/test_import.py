@@ -12,7 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx, load_onnx, parse_input_shapes
 
-MODELS = Path(__file__).resolve().parents[2].parent / "shared" / "models"
+from shared_data import MODELS
+
 SHARED = sorted(MODELS.glob("*.onnx"))
 
 

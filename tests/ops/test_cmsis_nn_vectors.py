@@ -1,6 +1,6 @@
 """The int8 kernels against the CMSIS-NN conformance vectors, in all their implementations.
 
-For every case of the implemented kinds in ../shared/conformance/cmsis_nn (relative to the project root):
+For every case of the implemented kinds in tests/fixtures/cmsis_nn (CMSIS-NN's unit-test vectors):
   (a) the numpy reference (tinyaot.ops.*) == expected, bit for bit;
   (b) the C kernel (templates/kernels) compiled for the host with compile_shared, called through ctypes, == expected
       (and, for add and softmax, also when run in place);
@@ -36,8 +36,9 @@ from tinyaot.ops.pool import avgpool_s8, maxpool_s8
 from tinyaot.ops.softmax import softmax_s8
 from tinyaot.paths import TEMPLATES
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-VECTORS_DIR = (PROJECT_ROOT / ".." / "shared" / "conformance" / "cmsis_nn").resolve()
+from shared_data import CMSIS_NN
+
+VECTORS_DIR = CMSIS_NN
 KERNELS_DIR = TEMPLATES / "kernels"
 # The kernels these tests cover (other kernels in the folder have their own tests; all must build warning-free).
 KERNEL_SOURCES = [KERNELS_DIR / name for name in (

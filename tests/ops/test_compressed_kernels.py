@@ -651,8 +651,6 @@ def kws_dense(tmp_path_factory, cal_dir):
     from shared_data import MODELS, calibration_file
     from tinyaot.api import deploy
 
-    if not (MODELS / "kws_dscnn.onnx").is_file():
-        pytest.skip("../shared/models/kws_dscnn.onnx is not there")
     out = tmp_path_factory.mktemp("kws") / "dense"
     return deploy(MODELS / "kws_dscnn.onnx", "mps2-an386", calibration_file(cal_dir, "kws_dscnn"), out,
                   verify_samples=2).report

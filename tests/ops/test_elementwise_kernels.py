@@ -13,7 +13,6 @@ import ctypes
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,9 +28,11 @@ from tinyaot.ops.prelu import prelu_params, prelu_s8
 from tinyaot.ops.sub import elementwise_sub_s8
 from tinyaot.paths import TEMPLATES
 
+from shared_data import CMSIS_NN
+
 KERNELS_DIR = TEMPLATES / "kernels"
 SOURCES = [KERNELS_DIR / f"tinyaot_{k}_s8.c" for k in ("elementwise_binary", "lut", "prelu", "concat", "pad")]
-VECTORS_DIR = (Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance" / "cmsis_nn").resolve()
+VECTORS_DIR = CMSIS_NN
 
 i32 = ctypes.c_int32
 VP = ctypes.c_void_p

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import json
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,9 +23,10 @@ import pytest
 from tinyaot.ops import fixedpoint as fp
 from tinyaot.ops.conv_transpose import transpose_conv2d_s8, transpose_conv_out_size
 
+from shared_data import CMSIS_NN
 from spatial_models import KERNELS_DIR, Activation, ConvParams, Dims, PerChannelQuant, Tile, host_kernels, ptr, ref
 
-VECTORS_DIR = (Path(__file__).resolve().parents[2] / ".." / "shared" / "conformance" / "cmsis_nn").resolve()
+VECTORS_DIR = CMSIS_NN
 KERNEL = KERNELS_DIR / "tinyaot_transpose_conv_s8.c"
 SENTINEL = 99  # outputs start as this, so a store the kernel skipped is caught
 
