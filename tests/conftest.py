@@ -1,9 +1,38 @@
-"""Fixtures shared by all tests (paths and data helpers are in shared_data.py)."""
+"""Fixtures shared by all tests (paths and data helpers are in shared_data.py), and where the suite's caches go."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+_SAVED_ENV: dict[str, str | None] = {}
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own configure has made its temporary-folder factory
+def pytest_configure(config):
+    """The suite writes nothing in the home directory. tinyaot's compiled helpers (host JIT libraries, the QEMU
+    instruction-count plugin, internal-error logs) go to $TINYAOT_CACHE, by default ~/.cache/tinyaot; onnxruntime
+    keeps a device-id file and pip (in the packaging test) a download cache under $XDG_CACHE_HOME, by default
+    ~/.cache. Both point into pytest's temporary root (/tmp/pytest-of-<user>/cache), beside the numbered per-run
+    folders, so that tinyaot's entries, keyed by the hash of their sources, compiler and flags, are hits again on
+    the next run; with --basetemp they go inside that folder, which pytest empties at the start of each run.
+    Set here rather than in a fixture because onnxruntime reads $XDG_CACHE_HOME when it is imported, which test
+    modules do at collection."""
+    base = config._tmp_path_factory.getbasetemp()
+    cache = (base if config.option.basetemp else base.parent) / "cache"
+    for name, path in (("XDG_CACHE_HOME", cache), ("TINYAOT_CACHE", cache / "tinyaot")):
+        path.mkdir(parents=True, exist_ok=True)
+        _SAVED_ENV[name] = os.environ.get(name)
+        os.environ[name] = str(path)
+
+
+def pytest_unconfigure(config):
+    for name, value in _SAVED_ENV.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
