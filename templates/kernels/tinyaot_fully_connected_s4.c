@@ -145,12 +145,13 @@ int tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tinyaot_fc_para
 {
     (void)ctx;
     (void)bias_dims;
-    tinyaot_fc_dot2_fn dot2 = NULL;
 #if TINYAOT_USE_DSP
-    if ((filter_dims->n & 1) == 0 && filter_dims->n < 65000) {
-        dot2 = s4_rows2;
-    }
-#endif
+    /* rows in pairs when they start on whole bytes and the scaled sums of s4_dot2 cannot wrap */
+    const int pairs = (filter_dims->n & 1) == 0 && filter_dims->n < 65000;
     return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, s4_dot, dot2);
+                          output_dims, output, s4_dot, s4_rows2, pairs);
+#else
+    return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
+                          output_dims, output, s4_dot, NULL, 0);
+#endif
 }

@@ -175,12 +175,12 @@ int tinyaot_fully_connected_s8_clustered(const tinyaot_context *ctx, const tinya
         filter->group_size < 1 || filter->row_bytes * 8 < filter_dims->n * filter->bits) {
         return -1;
     }
-    tinyaot_fc_dot2_fn dot2 = NULL;
 #if TINYAOT_USE_DSP
-    if (filter->bits == 4 && filter_dims->n < 65000) {
-        dot2 = cl_rows2;
-    }
-#endif
+    const int pairs = filter->bits == 4 && filter_dims->n < 65000; /* cl_dot2_books: 4-bit indices only */
     return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, cl_dot, dot2);
+                          output_dims, output, cl_dot, cl_rows2, pairs);
+#else
+    return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
+                          output_dims, output, cl_dot, NULL, 0);
+#endif
 }

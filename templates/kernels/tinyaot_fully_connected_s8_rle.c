@@ -33,5 +33,5 @@ int tinyaot_fully_connected_s8_rle(const tinyaot_context *ctx, const tinyaot_fc_
     (void)ctx;
     (void)bias_dims;
     return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, rle_dot, NULL);
+                          output_dims, output, rle_dot, NULL, 0);
 }

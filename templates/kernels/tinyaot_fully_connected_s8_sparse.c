@@ -64,5 +64,5 @@ int tinyaot_fully_connected_s8_sparse(const tinyaot_context *ctx, const tinyaot_
     (void)ctx;
     (void)bias_dims;
     return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, sp_dot, NULL);
+                          output_dims, output, sp_dot, NULL, 0);
 }
