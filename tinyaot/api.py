@@ -235,7 +235,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
         verify_section = {"ran": False, "qemu_machine": b.qemu_machine, "exit_code": None, "outputs_match": None,
                           "max_abs_diff_vs_reference": None, "max_abs_diff_vs_onnxruntime": None,
                           "output_diff_vs_onnxruntime": None, "top1_agreement_vs_onnxruntime": None,
-                          "instructions": None, "arena_high_water_bytes": None, "stack_high_water_bytes": None}
+                          "instructions": None, "arena_high_water_bytes": None, "stack_high_water_bytes": None,
+                          "arena_canary_intact": None, "stack_canary_intact": None}
         per_layer = None
         sizes = None
         uncompressed = None
@@ -331,7 +332,7 @@ def _check_fits(compiled: Compiled, b: Board) -> None:
 
 
 def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, timeout: float, code_layers: int):
-    from tinyaot.build.qemu import read_stats, run_qemu, split_segments
+    from tinyaot.build.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
     from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
     from tinyaot.oracle.reference import run_reference
 
@@ -341,6 +342,11 @@ def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, time
     q_inputs = [compiled.quantize_input(xs[k]) for k in range(n)]
     (workdir / "input.bin").write_bytes(b"".join(q.tobytes() for q in q_inputs))
     result = run_qemu(elf, b, workdir, timeout_s=timeout)
+    if result.exit_code in (22, 23):  # the harness wrote its stats before stopping at the overwritten canary
+        stats = read_stats(workdir)
+        raise TinyaotError(f"verification failed under QEMU {b.qemu_machine}: "
+                           f"{overrun(stats) or EXIT_MEANINGS[result.exit_code]} (a tinyaot bug; the staged output "
+                           "was discarded)")
     if result.exit_code != 0:
         raise TinyaotError(f"firmware exited with code {result.exit_code} under QEMU {b.qemu_machine}: "
                            f"{(result.stderr or result.stdout).strip()[:200]}")
@@ -349,6 +355,8 @@ def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, time
     if raw.size != n * out_size:
         raise TinyaotError(f"firmware wrote {raw.size} output bytes, expected {n * out_size}")
     stats = read_stats(workdir)
+    if overrun(stats):  # exit status 0 with a changed canary would be a harness bug; never report it as fine
+        raise TinyaotError(f"verification failed under QEMU {b.qemu_machine}: {overrun(stats)}")
     refs = [run_reference(g, {compiled.input: q}) for q in q_inputs]
     ref_out = np.stack([r[compiled.output].reshape(-1) for r in refs])
     qemu_out = raw.reshape(n, out_size)
@@ -373,6 +381,9 @@ def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, time
             "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree,
             "instructions": insns, "arena_high_water_bytes": stats.get("arena_high_water_bytes"),
             "stack_high_water_bytes": stats.get("stack_high_water_bytes"),
+            "stack_reserved_bytes": stats.get("stack_reserved_bytes"),
+            "arena_canary_intact": bool(stats["arena_canary_intact"]),
+            "stack_canary_intact": bool(stats["stack_canary_intact"]),
             "layers_vs_onnxruntime": [{"name": c.node, "op": c.op, "max_abs_diff": c.max_abs_diff,
                                        "tolerance": c.tolerance, "differing": c.differing,
                                        "elements": c.elements} for c in layers],

@@ -26,9 +26,11 @@
 #define TINYAOT_STR2(x) #x
 #define TINYAOT_STR(x) TINYAOT_STR2(x)
 
-/* Both ends of the stack come from the linker script. */
+/* Both ends of the stack, and the canary zones, come from the linker script. */
+extern uint32_t __tinyaot_stack_canary_start[];
 extern uint32_t __tinyaot_stack_limit[];
 extern uint32_t __tinyaot_stack_top[];
+extern uint8_t __tinyaot_arena_canary_start[];
 
 /* One semihosting call: operation in r0, argument (block) pointer in r1, result in r0. The memory clobber matters:
  * the host reads and writes guest memory behind the compiler's back (argument blocks, read buffers). */
@@ -153,7 +155,7 @@ __attribute__((naked)) uintptr_t tinyaot_hal_stack_paint(void)
     /* GCC 12 wraps inline assembly in ".syntax divided" for ARMv6-M; ask for the unified syntax used here. */
     __asm__(
         "    .syntax unified\n"
-        "    ldr  r1, =__tinyaot_stack_limit\n"
+        "    ldr  r1, =__tinyaot_stack_canary_start\n"
         "    ldr  r2, =" TINYAOT_STR(TINYAOT_STACK_PATTERN) "\n"
         "    mov  r0, sp\n"
         "1:  cmp  r1, r0\n"
@@ -167,14 +169,26 @@ __attribute__((naked)) uintptr_t tinyaot_hal_stack_paint(void)
 
 uintptr_t tinyaot_hal_stack_lowest(void)
 {
-    /* Scan upwards from the limit: the stack grows down, so the first changed word is the deepest one used. */
-    const volatile uint32_t *word = __tinyaot_stack_limit;
-    size_t count = tinyaot_hal_stack_size() / sizeof(uint32_t);
+    /* Scan upwards from the bottom of the canary zone below the limit: the stack grows down, so the first changed
+     * word is the deepest one used, and one inside the canary zone is an overrun of the reserved stack. */
+    const volatile uint32_t *word = __tinyaot_stack_canary_start;
+    size_t count = (size_t)((uintptr_t)__tinyaot_stack_top - (uintptr_t)__tinyaot_stack_canary_start) /
+                   sizeof(uint32_t);
     size_t i = 0;
     while (i < count && word[i] == TINYAOT_STACK_PATTERN) {
         ++i;
     }
-    return (uintptr_t)__tinyaot_stack_limit + i * sizeof(uint32_t);
+    return (uintptr_t)__tinyaot_stack_canary_start + i * sizeof(uint32_t);
+}
+
+uintptr_t tinyaot_hal_stack_limit(void)
+{
+    return (uintptr_t)__tinyaot_stack_limit;
+}
+
+volatile uint8_t *tinyaot_hal_arena_canary(void)
+{
+    return __tinyaot_arena_canary_start;
 }
 
 uintptr_t tinyaot_hal_stack_top(void)

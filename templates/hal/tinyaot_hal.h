@@ -34,6 +34,12 @@ extern "C" {
 #define TINYAOT_EXIT_OUTPUT 19       /* output.bin could not be written */
 #define TINYAOT_EXIT_INVOKE 20       /* the model's invoke returned nonzero */
 #define TINYAOT_EXIT_STATS 21        /* stats.txt could not be written */
+#define TINYAOT_EXIT_ARENA_OVERRUN 22 /* the canary after the model arena was overwritten */
+#define TINYAOT_EXIT_STACK_OVERRUN 23 /* the canary below the stack limit was overwritten */
+#define TINYAOT_EXIT_CANARY_PLACEMENT 24 /* the arena canary is not right after the arena (linker script) */
+
+/* Bytes of each canary zone: one right below the stack limit, one right after the model arena (linker.ld). */
+#define TINYAOT_HAL_CANARY_BYTES {{ canary_bytes }}
 
 /* Modes of tinyaot_hal_open (semihosting SYS_OPEN's fopen-mode indices). */
 #define TINYAOT_HAL_OPEN_READ 1      /* "rb" */
@@ -62,14 +68,21 @@ void tinyaot_hal_exit(int code) __attribute__((noreturn));
 void tinyaot_mark(void) __attribute__((noinline));
 
 /* Stack high-water measurement (paint, run, scan). The stack lies at the bottom of RAM and grows down towards its
- * limit. tinyaot_hal_stack_paint fills everything between the stack limit and the caller's stack pointer with a
- * pattern and returns that stack pointer; tinyaot_hal_stack_lowest returns the lowest stack address whose word no
- * longer holds the pattern (the stack top if none changed). The deepest stack use since the paint is then
- * (returned stack pointer - lowest). */
+ * limit, with a canary zone of TINYAOT_HAL_CANARY_BYTES below the limit. tinyaot_hal_stack_paint fills everything
+ * from the bottom of that canary zone up to the caller's stack pointer with a pattern and returns that stack
+ * pointer; tinyaot_hal_stack_lowest returns the lowest address, canary zone included, whose word no longer holds
+ * the pattern (the stack top if none changed). The deepest stack use since the paint is then (returned stack
+ * pointer - lowest), and it can exceed the reserved size: lowest < tinyaot_hal_stack_limit() means the stack
+ * overran its reservation into the canary. */
 uintptr_t tinyaot_hal_stack_paint(void);
 uintptr_t tinyaot_hal_stack_lowest(void);
 uintptr_t tinyaot_hal_stack_top(void);
+uintptr_t tinyaot_hal_stack_limit(void);
 size_t tinyaot_hal_stack_size(void);
+
+/* The canary zone (TINYAOT_HAL_CANARY_BYTES) the linker script places right after the model arena. A verification
+ * harness paints it with the arena; a kernel writing past the end of the arena changes it. */
+volatile uint8_t *tinyaot_hal_arena_canary(void);
 
 /* Called by the fault handlers in startup.c: report the fault and exit with `code`. `frame` is the main stack
  * pointer at fault entry (the stacked exception frame, if it is inside the stack). */

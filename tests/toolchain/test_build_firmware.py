@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tinyaot.boards import load_board
-from tinyaot.build.firmware import elf_size, find_tool, render_harness, symbol_address
+from tinyaot.build.firmware import CANARY_BYTES, elf_size, find_tool, render_harness, symbol_address
 from tinyaot.errors import TinyaotError
 
 SMALL_PROGRAM = """
@@ -24,8 +24,10 @@ def test_static_arrays_beyond_ram_name_the_board_and_the_overflow(tmp_path, buil
     message = str(err.value)
     assert "'microbit'" in message and "RAM" in message
     overflow = int(re.search(r"overflowed by (\d+) bytes", message).group(1))
-    # 20480 + 2048 stack - 16384 RAM = 6144, plus the HAL's few bytes of .bss and alignment.
-    assert 6144 <= overflow < 6144 + 64
+    # 20480 + 2048 stack - 16384 RAM = 6144, plus the two canary zones (below the stack, after the arena), the HAL's
+    # few bytes of .bss and alignment.
+    canaries = 2 * CANARY_BYTES
+    assert 6144 + canaries <= overflow < 6144 + canaries + 64
 
 
 def test_constants_beyond_flash_name_the_board_and_the_overflow(tmp_path, build_program):

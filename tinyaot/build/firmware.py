@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Iterable
 
@@ -16,6 +15,7 @@ import jinja2
 
 from tinyaot import paths
 from tinyaot.boards import Board
+from tinyaot.build.proc import COMPILE_TIMEOUT_S, INSPECT_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
 # Flags every build uses on top of the board's cpu flags (DESIGN: C99, warning-free with -Wall -Wextra).
@@ -25,6 +25,10 @@ COMMON_CFLAGS = ("-O2", "-std=c99", "-Wall", "-Wextra", "-ffunction-sections", "
 LINK_FLAGS = ("-nostartfiles", "-Wl,--gc-sections")
 
 HAL_FILES = ("startup.c", "tinyaot_hal.c", "tinyaot_hal.h", "linker.ld")
+# Bytes of each canary zone the linker script puts below the stack limit and after the model arena (a multiple of
+# 8, so the stack above it stays 8-byte aligned). Small on purpose: an overrun writes the first bytes past a region
+# before any later ones, so a few words catch it, and the zones cost RAM on the smallest boards.
+CANARY_BYTES = 32
 
 # Which Debian package provides each tool, for the install hint when one is missing.
 _PACKAGES = {
@@ -71,7 +75,8 @@ def render_hal(board: Board, dest_dir: Path, stack_bytes: int | None = None) -> 
     stack = board.stack_bytes if stack_bytes is None else stack_bytes
     if stack <= 0 or stack % 8:
         raise TinyaotError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
-    return [_render(f"hal/{f}", Path(dest_dir) / f, board=board, stack_bytes=stack) for f in HAL_FILES]
+    return [_render(f"hal/{f}", Path(dest_dir) / f, board=board, stack_bytes=stack, canary_bytes=CANARY_BYTES)
+            for f in HAL_FILES]
 
 
 def render_harness(name: str, dest_dir: Path) -> Path:
@@ -119,12 +124,14 @@ def _overflow_message(output: str, board: Board, stack: int) -> str | None:
 
 def build_firmware(sources: list[Path], include_dirs: list[Path], board: Board, out_dir: Path,
                    name: str = "firmware", defines: Iterable[str] = (), *, stack_bytes: int | None = None,
-                   extra_cflags: Iterable[str] = (), werror: bool = False) -> Path:
+                   extra_cflags: Iterable[str] = (), werror: bool = False,
+                   timeout_s: float = COMPILE_TIMEOUT_S) -> Path:
     """Compile and link `sources` with the board's HAL into out_dir/<name>.elf and return that path.
 
     The HAL is rendered into out_dir (which is also on the include path, for tinyaot_hal.h). `defines` are
     "NAME" or "NAME=VALUE" strings. stack_bytes overrides the board's stack reservation. werror turns warnings
-    into errors, which is how tests hold generated code to the warning-free promise.
+    into errors, which is how tests hold generated code to the warning-free promise. A compile and link longer
+    than timeout_s is stopped and raises TinyaotError.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +147,8 @@ def build_firmware(sources: list[Path], include_dirs: list[Path], board: Board, 
     cmd += [f"-D{d}" for d in defines]
     cmd += [str(p) for p in [*hal_sources, *sources]]
     cmd += [*LINK_FLAGS, f"-T{linker_script}", f"-Wl,-Map={out_dir / (name + '.map')}", "-o", str(elf)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = run_tool(cmd, what=f"arm-none-eabi-gcc building {elf.name} for board '{board.name}'",
+                    timeout_s=timeout_s)
     (out_dir / f"{name}.build.log").write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
     if proc.returncode != 0:
         output = proc.stdout + proc.stderr
@@ -159,7 +167,8 @@ def elf_size(elf: Path) -> dict[str, int]:
     size = find_tool("arm-none-eabi-size")
 
     def run(fmt: str) -> list[list[str]]:
-        proc = subprocess.run([size, fmt, "-d", str(elf)], capture_output=True, text=True)
+        proc = run_tool([size, fmt, "-d", str(elf)], what=f"arm-none-eabi-size reading {elf}",
+                        timeout_s=INSPECT_TIMEOUT_S)
         if proc.returncode != 0:
             raise TinyaotError(f"arm-none-eabi-size failed on {elf}: {_first_error(proc.stderr)}")
         return [line.split() for line in proc.stdout.splitlines()]
@@ -176,7 +185,8 @@ def elf_size(elf: Path) -> dict[str, int]:
 def symbol_address(elf: Path, symbol: str) -> int | None:
     """Address of a function or object in the ELF (Thumb bit cleared), or None if it is not there."""
     nm = find_tool("arm-none-eabi-nm")
-    proc = subprocess.run([nm, "--defined-only", str(elf)], capture_output=True, text=True)
+    proc = run_tool([nm, "--defined-only", str(elf)], what=f"arm-none-eabi-nm reading {elf}",
+                    timeout_s=INSPECT_TIMEOUT_S)
     if proc.returncode != 0:
         raise TinyaotError(f"arm-none-eabi-nm failed on {elf}: {_first_error(proc.stderr)}")
     for line in proc.stdout.splitlines():

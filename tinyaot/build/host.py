@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from tinyaot.build.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
 BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-std=c99", "-Wall", "-Wextra")
@@ -41,7 +42,9 @@ def cache_root(cache_dir: Path | None = None) -> Path:
 @functools.lru_cache(maxsize=8)
 def _compiler_identity(cc: str) -> str:
     try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise TinyaotError(f"host C compiler '{cc} --version' timed out after 60 s") from None
     except FileNotFoundError as exc:
         raise TinyaotError(f"host C compiler '{cc}' not found; install one or set CC") from exc
     return out.stdout.strip()
@@ -145,7 +148,7 @@ def compile_shared(
     tmp = Path(tmp_name)
     cmd = [cc, *flags, *[f"-I{d}" for d in include_dirs], *[str(s) for s in sources], "-o", str(tmp)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        proc = run_tool(cmd, what=f"host C compiler {cc} building {sources[0].name}", timeout_s=COMPILE_TIMEOUT_S)
         if proc.returncode != 0:
             raise TinyaotError(f"host C compilation failed: {_first_error_line(proc.stderr)}")
         os.replace(tmp, target)

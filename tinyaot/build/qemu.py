@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyaot.boards import Board
 from tinyaot.build.firmware import find_tool, symbol_address
+from tinyaot.build.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
 PLUGIN_SOURCE = Path(__file__).with_name("insn_plugin.c")
@@ -35,6 +35,9 @@ EXIT_MEANINGS = {
     19: "cannot write output.bin",
     20: "the model's invoke returned an error",
     21: "cannot write stats.txt",
+    22: "arena overrun (the canary after the model arena was overwritten)",
+    23: "stack overrun (the canary below the stack limit was overwritten)",
+    24: "the arena canary is not right after the arena (linker script)",
     134: "QEMU aborted (core lockup, e.g. a fault while handling a fault)",
 }
 
@@ -74,8 +77,9 @@ def plugin_path() -> Path:
     fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     os.close(fd)
     try:
-        proc = subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra",
-                               "-o", tmp_name, str(PLUGIN_SOURCE)], capture_output=True, text=True)
+        proc = run_tool([gcc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra",
+                         "-o", tmp_name, str(PLUGIN_SOURCE)],
+                        what="gcc compiling the QEMU instruction-count plugin", timeout_s=COMPILE_TIMEOUT_S)
         if proc.returncode != 0:
             raise TinyaotError(f"cannot compile the QEMU instruction-count plugin: {proc.stderr.strip()}")
         os.replace(tmp_name, target)
@@ -118,13 +122,9 @@ def run_qemu(elf: Path, board: Board, workdir: Path, timeout_s: float = 60,
             if mark is not None:
                 plugin_args.append(f"mark={mark:#x}")
             cmd += ["-plugin", ",".join(_option_value(a) for a in plugin_args)]
-        try:
-            proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, errors="replace",
-                                  stdin=subprocess.DEVNULL, timeout=timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            # subprocess.run has already killed QEMU when it raises this.
-            raise TinyaotError(f"QEMU ({board.qemu_machine}) running {elf.name} timed out after {timeout_s:g} s "
-                               "(the firmware hangs or the model is too slow for the timeout)") from exc
+        proc = run_tool(cmd, cwd=workdir, what=f"QEMU ({board.qemu_machine}) running {elf.name}",
+                        timeout_s=timeout_s,
+                        timeout_hint=" (the firmware hangs or the model is too slow for the timeout)")
         total, segments = _read_counts(counts_file) if count_instructions else (None, [])
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     return QemuResult(exit_code=code, stdout=proc.stdout, stderr=proc.stderr,
@@ -132,7 +132,8 @@ def run_qemu(elf: Path, board: Board, workdir: Path, timeout_s: float = 60,
 
 
 def read_stats(workdir: Path) -> dict[str, int]:
-    """The key=value integers the verification harness writes to stats.txt."""
+    """The key=value integers the verification harness writes to stats.txt (templates/harness/verify_main.c says
+    what each means); written at the end of a run and also when a canary stops it."""
     path = Path(workdir) / "stats.txt"
     try:
         text = path.read_text()
@@ -145,6 +146,24 @@ def read_stats(workdir: Path) -> dict[str, int]:
             raise TinyaotError(f"malformed line in {path}: {line!r}")
         stats[key.strip()] = int(value)
     return stats
+
+
+def overrun(stats: dict[str, int]) -> str | None:
+    """What an overwritten canary says about the run, in one sentence, or None if both canaries held.
+
+    The harness scans the high-water marks over region + canary zone, so an overrun shows as a mark above the
+    region's size; the `*_canary_intact` flags are the harness's own verdict on the same bytes."""
+    problems = []
+    arena, arena_hw = stats.get("arena_bytes"), stats.get("arena_high_water_bytes")
+    if stats.get("arena_canary_intact") == 0 or (arena is not None and arena_hw is not None and arena_hw > arena):
+        problems.append(f"arena overrun: the model wrote {arena_hw - arena} byte(s) past the end of its {arena}-byte "
+                        f"arena (arena high-water {arena_hw} B; the canary after the arena was overwritten)")
+    reserved, stack_hw = stats.get("stack_reserved_bytes"), stats.get("stack_high_water_bytes")
+    if stats.get("stack_canary_intact") == 0 or (reserved is not None and stack_hw is not None
+                                                  and stack_hw > reserved):
+        problems.append(f"stack overrun: the program used {stack_hw} B of stack, more than the {reserved} B "
+                        f"reserved (the canary below the stack limit was overwritten)")
+    return "; ".join(problems) or None
 
 
 def split_segments(segments: list[int], samples: int) -> list[list[int]]:

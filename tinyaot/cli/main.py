@@ -1,5 +1,6 @@
 """The `tinyaot` command: a thin, polite shell over tinyaot.api. Every problem with the user's input becomes
-one line `Error: ...` on stderr and a non-zero exit code (1 for bad input, 2 for bad usage), never a traceback."""
+one line `Error: ...` on stderr and a non-zero exit code (1 for bad input, 2 for bad usage), never a traceback.
+An unexpected exception (a tinyaot bug) is one line too, exit code 3, with the traceback in a log file it names."""
 from __future__ import annotations
 
 import json
@@ -41,9 +42,46 @@ class _PoliteGroup(TyperGroup):
             code = 1
         except typer.Exit as exc:
             code = exc.exit_code
+        except TinyaotError as exc:  # raised outside a command's own handler (e.g. while listing boards)
+            typer.echo(f"Error: {exc}", err=True)
+            code = 1
+        except Exception as exc:  # anything else is a bug in tinyaot, not a problem with the user's input
+            typer.echo(_internal_error(exc), err=True)
+            code = 3
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _internal_error(exc: Exception) -> str:
+    """The one line for an unexpected exception; its traceback goes to a log file whose path the line gives, so a
+    bug report can carry it without the user meeting a traceback."""
+    import datetime
+    import os
+    import tempfile
+    import traceback
+
+    text = (f"tinyaot {__version__}, {datetime.datetime.now(datetime.timezone.utc).isoformat()}\n"
+            f"command: {' '.join(sys.argv)}\n\n" + "".join(traceback.format_exception(exc)))
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    cache = os.environ.get("TINYAOT_CACHE")
+    where = None
+    for folder in ((Path(cache) if cache else Path.home() / ".cache" / "tinyaot") / "logs",
+                   Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f"tinyaot-internal-error-{stamp}-", suffix=".log", dir=folder)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            where = name
+            break
+        except OSError:
+            continue
+    # One line even if the exception's message has several.
+    message = " ".join(str(exc).split())
+    summary = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    tail = f"traceback written to {where}" if where else "no traceback file could be written"
+    return f"Error: internal error (a tinyaot bug): {summary}; {tail}"
 
 
 app = typer.Typer(cls=_PoliteGroup, add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,

@@ -11,9 +11,7 @@ from onnx import numpy_helper, shape_inference
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
 
-_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.INT64: "int64", onnx.TensorProto.INT32: "int32",
-           onnx.TensorProto.INT8: "int8", onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool",
-           onnx.TensorProto.DOUBLE: "float64"}
+from .normalize import check_dtype, dtype_name, float16_to_float32, unique_node_names
 
 
 def parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
@@ -69,6 +67,10 @@ def _static_model(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...
                 d.ClearField("dim_param")
                 d.dim_value = v
             continue
+        zero = [i for i, d in enumerate(dims) if d.HasField("dim_value") and d.dim_value == 0]
+        if zero:
+            raise TinyaotError(f"input {inp.name!r} has shape {_dims_text(dims)}: a zero-size dimension at axis "
+                               f"{zero} (no data to compute on); tinyaot needs every dimension >= 1")
         dyn = [i for i, d in enumerate(dims) if not d.HasField("dim_value") or d.dim_value <= 0]
         if dyn:
             example = ",".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "N"
@@ -87,6 +89,19 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
 
     path = Path(path)
     model = load_onnx(path)
+    # float16 (and mixed-precision) models compute as the float32 model with the same values; done first so the
+    # float16 Casts an exporter adds become Identities before the operator check below.
+    float16 = float16_to_float32(model)
+    init_names = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in init_names:
+            continue
+        tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
+        if tt is None or tt.elem_type != onnx.TensorProto.FLOAT:
+            what = dtype_name(tt.elem_type) if tt is not None else f"a {inp.type.WhichOneof('value')}, not a tensor"
+            shape = _dims_text(tt.shape.dim) if tt is not None and tt.HasField("shape") else "unknown"
+            raise TinyaotError(f"input {inp.name!r} (shape {shape}) is {what}; tinyaot takes float32 (or float16) "
+                               "model inputs")
     for n in model.graph.node:
         # onnxruntime writes 16-bit (and 4-bit) QDQ with its own com.microsoft Q/DQ ops: name the real problem.
         if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.domain not in ("", "ai.onnx"):
@@ -108,20 +123,29 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
 
     tensors: dict[str, Tensor] = {}
     for init in g.initializer:
+        check_dtype(init.name, init.data_type, init.dims, "constant")
         arr = numpy_helper.to_array(init)
         tensors[init.name] = Tensor(init.name, tuple(arr.shape), _dtype_name(arr.dtype), arr)
 
     def add_value_info(vi) -> None:
         if vi.name in tensors:
             return
+        if not vi.type.HasField("tensor_type"):
+            raise TinyaotError(f"value {vi.name!r} is not a tensor (ONNX type {vi.type.WhichOneof('value')}); "
+                               "tinyaot compiles graphs of tensors only")
         tt = vi.type.tensor_type
+        dtype = check_dtype(vi.name, tt.elem_type, _dims_list(tt.shape.dim))
         dims = []
         for d in tt.shape.dim:
+            if d.HasField("dim_value") and d.dim_value == 0:
+                raise TinyaotError(f"tensor {vi.name!r} ({dtype_name(tt.elem_type)}) has shape "
+                                   f"{_dims_text(tt.shape.dim)} after shape inference: a zero-size dimension "
+                                   "(an empty tensor); tinyaot needs every activation to hold data")
             if not d.HasField("dim_value") or d.dim_value <= 0:
                 raise TinyaotError(f"tensor {vi.name!r} has a dynamic shape after shape inference; "
                                    f"give static input shapes with --input-shape NAME:D1,D2,...")
             dims.append(d.dim_value)
-        tensors[vi.name] = Tensor(vi.name, tuple(dims), _DTYPES.get(tt.elem_type, "float32"))
+        tensors[vi.name] = Tensor(vi.name, tuple(dims), dtype)
 
     init_names = {i.name for i in g.initializer}
     inputs = [i.name for i in g.input if i.name not in init_names]
@@ -130,21 +154,28 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
             add_value_info(vi)
     for name in inputs:
         if tensors[name].dtype != "float32":
-            raise TinyaotError(f"input {name!r} is {tensors[name].dtype}; tinyaot takes float32 model inputs")
+            raise TinyaotError(f"input {name!r} (shape {list(tensors[name].shape)}) is {tensors[name].dtype}; "
+                               "tinyaot takes float32 (or float16) model inputs")
 
     nodes: list[Node] = []
-    for k, n in enumerate(g.node):
+    ops = [n for n in g.node if n.op_type != "Constant"]
+    # Exporters may leave names empty or repeat them; every IR node gets its own (ir.verify checks it).
+    names = dict(zip(map(id, ops), unique_node_names(ops)))
+    for n in g.node:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
         attrs = {key: (v.decode() if isinstance(v, bytes) else v) for key, v in attrs.items()}
-        name = n.name or f"{n.op_type}_{k}"
         if n.op_type == "Constant":
             value = _constant_value(n, attrs)
             tensors[n.output[0]] = Tensor(n.output[0], tuple(value.shape), _dtype_name(value.dtype), value)
             continue
-        for o in n.output:
+        name = names[id(n)]
+        outputs = list(n.output)
+        while outputs and not outputs[-1]:  # trailing optional outputs left out: the same node without them
+            outputs.pop()
+        for o in outputs:
             if o and o not in tensors:
                 raise TinyaotError(f"shape inference gave no shape for {o!r} (node {name!r})")
-        nodes.append(Node(n.op_type, name, list(n.input), [o for o in n.output], attrs))
+        nodes.append(Node(n.op_type, name, list(n.input), outputs, attrs))
 
     graph = Graph(name=_model_name(path), tensors=tensors, nodes=nodes, inputs=inputs,
                   outputs=[o.name for o in g.output])
@@ -154,6 +185,8 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
         outputs=[{"name": o, "shape": list(tensors[o].shape), "dtype": "float32"} for o in graph.outputs],
         onnx_model=model,
     )
+    if float16:
+        graph.meta["converted_from_float16"] = len(float16)
     return graph
 
 
@@ -161,6 +194,14 @@ def _onnx_ops() -> list[str]:
     from tinyaot.ops.registry import get_op, registered_ops
 
     return [op for op in registered_ops() if not getattr(get_op(op), "internal", False)]
+
+
+def _dims_list(dims) -> list:
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+
+
+def _dims_text(dims) -> str:
+    return "[" + ", ".join(str(v) for v in _dims_list(dims)) + "]"
 
 
 def _model_name(path: Path) -> str:
@@ -174,7 +215,9 @@ def _dtype_name(dtype: np.dtype) -> str:
 
 def _constant_value(node, attrs) -> np.ndarray:
     if "value" in attrs:
-        return numpy_helper.to_array(attrs["value"])
+        t = attrs["value"]
+        check_dtype(node.output[0], t.data_type, t.dims, "constant")
+        return numpy_helper.to_array(t)
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
                        ("value_ints", np.int64)):
         if key in attrs:

@@ -122,6 +122,17 @@ class Graph:
             name = f"{base}_{k}"
         return name
 
+    def fresh_node_name(self, name: str, also_taken=()) -> str:
+        """`name`, or `name_1`, `name_2`... whichever no node of the graph (nor any name in `also_taken`, e.g. the
+        nodes a pass is building beside `self.nodes`) has yet. Passes name the nodes they create with it, so a
+        generated name never collides with one from the model (`ir.verify` checks that names stay unique)."""
+        taken = {n.name for n in self.nodes} | set(also_taken)
+        base, k = name, 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
     def add_tensor(self, name: str, shape: tuple[int, ...], dtype: str = "float32") -> str:
         """Adds an activation tensor under a fresh name derived from `name`; returns the name used."""
         name = self.fresh_name(name)

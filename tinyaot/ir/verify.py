@@ -16,6 +16,25 @@ def verify(graph: Graph, after: str = "") -> Graph:
     def fail(msg: str) -> None:
         raise IRError(f"IR check failed{where}: {msg}")
 
+    for key, t in graph.tensors.items():
+        if t.name != key:
+            fail(f"tensor stored under {key!r} is named {t.name!r}")
+        if not key:
+            fail("a tensor has an empty name")
+        if not t.is_const and any(d < 1 for d in t.shape):
+            fail(f"activation {key!r} has shape {list(t.shape)}: every dimension must be >= 1")
+    # Node names key per-layer data (compression settings, refits, report rows, oracle sessions): they must be
+    # non-empty and unique, so a pass that names a new node after an existing one is caught here.
+    seen_names: set[str] = set()
+    for node in graph.nodes:
+        if not node.name:
+            fail(f"a {node.op} node has an empty name")
+        if node.name in seen_names:
+            fail(f"node name {node.name!r} is used by more than one node")
+        seen_names.add(node.name)
+    for what, names in (("input", graph.inputs), ("output", graph.outputs)):
+        if len(set(names)) != len(names):
+            fail(f"graph {what}s {names} repeat a name")
     defined = {n for n, t in graph.tensors.items() if t.is_const} | set(graph.inputs)
     for name in graph.inputs:
         if name not in graph.tensors:
@@ -28,6 +47,8 @@ def verify(graph: Graph, after: str = "") -> Graph:
             if i and i not in defined:
                 fail(f"node {node.name!r} reads {i!r} before it is produced")
         for o in node.outputs:
+            if not o:  # an optional output the model left out
+                continue
             if o in produced or (o in graph.tensors and graph.tensors[o].is_const):
                 fail(f"tensor {o!r} is produced twice")
             if o not in graph.tensors:
@@ -38,7 +59,7 @@ def verify(graph: Graph, after: str = "") -> Graph:
         shapes = spec.infer_shapes(node, graph)
         if shapes is not None:
             for o, s in zip(node.outputs, shapes):
-                if tuple(graph.tensors[o].shape) != tuple(s):
+                if o and tuple(graph.tensors[o].shape) != tuple(s):
                     fail(f"node {node.name!r} ({node.op}) output {o!r} has shape "
                          f"{graph.tensors[o].shape}, shape inference says {tuple(s)}")
     for name in graph.outputs:

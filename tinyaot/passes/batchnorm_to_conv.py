@@ -47,9 +47,10 @@ def batchnorm_to_conv(graph: Graph) -> Graph:
             n = graph.tensors[x].shape[0]
             x4 = graph.add_tensor(f"{x}_4d", (n, c, 1, 1))
             y4 = graph.add_tensor(f"{y}_4d", (n, c, 1, 1))
-            new = [Node("Reshape", f"{bn.name}_to_4d", [x], [x4], {}),
+            to_4d = graph.fresh_node_name(f"{bn.name}_to_4d")
+            new = [Node("Reshape", to_4d, [x], [x4], {}),
                    Node("Conv", bn.name, [x4, w, b], [y4], attrs),
-                   Node("Reshape", f"{bn.name}_to_2d", [y4], [y], {})]
+                   Node("Reshape", graph.fresh_node_name(f"{bn.name}_to_2d", [to_4d]), [y4], [y], {})]
         graph.nodes[at:at + 1] = new
     graph.remove_unused_tensors()
     return graph

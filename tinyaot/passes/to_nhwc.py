@@ -73,9 +73,15 @@ class _Layout:
         out_log = np.asarray(logical_op(in_log)).reshape(out_logical)
         return out_log.transpose(out_perm).ravel()
 
-    def _emit_move(self, base: str, src_name: str, dst_name: str, src: np.ndarray) -> None:
+    def _fresh(self, name: str) -> str:
+        """A node name no node has, among the model's and the ones this pass has built so far."""
+        return self.g.fresh_node_name(name, [n.name for n in self.new_nodes])
+
+    def _emit_move(self, base: str, src_name: str, dst_name: str, src: np.ndarray, replaces: bool = False) -> None:
+        # `replaces`: the move stands in for the node named `base`, which is dropped, so it keeps that name.
+        first = base if replaces else self._fresh(base)
         if np.array_equal(src, np.arange(src.size)):
-            self.new_nodes.append(Node("Reshape", base, [src_name], [dst_name], {}))
+            self.new_nodes.append(Node("Reshape", first, [src_name], [dst_name], {}))
             return
         in_shape = self.g.tensors[src_name].shape
         out_shape = self.g.tensors[dst_name].shape
@@ -85,11 +91,11 @@ class _Layout:
                 continue
             mid = _phys_shape(in_shape, p)
             if tuple(mid) == tuple(out_shape):
-                self.new_nodes.append(Node("Transpose", base, [src_name], [dst_name], {"perm": list(p)}))
+                self.new_nodes.append(Node("Transpose", first, [src_name], [dst_name], {"perm": list(p)}))
                 return
             t = self.g.add_tensor(dst_name + "_t", mid)
-            self.new_nodes.append(Node("Transpose", base, [src_name], [t], {"perm": list(p)}))
-            self.new_nodes.append(Node("Reshape", base + "_reshape", [t], [dst_name], {}))
+            self.new_nodes.append(Node("Transpose", first, [src_name], [t], {"perm": list(p)}))
+            self.new_nodes.append(Node("Reshape", self._fresh(base + "_reshape"), [t], [dst_name], {}))
             return
         raise TinyaotError(f"node {base!r}: data movement that is neither an alias nor a transpose is not supported")
 
@@ -106,7 +112,7 @@ class _Layout:
             if self.perm[name] != _ident(len(self.logical[name])) or name in self.colperm:
                 if name in self.colperm:
                     raise TinyaotError(f"graph output {name!r} would need a run-time re-ordering")
-                inner = name + "_nhwc"
+                inner = g.fresh_name(name + "_nhwc")
                 t = g.tensors.pop(name)
                 # both sides hold the same values: a pre-quantized model's parameters apply to each
                 g.tensors[inner] = Tensor(inner, t.shape, quant=t.quant)
@@ -335,7 +341,7 @@ class _Layout:
             self.new_nodes.append(Node("Reshape", node.name, [x], [out], {}))
             return
         self._set_out(out, out_logical, candidates[0])
-        self._emit_move(node.name, x, out, src)
+        self._emit_move(node.name, x, out, src, replaces=True)
 
     _Reshape = _Flatten = _Transpose = _Squeeze = _Unsqueeze = _move
 

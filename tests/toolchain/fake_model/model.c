@@ -25,6 +25,17 @@ int tinyaot_fake_invoke(const int8_t *input, int8_t *output)
     for (i = 0; i < TINYAOT_FAKE_OUTPUT_SIZE; ++i) {
         output[i] = tinyaot_fake_arena[FAKE_ARENA_OFFSET + i];
     }
+#ifdef FAKE_OVERRUN_BYTES
+    /* A broken "kernel" for the canary tests: it writes the last 4 bytes of the arena and FAKE_OVERRUN_BYTES bytes
+     * past its end. The pointer is read through a volatile so the compiler can neither see the out-of-bounds store
+     * (and refuse it under -Werror) nor drop it. 0x11 differs from both of the harness's paint bytes. */
+    {
+        int8_t *volatile arena = tinyaot_fake_arena;
+        for (i = TINYAOT_FAKE_ARENA_SIZE - 4; i < TINYAOT_FAKE_ARENA_SIZE + FAKE_OVERRUN_BYTES; ++i) {
+            arena[i] = 0x11;
+        }
+    }
+#endif
 #ifdef FAKE_INVOKE_FAILS
     return 1;
 #else

@@ -1,0 +1,115 @@
+"""Valid but unusual ONNX, made ordinary at import: float16 models become float32 models, nodes get unique names,
+and tensor element types tinyaot cannot represent are refused with an error naming the tensor, its type and shape.
+
+float16 -> float32 is exact (every float16 value is a float32 value), and tinyaot quantizes to int8 from float
+calibration ranges anyway, so a float16 model deploys like the float32 model with the same weights. What changes:
+the float model the calibration and the onnxruntime checks run is that float32 model, which rounds its
+intermediate results to float32 instead of float16; int8 quantization error is orders of magnitude larger.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper, shape_inference
+
+from tinyaot.errors import TinyaotError
+
+# Element types the IR can hold. float16 never reaches it (converted below); float64 and the integer types appear
+# as constants (Reshape shapes, Clip bounds, pre-quantized weights) and are refused later, per op, where unusable.
+SUPPORTED = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.INT64: "int64",
+             TensorProto.INT32: "int32", TensorProto.INT8: "int8", TensorProto.UINT8: "uint8",
+             TensorProto.BOOL: "bool"}
+
+
+def dtype_name(elem_type: int) -> str:
+    """ONNX's own name of an element type: FLOAT16, BFLOAT16, STRING, COMPLEX64..."""
+    try:
+        return TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"element type {elem_type}"
+
+
+def check_dtype(name: str, elem_type: int, shape, what: str = "tensor") -> str:
+    """The IR dtype of an ONNX element type, or a TinyaotError that says which tensor, which type, which shape."""
+    if elem_type in SUPPORTED:
+        return SUPPORTED[elem_type]
+    dims = list(shape) if shape is not None else "unknown"
+    raise TinyaotError(f"{what} {name!r} (shape {dims}) has element type {dtype_name(elem_type)}, which tinyaot "
+                       "does not support; tinyaot compiles float32 (or float16) models, with int64/int32/int8/uint8/"
+                       "bool constants")
+
+
+def float16_to_float32(model: onnx.ModelProto) -> list[str]:
+    """Rewrite a float16 (or mixed-precision) model in place as the float32 model with the same values.
+
+    float16 initializers, Constant values, graph inputs/outputs and value_info become float32; `Cast(to=FLOAT16)`
+    becomes `Cast(to=FLOAT)`; then every Cast from float32 to float32 (the casts a float16 exporter puts around
+    float32 inputs and outputs, and the ones just rewritten) becomes an Identity, which the passes drop. A Cast from
+    another type (int to float16) stays a Cast, which tinyaot then refuses as an unsupported operator. Returns the
+    names of what was converted (empty for a float32 model, which is left untouched)."""
+    g = model.graph
+    converted: list[str] = []
+    for init in g.initializer:
+        if init.data_type == TensorProto.FLOAT16:
+            arr = numpy_helper.to_array(init).astype(np.float32)
+            init.CopyFrom(numpy_helper.from_array(arr, init.name))
+            converted.append(init.name)
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.elem_type == TensorProto.FLOAT16:
+            tt.elem_type = TensorProto.FLOAT
+            converted.append(vi.name)
+    casts = []
+    for node in g.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT16:
+                arr = numpy_helper.to_array(attr.t).astype(np.float32)
+                attr.t.CopyFrom(numpy_helper.from_array(arr, attr.t.name))
+                converted.append(node.output[0] if node.output else node.name)
+            elif (node.op_type == "Cast" and attr.name == "to" and attr.type == onnx.AttributeProto.INT
+                  and attr.i == TensorProto.FLOAT16):
+                attr.i = TensorProto.FLOAT
+                converted.append(node.name or node.output[0])
+        if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
+            casts.append(node)
+    if not converted:
+        return converted
+    # The Casts' input types: from the (now float32) declarations, and shape inference for intermediate tensors.
+    types = {i.name: i.data_type for i in g.initializer}
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type.tensor_type.elem_type
+    try:
+        inferred = shape_inference.infer_shapes(model)
+        for vi in inferred.graph.value_info:
+            types.setdefault(vi.name, vi.type.tensor_type.elem_type)
+    except Exception:  # noqa: BLE001 - a model shape inference cannot handle is reported later, with its message
+        pass
+    for node in casts:
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        if to == TensorProto.FLOAT and types.get(node.input[0]) == TensorProto.FLOAT:
+            node.op_type = "Identity"
+            del node.attribute[:]
+    return converted
+
+
+def unique_node_names(nodes) -> list[str]:
+    """One name per node, all different: a node keeps its own name if it is non-empty and no earlier node has it;
+    otherwise an unnamed node is `<op>_<index>` and a repeated name `<name>_<k>`, with a further `_<k>` (smallest
+    k) if a node of the model already uses that. Passes key layers by name (compression settings, refits, report
+    rows), so two layers must never share one."""
+    nodes = list(nodes)
+    real = {n.name for n in nodes if n.name}
+    taken: set[str] = set()
+    names = []
+    for index, n in enumerate(nodes):
+        name = n.name
+        if not name or name in taken:
+            base = name or f"{n.op_type}_{index}"
+            name, k = base, 0
+            while name in real or name in taken:
+                k += 1
+                name = f"{base}_{k}"
+        taken.add(name)
+        names.append(name)
+    return names
