@@ -5,8 +5,10 @@
 For each model in ../shared/models it deploys on each board (default: mps2-an500, the 4 MB Cortex-M7, and stm32,
 the 128 KB STM32F405; a model that does not fit a board gets a row with deploy's one-line refusal), and runs
 `evaluate` on the held-out labelled samples where there are any (ci/datasets.py has the splits). It prints a
-markdown table and writes it to ci/figures.md. This is a script, not a test: it asserts nothing, it measures.
-Every number in the table is read from deploy's report.json or evaluate's result of this run.
+markdown table and writes it to ci/figures.md. This is a script, not a test: it measures. Every number in the
+table is read from deploy's report.json or evaluate's result of this run. It exits 1 when a row failed: a deploy
+that did not verify (or failed otherwise; a model refused as too big for a board is a measurement, not a failure),
+or an evaluation that failed or whose host C differed from the numpy reference.
 """
 from __future__ import annotations
 
@@ -43,16 +45,31 @@ def _num(v) -> str:
 
 
 def deploy_row(model: str, board: str, cal: Path, out: Path) -> dict:
+    """The row's figures; `failed` is set unless it verified (or the model does not fit the board)."""
     try:
         r = deploy(datasets.model_path(model), board, cal, out / f"{model}_{board}").report
     except TinyaotError as exc:
-        return {"verify": f"not deployed: {exc}"}
+        too_big = str(exc).startswith("model too big for board")
+        return {"verify": f"{'not deployed' if too_big else 'FAIL'}: {exc}", "failed": not too_big}
     m, v = r["memory"], r["verify"]
-    ok = v["ran"] and v["outputs_match"] and v["max_abs_diff_vs_onnxruntime"] <= 1
+    ok = bool(v["ran"] and v["outputs_match"] and v["max_abs_diff_vs_onnxruntime"] <= 1)
     return {"arena": m["arena_bytes"], "lower": m["arena_lower_bound_bytes"], "weights": m["weights_bytes"],
             "flash": m["flash_bytes"], "insns": v["instructions"], "stack": v["stack_high_water_bytes"],
             "verify": (f"{'pass' if ok else 'FAIL'}: == reference on {v['samples']} samples, worst layer "
-                       f"{v['max_abs_diff_vs_onnxruntime']} LSB vs onnxruntime")}
+                       f"{v['max_abs_diff_vs_onnxruntime']} LSB vs onnxruntime"), "failed": not ok}
+
+
+def evaluate_row(model: str, cal: Path, data: Path | None) -> tuple[dict, str | None]:
+    """evaluate's result (empty without labelled data) and why it failed, or None."""
+    if data is None:
+        return {}, None
+    try:
+        acc = evaluate(datasets.model_path(model), cal, data)
+    except TinyaotError as exc:
+        return {}, f"evaluate failed: {exc}"
+    if not acc.get("host_c_matches_reference"):
+        return acc, "evaluate: the host-compiled C differs from the numpy reference"
+    return acc, None
 
 
 def main(argv=None) -> int:
@@ -67,14 +84,18 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="tinyaot-figures-") as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        rows = []
+        rows, failures = [], []
         for model in models:
             t0 = time.monotonic()
             cal = datasets.write_calibration(model, out)
             data = datasets.write_evaluation(model, out)
-            acc = evaluate(datasets.model_path(model), cal, data) if data is not None else {}
+            acc, acc_failure = evaluate_row(model, cal, data)
+            if acc_failure:
+                failures.append(f"{model}: {acc_failure}")
             for board in boards:
                 d = deploy_row(model, board, cal, out)
+                if d["failed"]:
+                    failures.append(f"{model} on {board}: {d['verify']}")
                 rows.append([model, board, _num(d.get("arena")), _num(d.get("lower")), _num(TFLM_ARENA.get(model)),
                              _num(d.get("weights")), _num(d.get("flash")), _num(d.get("insns")),
                              _num(d.get("stack")), d["verify"], _pct(acc.get("float_top1")),
@@ -92,7 +113,9 @@ def main(argv=None) -> int:
     text = "\n".join(lines + notes) + "\n"
     print(text)
     args.table.write_text(text)
-    return 0
+    for failure in failures:
+        print(f"FAILED {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
