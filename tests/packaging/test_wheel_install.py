@@ -25,6 +25,7 @@ from shared_data import ROOT
 
 # What a build reads: the package, the two data folders, the build configuration and the readme (long description).
 BUILD_INPUTS = ["tinyaot", "templates", "boards", "setup.py", "pyproject.toml", "README.md"]
+JUNK_SUFFIXES = (".pyc", ".so", ".o", ".elf")  # build products left in the tree (.gitignore), not sources
 
 
 def _run(cmd, cwd: Path, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -36,7 +37,7 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel, built from a copy of the build inputs: an in-tree build would reuse a stale build/ folder (files
     deleted from the tree still shipped) and collide with a concurrent build of the same checkout."""
     src = tmp_path_factory.mktemp("src")
-    junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "*.o", "*.elf")
+    junk = shutil.ignore_patterns("__pycache__", *(f"*{s}" for s in JUNK_SUFFIXES))
     for name in BUILD_INPUTS:
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, src / name, ignore=junk)
@@ -52,7 +53,8 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_carries_templates_and_boards(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for folder in ("templates", "boards"):
-        files = [p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+        files = [p for p in (ROOT / folder).rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts and p.suffix not in JUNK_SUFFIXES]
         assert files
         for p in files:
             assert f"tinyaot/_data/{p.relative_to(ROOT).as_posix()}" in names, p
