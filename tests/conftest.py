@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,12 @@ def pytest_configure(config):
     the next run; with --basetemp they go inside that folder, which pytest empties at the start of each run.
     Set here rather than in a fixture because onnxruntime reads $XDG_CACHE_HOME when it is imported, which test
     modules do at collection."""
-    base = config._tmp_path_factory.getbasetemp()
-    cache = (base if config.option.basetemp else base.parent) / "cache"
+    factory = getattr(config, "_tmp_path_factory", None)  # pytest's own (its tmpdir plugin), not public API
+    if factory is None:  # tmpdir plugin disabled: a folder of this run only
+        cache = Path(tempfile.mkdtemp(prefix="tinyaot-test-cache-"))
+    else:
+        base = factory.getbasetemp()
+        cache = (base if config.option.basetemp else base.parent) / "cache"
     for name, path in (("XDG_CACHE_HOME", cache), ("TINYAOT_CACHE", cache / "tinyaot")):
         path.mkdir(parents=True, exist_ok=True)
         _SAVED_ENV[name] = os.environ.get(name)
