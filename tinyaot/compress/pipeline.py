@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyaot.compress.bounds import INT32_MAX, channel_bounds, check_graph
 from tinyaot.compress.cluster import InputHessian, allocate, cluster_layer, error_feedback_assign, output_energy
 from tinyaot.compress.encode import index_bits
 from tinyaot.compress.encode import (assign_storage, encode_clustered, encode_int4, encode_sparse_bitmap,
@@ -146,6 +147,7 @@ def storage_step(graph: Graph, inputs: list[np.ndarray] | None = None) -> Graph:
                 _correct_bias(graph, node, np.asarray(goal, np.float64), stats[1], info)
         if runner is not None:
             runner.run(node)
+    check_graph(graph)  # the weights and biases changed: bound every int32 intermediate again (compress/bounds.py)
     return graph
 
 
@@ -172,8 +174,18 @@ def _correct_bias(graph: Graph, node, goal: np.ndarray, mean: np.ndarray, info: 
     if not shift.any():
         return
     b = graph.tensors[node.inputs[2]]
-    b.data = np.clip(np.asarray(b.data, np.int64) + shift, -(2 ** 31 - 1), 2 ** 31 - 1).astype(np.int32)
-    info.setdefault("bias_shift", {})[node.name] = shift
+    # The corrected bias must leave its channel's accumulator within int32 for any input (compress/bounds.py):
+    # |bias| <= 2**31 - 1 - sum|w| * (128 + |io|) - n * |fo| * (128 + |io|). Only a channel whose scale was raised
+    # to fit its bias sits near that limit (quantize.RAISED_TARGET leaves it 1/64 of int32, far more than a
+    # correction of a few units per weight), so this limit is a guard, not a clamp that is expected to act.
+    old = np.asarray(b.data, np.int64)
+    weights_share = channel_bounds(np.asarray(now, np.int64), np.zeros_like(old), int(node.attrs["input_offset"]),
+                                   int(node.attrs.get("filter_offset", 0))).astype(np.int64)
+    room = np.maximum(INT32_MAX - weights_share, 0)
+    new = np.clip(old + shift, -room, room)
+    new = np.where(np.abs(old) > room, old, new)  # never move a bias that is already past the room
+    b.data = new.astype(np.int32)
+    info.setdefault("bias_shift", {})[node.name] = new - old
 
 
 CLUSTERS_MARGIN = 0.1  # default budget: the codebooks may add 10 % to the bits of the indices

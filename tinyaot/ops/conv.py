@@ -16,7 +16,7 @@ import numpy as np
 from tinyaot.ops.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import layer_weights, weight_qmax
+from tinyaot.compress.quantize import layer_weights, record_raised, weight_qmax
 from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, set_const, spatial_out
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
@@ -191,8 +191,10 @@ class Conv(OpSpec):
         axis = 3 if node.attrs["depthwise"] else 0
         b = graph.tensors[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
         # float weights are quantized here; a pre-quantized model's int8 weights and int32 bias are kept as given
-        qw, wq, qb, bias_q, _ = layer_weights(graph.tensors[node.inputs[1]], b, axis, x.quant.s,
-                                              f"Conv node {node.name!r}", qmax=weight_qmax(node))
+        qw, wq, qb, bias_q, _, raised = layer_weights(graph.tensors[node.inputs[1]], b, axis, x.quant.s,
+                                                      f"Conv node {node.name!r}", input_offset=-x.quant.zp,
+                                                      qmax=weight_qmax(node))
+        record_raised(graph, node, raised)
         node.inputs[1:] = [set_const(graph, node.name + "_weights", qw, "int8", wq),
                            set_const(graph, node.name + "_bias", qb, "int32", bias_q)]
         # Effective scale per output channel, from the stored (float32) scales of the final tensors.

@@ -16,7 +16,7 @@ import numpy as np
 from onnx import helper
 
 from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import layer_weights
+from tinyaot.compress.quantize import layer_weights, record_raised
 from tinyaot.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, set_const
 from tinyaot.ops.fixedpoint import quantize_multiplier_array, requantize_to_int8
@@ -122,8 +122,9 @@ class ConvTranspose(OpSpec):
         x = graph.tensors[node.inputs[0]]
         qo, lo, hi = out_params(node, graph, ranges)
         b = graph.tensors[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
-        qw, wq, qb, bias_q, _ = layer_weights(graph.tensors[node.inputs[1]], b, 0, x.quant.s,
-                                              f"ConvTranspose node {node.name!r}")
+        qw, wq, qb, bias_q, _, raised = layer_weights(graph.tensors[node.inputs[1]], b, 0, x.quant.s,
+                                                      f"ConvTranspose node {node.name!r}", input_offset=-x.quant.zp)
+        record_raised(graph, node, raised)
         node.inputs[1:] = [set_const(graph, node.name + "_weights", qw, "int8", wq),
                            set_const(graph, node.name + "_bias", qb, "int32", bias_q)]
         mult, shift = quantize_multiplier_array(np.float64(x.quant.s) * wq.scale / np.float64(qo.s))

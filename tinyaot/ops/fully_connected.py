@@ -12,7 +12,7 @@ import numpy as np
 from tinyaot.ops.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import layer_weights, weight_qmax
+from tinyaot.compress.quantize import layer_weights, record_raised, weight_qmax
 from tinyaot.ops.common import activation_nodes, dequantized_const, out_params, set_const
 from tinyaot.ops.compressed import compressed_filter
 from tinyaot.ops.fixedpoint import quantize_multiplier_array
@@ -65,10 +65,11 @@ class FullyConnected(OpSpec):
         qo, lo, hi = out_params(node, graph, ranges)
         # float weights are quantized here; a pre-quantized model's int8 weights (one zero point, which the
         # kernel's filter offset subtracts) and int32 bias are kept as given
-        qw, wq, qb, bias_q, filter_offset = layer_weights(graph.tensors[node.inputs[1]],
-                                                          graph.tensors[node.inputs[2]], 0, x.quant.s,
-                                                          f"MatMul/Gemm node {node.name!r}", allow_filter_offset=True,
-                                                          qmax=weight_qmax(node))
+        qw, wq, qb, bias_q, filter_offset, raised = layer_weights(
+            graph.tensors[node.inputs[1]], graph.tensors[node.inputs[2]], 0, x.quant.s,
+            f"MatMul/Gemm node {node.name!r}", input_offset=-x.quant.zp, allow_filter_offset=True,
+            qmax=weight_qmax(node))
+        record_raised(graph, node, raised)
         node.inputs[1:] = [set_const(graph, node.name + "_weights", qw, "int8", wq),
                            set_const(graph, node.name + "_bias", qb, "int32", bias_q)]
         mult, shift = quantize_multiplier_array(np.float64(x.quant.s) * wq.scale / np.float64(qo.s))
