@@ -573,17 +573,22 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         q_out.append(host(compiled.quantize_input(x[k])))
     # The host C must equal the numpy reference bit for bit; check it on a few samples every run.
     checked = min(len(x), 4)
+    host_diff = 0  # the largest |host C - numpy reference| over the checked samples, in LSB
     for k in range(checked):
         ref = run_reference(g, {compiled.input: compiled.quantize_input(x[k])})[compiled.output]
-        if not np.array_equal(ref, q_out[k]):
-            raise TinyaotError(f"host-compiled C differs from the numpy reference on sample {k} (a tinyaot bug)")
+        diff = int(np.abs(ref.astype(np.int32).reshape(-1) - q_out[k].astype(np.int32).reshape(-1)).max())
+        host_diff = max(host_diff, diff)
+        if diff:
+            raise TinyaotError(f"host-compiled C differs from the numpy reference on sample {k} by up to {diff} "
+                               "LSB (a tinyaot bug)")
+    host_matches = (host_diff == 0) if checked else None  # nothing compared: unknown, not "matches"
     int8_logits = np.stack([compiled.dequantize_output(q).reshape(-1) for q in q_out])
     name = compiled.input
     # onnxruntime helpers take [N, ...] with one model batch per sample: drop the batch-of-1 axis.
     x_ort = x.reshape((len(x),) + tuple(g.meta["inputs"][0]["shape"][1:]))
     if compiled.prequantized:
         return _evaluate_prequantized(model, calibration, data, compiled, int8_logits, x_ort, y, checked,
-                                      compare_onnxruntime)
+                                      compare_onnxruntime, host_matches)
     cal_ort = {name: compiled.samples[name].reshape((-1,) + x_ort.shape[1:])}
     float_out = float_predictions(model, {name: x_ort}).reshape(len(x), -1)
     result = {
@@ -593,7 +598,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         "int8_top1": top1(int8_logits, y),
         "onnxruntime_int8_top1": None,
         "agreement": float(np.mean(np.argmax(float_out, 1) == np.argmax(int8_logits, 1))),
-        "host_c_matches_reference": True, "reference_checked_samples": checked,
+        "host_c_matches_reference": host_matches, "reference_checked_samples": checked,
         "arena_bytes": compiled.plan.arena_bytes,
         "weights_bytes": weights_bytes(g),
         "compression": compression_report(g),  # the weights' cost, measured on the same run as the accuracy
@@ -608,7 +613,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
 
 
 def _evaluate_prequantized(model, calibration, data, compiled: Compiled, int8_logits, x_ort, y, checked,
-                           compare_onnxruntime: bool) -> dict:
+                           compare_onnxruntime: bool, host_matches: bool) -> dict:
     """A pre-quantized model has no float original to measure: tinyaot's int8 is set against onnxruntime
     running the very same QDQ model on its int8 kernels (so both use the model's own parameters)."""
     from tinyaot.compress.ort_baseline import ort_int8_predictions, top1
@@ -618,7 +623,7 @@ def _evaluate_prequantized(model, calibration, data, compiled: Compiled, int8_lo
         "samples": int(len(y)), "calibration_samples": 0, "prequantized": True,
         "float_top1": None, "int8_top1": top1(int8_logits, y), "onnxruntime_int8_top1": None, "agreement": None,
         "int8_vs_onnxruntime_agreement": None,
-        "host_c_matches_reference": True, "reference_checked_samples": checked,
+        "host_c_matches_reference": host_matches, "reference_checked_samples": checked,
         "arena_bytes": compiled.plan.arena_bytes, "weights_bytes": weights_bytes(compiled.graph),
         "compression": compression_report(compiled.graph),
     }

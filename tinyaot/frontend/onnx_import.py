@@ -93,6 +93,13 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
     # float16 Casts an exporter adds become Identities before the operator check below.
     float16 = float16_to_float32(model)
     init_names = {i.name for i in model.graph.initializer}
+    # Element types first: shape inference's complaint about an unsupported type would not say which tensor.
+    for init in model.graph.initializer:
+        check_dtype(init.name, init.data_type, init.dims, "constant")
+    for n in model.graph.node:
+        for a in n.attribute:
+            if n.op_type == "Constant" and a.type == onnx.AttributeProto.TENSOR:
+                check_dtype(n.output[0], a.t.data_type, a.t.dims, "constant")
     for inp in model.graph.input:
         if inp.name in init_names:
             continue
