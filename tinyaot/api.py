@@ -25,6 +25,7 @@ from tinyaot.compress.pipeline import compression_report, layer_report, prune_st
 from tinyaot.compress.quantize import quantize_graph, quantize_values
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx
+from tinyaot.frontend.normalize import float32_model_file
 from tinyaot.ir import Graph
 from tinyaot.passes import run_passes
 from tinyaot.plan import Plan, lower_bound, plan
@@ -590,7 +591,14 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         return _evaluate_prequantized(model, calibration, data, compiled, int8_logits, x_ort, y, checked,
                                       compare_onnxruntime, host_matches)
     cal_ort = {name: compiled.samples[name].reshape((-1,) + x_ort.shape[1:])}
-    float_out = float_predictions(model, {name: x_ort}).reshape(len(x), -1)
+    with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
+        # onnxruntime runs the float32 model tinyaot compiled (a float16 model's float32 rewrite)
+        source = float32_model_file(model, Path(tmp))
+        float_out = float_predictions(source, {name: x_ort}).reshape(len(x), -1)
+        ort_out = None
+        if compare_onnxruntime:
+            qdq = ort_quantize_static(source, cal_ort, Path(tmp) / "model_qdq.onnx")
+            ort_out = ort_int8_predictions(qdq, {name: x_ort}).reshape(len(x), -1)
     result = {
         "model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
         "calibration_samples": int(len(compiled.samples[name])),
@@ -603,10 +611,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         "weights_bytes": weights_bytes(g),
         "compression": compression_report(g),  # the weights' cost, measured on the same run as the accuracy
     }
-    if compare_onnxruntime:
-        with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
-            qdq = ort_quantize_static(model, cal_ort, Path(tmp) / "model_qdq.onnx")
-            ort_out = ort_int8_predictions(qdq, {name: x_ort}).reshape(len(x), -1)
+    if ort_out is not None:
         result["onnxruntime_int8_top1"] = top1(ort_out, y)
         result["onnxruntime_int8_agreement"] = float(np.mean(np.argmax(float_out, 1) == np.argmax(ort_out, 1)))
     return result

@@ -11,9 +11,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tinyaot.api import compile_model, deploy
+from tinyaot.api import compile_model, deploy, evaluate
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx
+from tinyaot.frontend.normalize import float16_to_float32
 from tinyaot.ir import IRError, verify
 from tinyaot.passes import run_passes
 
@@ -118,6 +119,23 @@ def test_float16_model_deploys_and_verifies(tmp_path, conv_cal):
     assert v["ran"] is True and v["exit_code"] == 0 and v["outputs_match"] is True
     assert v["max_abs_diff_vs_reference"] == 0 and v["max_abs_diff_vs_onnxruntime"] <= 1
     assert [r["op"] for r in result.report["layers"]].count("Conv") == 2
+
+
+def test_float16_model_evaluates_against_its_float32_rewrite(tmp_path, conv_cal):
+    # onnxruntime cannot feed float32 samples to float16 inputs: evaluate's float and onnxruntime-int8 baselines run
+    # the float32 rewrite tinyaot compiled, so they agree with the same float32 model saved by hand.
+    half = save(conv_model(TensorProto.FLOAT16, casts=False), tmp_path / "half.onnx")
+    rewritten = onnx.load(str(half))
+    float16_to_float32(rewritten)
+    full = save(rewritten, tmp_path / "full.onnx")
+    x = np.load(conv_cal)["x"][:8]
+    data = tmp_path / "data.npz"
+    np.savez(data, x=x, y=np.arange(8) % 4)
+    r_half = evaluate(half, conv_cal, data)
+    r_full = evaluate(full, conv_cal, data)
+    for key in ("float_top1", "int8_top1", "onnxruntime_int8_top1", "agreement", "host_c_matches_reference"):
+        assert r_half[key] == r_full[key], key
+    assert r_half["host_c_matches_reference"] is True and r_half["onnxruntime_int8_top1"] is not None
 
 
 def test_cast_from_an_integer_stays_unsupported(tmp_path):

@@ -113,3 +113,16 @@ def unique_node_names(nodes) -> list[str]:
         taken.add(name)
         names.append(name)
     return names
+
+
+def float32_model_file(path, folder) -> "Path":
+    """`path` itself for a float32 model; for a float16 one, its float32 rewrite (float16_to_float32) saved in
+    `folder`, so onnxruntime's float baseline runs the same float32 model tinyaot compiled."""
+    from pathlib import Path
+
+    model = onnx.load(str(path))
+    if not float16_to_float32(model):
+        return Path(path)
+    out = Path(folder) / f"{Path(path).stem}.float32.onnx"
+    onnx.save(model, str(out))
+    return out
