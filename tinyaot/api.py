@@ -465,7 +465,9 @@ def _report_md(r: dict) -> str:
                   f"{v['top1_agreement_vs_onnxruntime']:.2f}",
                   f"- instructions per inference: {v['instructions']}",
                   f"- arena high-water: {v['arena_high_water_bytes']} B, stack high-water: "
-                  f"{v['stack_high_water_bytes']} B", ""]
+                  f"{v['stack_high_water_bytes']} B (canaries after the arena and below the stack: "
+                  f"{'intact' if v.get('arena_canary_intact') and v.get('stack_canary_intact') else 'overwritten'})",
+                  ""]
     else:
         lines += ["Verification under QEMU was skipped (--no-verify).", ""]
     base = r["compression"].get("uncompressed")

@@ -32,6 +32,7 @@ def test_normal_deploy_reports_intact_canaries_and_marks_within_the_plan(tmp_pat
     assert 0 < v["arena_high_water_bytes"] <= m["arena_bytes"]
     assert v["stack_reserved_bytes"] == m["stack_bytes"]
     assert 0 < v["stack_high_water_bytes"] <= v["stack_reserved_bytes"]
+    assert "(canaries after the arena and below the stack: intact)" in (tmp_path / "out" / "report.md").read_text()
 
 
 def _broken_sine(tmp_path: Path, extra: int):

@@ -51,6 +51,8 @@ def verify(graph: Graph, after: str = "") -> Graph:
                 continue
             if o in produced or (o in graph.tensors and graph.tensors[o].is_const):
                 fail(f"tensor {o!r} is produced twice")
+            if o in graph.inputs:
+                fail(f"node {node.name!r} writes graph input {o!r}")
             if o not in graph.tensors:
                 fail(f"node {node.name!r} output {o!r} has no tensor")
             produced.add(o)
