@@ -77,6 +77,35 @@ def test_a_kernel_writing_past_the_arena_fails_verification(tmp_path):
     assert stats["arena_canary_intact"] == 0 and stats["samples"] == 1
 
 
+def test_a_stack_too_small_for_the_model_fails_verification(tmp_path):
+    # The sine model's real firmware, built once with the board's stack to measure what it needs, then with a
+    # reservation 4-8 bytes short of that: the run overruns into the canary below the stack and is refused.
+    compiled = compile_model(SINE, SINE_CAL)
+    out = tmp_path / "c"
+    emitted = emit_model(compiled.graph, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound,
+                         "test", out)
+    board = load_board("stm32")
+    sources = [p for p in emitted.files if p.suffix == ".c"]
+    layers = len([layer for layer in emitted.layers if layer.code])
+    needs = []
+    for stack in (None, "tiny"):
+        fw = out / f"fw_{stack}"
+        harness = render_harness(emitted.prefix[len("tinyaot_"):], fw)
+        stack_bytes = None if stack is None else (needs[0] + 7) // 8 * 8 - 8
+        elf = build_firmware([harness, *sources], [out], board, fw, defines=["TINYAOT_TRACE"],
+                             stack_bytes=stack_bytes)
+        if stack is None:
+            v, _ = _verify(compiled, board, elf, fw, 2, 30, layers)
+            assert v["stack_canary_intact"] is True
+            needs.append(v["stack_high_water_bytes"])
+            continue
+        with pytest.raises(TinyaotError) as err:
+            _verify(compiled, board, elf, fw, 2, 30, layers)
+        assert (f"stack overrun: the program used {needs[0]} B of stack, more than the {stack_bytes} B reserved"
+                in str(err.value)), str(err.value)
+        assert read_stats(fw)["stack_canary_intact"] == 0
+
+
 def test_evaluate_computes_host_c_matches_reference(tmp_path):
     x = np.load(SINE_CAL)["serving_default_dense_input:0"][:6]
     data = tmp_path / "data.npz"
