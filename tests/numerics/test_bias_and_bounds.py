@@ -139,3 +139,22 @@ def test_vww_has_no_saturated_bias_and_every_accumulator_fits(cal_dir):
         assert np.array_equal(g.tensors[node.inputs[2]].quant.scale, s_in * g.tensors[node.inputs[1]].quant.scale)
     assert layers == 28
     assert max(g.meta["accumulator_bounds"].values()) <= INT32_MAX
+
+
+def test_given_weight_scales_refuse_a_bias_beyond_int32():
+    """A pre-quantized model's int8 weights keep their scales bit for bit, so nothing can be raised: a float bias
+    that needs more than int32 at s_in * s_w is refused with the layer and the bound, never stored clamped."""
+    from tinyaot.compress.quantize import layer_weights
+    from tinyaot.errors import TinyaotError
+    from tinyaot.ir import QuantParams, Tensor
+
+    qw = np.array([[100, -3]], np.int8)
+    w = Tensor("w", (1, 2), "int8", qw, QuantParams(np.array([1e-6]), np.array([0]), 0))
+    ok = Tensor("b", (1,), "float32", np.array([0.5], np.float32))
+    got = layer_weights(w, ok, 0, 0.01, "Conv node 'c'", input_offset=-5)
+    assert got.bias.tolist() == [50_000_000] and got.raised.size == 0  # 0.5 / (0.01 * 1e-6)
+    big = Tensor("b", (1,), "float32", np.array([50.0], np.float32))
+    # 50 / 1e-8 = 5e9 units; bound 5,000,000,000 + 103 * (128 + 5) = 5,000,013,699
+    with pytest.raises(TinyaotError, match=r"^Conv node 'c': its accumulator of output channel 0 .*"
+                                           r"5,000,013,699 for some int8 input, past int32"):
+        layer_weights(w, big, 0, 0.01, "Conv node 'c'", input_offset=-5)

@@ -118,7 +118,9 @@ def _layer(node, graph) -> list[tuple[str, int]]:
                       + (f" + {rows.shape[1]} x |filter offset| {abs(fo)}" if fo else "")
                       + f") x max|x - zp| {m})", int(bound)))
     st = graph.tensors[node.inputs[1]].storage
-    if node.op == "FullyConnected" and st is not None and st.kind == "int4":
+    if node.op == "FullyConnected" and st is not None and st.kind == "int4" and rows.shape[1] < 65000:
+        # the DSP path of tinyaot_fully_connected_s4 (taken only for depth < 65000, where 16 * 8 * 256 * depth
+        # < 2**31 anyway) sums 16 * w * (x + io) before adding it to the accumulator
         lanes = 16 * int(np.abs(rows.astype(np.int64)).sum(axis=1).max(initial=0)) * m
         items.append(("4-bit lane sum 16 x sum|w| x max|x - zp|", lanes))
     _epilogue(items, [int(b) for b in bounds], a["output_mult"], a["output_shift"], a["output_offset"])

@@ -5,9 +5,9 @@ filter is symmetric (zero point 0). Padding is given as (top, left) together wit
 covers SAME, VALID and asymmetric pads alike; padded positions hold the input zero point, i.e. they contribute
 nothing to `sum((x + input_offset) * w)`.
 
-Accumulation is exact in int64 here; the C kernels accumulate in int32, which cannot overflow while
-kh*kw*cin_per_group * 255 * 128 + |bias| < 2**31 (about 65 000 taps), far above any layer that fits a
-microcontroller.
+Accumulation is exact in int64 here; the C kernels accumulate in int32, so every layer's accumulator bound
+|bias| + sum|w| * (128 + |input_offset|) is checked against int32 at compile time (tinyaot/compress/bounds.py),
+and a channel whose bias alone would not fit gets a larger weight scale when quantized (compress/quantize.py).
 """
 from __future__ import annotations
 

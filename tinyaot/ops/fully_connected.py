@@ -2,8 +2,9 @@
 
 `acc[b, o] = sum_d (x[b, d] + input_offset) * (w[o, d] + filter_offset) + bias[o]`, then requantized per tensor
 (mult/shift of length 1) or per output channel. CMSIS conventions: offsets are negated zero points for input and
-filter, the plain zero point for the output. The C kernel accumulates in int32, safe while
-depth * 255 * 255 + |bias| < 2**31 (about 33 000 inputs with a nonzero filter offset, 65 000 without).
+filter, the plain zero point for the output. The C kernel accumulates in int32: the bound
+|bias| + (sum|w| + depth * |filter_offset|) * (128 + |input_offset|) of every output channel is checked against
+int32 at compile time (tinyaot/compress/bounds.py), and a layer past it is refused by name.
 """
 from __future__ import annotations
 
