@@ -1,0 +1,97 @@
+"""A small float ONNX graph that, compiled with the per-layer compression rules below, uses every kernel in
+templates/kernels: what the sanitizer tests build to put each kernel under ASan and UBSan with the arguments real
+layers give it (the emitted C calls them as a deploy does). One graph and one build keep it cheap.
+
+Each weight storage kind has one conv, one depthwise conv and one fully connected layer of its own, selected by
+layer name: dense int8, int4, clustered (16 values), bitmap-sparse (half the weights zero) and run-length-sparse
+(95 % zero, where runs take fewer bytes than a bitmap).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+KINDS = {  # layer-name suffix -> the per-layer rule fields that make the layer's storage that kind
+    "s8": {"exclude": True},
+    "s4": {"weight_bits": 4},
+    "clustered": {"clusters": 16},
+    "sparse": {"sparsity": 0.5},
+    "rle": {"sparsity": 0.95},
+}
+COMPRESSION = {"rules": [{"pattern": f"*_{kind}", **fields} for kind, fields in KINDS.items()]}
+X_SHAPE = [1, 3, 8, 8]
+C = 8  # channels of the conv stack
+
+
+def _init(rng: np.random.Generator, name: str, shape, scale: float = 0.4) -> onnx.TensorProto:
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def all_kernels_model(path: Path, seed: int = 0) -> Path:
+    """x [1, 3, 8, 8]: five 3x3 convs and five 5x5 depthwise convs (5x5, so their rows are long enough to be
+    stored sparse), one of each per storage kind; then add, mul, PRelu, sigmoid, pad, max pool, resize, average
+    pools (padding counted or not), transposed conv, concat, clip, ReduceMean (the layout change after it runs the
+    transpose kernel), five fully connected layers, one per storage kind (48-long rows), and softmax."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits, nodes = [], []
+    cur, ch = "x", X_SHAPE[1]
+    for kind in KINDS:
+        inits += [_init(rng, f"wc_{kind}", (C, ch, 3, 3)), _init(rng, f"bc_{kind}", (C,), 0.1)]
+        nodes += [n("Conv", [cur, f"wc_{kind}", f"bc_{kind}"], [f"c_{kind}"], name=f"conv_{kind}", pads=[1, 1, 1, 1]),
+                  n("Relu", [f"c_{kind}"], [f"rc_{kind}"])]
+        cur, ch = f"rc_{kind}", C
+    for kind in KINDS:
+        inits += [_init(rng, f"wd_{kind}", (C, 1, 5, 5)), _init(rng, f"bd_{kind}", (C,), 0.1)]
+        nodes.append(n("Conv", [cur, f"wd_{kind}", f"bd_{kind}"], [f"d_{kind}"], name=f"dw_{kind}",
+                       pads=[2, 2, 2, 2], group=C))
+        cur = f"d_{kind}"
+    inits += [
+        numpy_helper.from_array(rng.uniform(0.05, 0.3, (C, 1, 1)).astype(np.float32), "slope"),
+        numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+        _init(rng, "wt", (C, 4, 2, 2)), _init(rng, "bt", (4,), 0.1),
+        numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(3.0, np.float32), "hi"),
+    ]
+    nodes += [
+        n("Add", [cur, "rc_rle"], ["a1"]),
+        n("Mul", ["a1", "rc_rle"], ["m1"]),
+        n("PRelu", ["m1", "slope"], ["p1"]),
+        n("Sigmoid", ["p1"], ["s1"]),
+        n("Pad", ["s1", "pads"], ["pd"], mode="constant"),
+        n("MaxPool", ["pd"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("Resize", ["mp", "", "scales"], ["rs"], mode="nearest"),
+        n("AveragePool", ["rs"], ["ap1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+          count_include_pad=1),
+        n("ConvTranspose", ["ap1", "wt", "bt"], ["ct"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("AveragePool", ["ct"], ["ap2"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        n("Concat", ["ap2", "ap1"], ["cc"], axis=1),
+        n("Clip", ["cc", "lo", "hi"], ["cl"]),
+        n("ReduceMean", ["cl"], ["gm"], axes=[2, 3], keepdims=0),
+    ]
+    cur, width = "gm", C + 4
+    for kind in KINDS:
+        out = 10 if kind == "rle" else 48
+        inits += [_init(rng, f"wf_{kind}", (width, out), 0.3), _init(rng, f"bf_{kind}", (out,), 0.1)]
+        nodes.append(n("Gemm", [cur, f"wf_{kind}", f"bf_{kind}"], [f"f_{kind}"], name=f"fc_{kind}"))
+        cur, width = f"f_{kind}", out
+        if kind != "rle":
+            nodes.append(n("Relu", [cur], [f"rf_{kind}"]))
+            cur = f"rf_{kind}"
+    nodes.append(n("Softmax", [cur], ["y"], axis=1))
+    graph = helper.make_graph(nodes, path.stem, [helper.make_tensor_value_info("x", TensorProto.FLOAT, X_SHAPE)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def calibration(path: Path, n: int = 16, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    np.savez(path, x=(rng.standard_normal((n, *X_SHAPE)) * 1.5 + 0.2).astype(np.float32))
+    return path

@@ -1,0 +1,91 @@
+"""The generated C under AddressSanitizer and UndefinedBehaviorSanitizer (tinyaot/build/sanitize.py): every kernel,
+and the shared models with each weight storage kind, built for the host with every sanitizer report fatal, fed
+random and extreme int8 inputs (all -128, all 127, alternating, random extremes), must run clean and equal the
+numpy reference bit for bit, also when the arena starts filled with 0x00 or 0xFF (no step reads stale bytes).
+
+The suite keeps to the cheap cases: every kernel through one small graph compiled five ways, and a subset of the
+(shared model, setting) pairs chosen so each setting meets several models; `ci/sanitize.py` runs all eight models
+with all four settings.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sanitize import kernel_models
+from shared_data import MODELS, calibration_file
+from tinyaot.api import compile_model
+from tinyaot.build.sanitize import SanitizerError, build_sanitized, check_model, probe_inputs
+from tinyaot.codegen.emit import emit_model
+from tinyaot.paths import TEMPLATES
+
+HOST_CC = shutil.which("cc")
+pytestmark = pytest.mark.skipif(HOST_CC is None, reason="no host C compiler")
+
+SETTINGS = {"plain": None, "clusters16": {"clusters": 16}, "int4": {"weight_bits": 4}, "prune0.5": {"prune": 0.5}}
+# (model, setting) pairs the suite runs, a few seconds each, so that each setting meets a real model;
+# ci/sanitize.py runs all eight models with all four settings
+SUITE_CASES = [
+    ("kws_dscnn", "plain"),
+    ("vww_mobilenetv1_025", "plain"),  # its near-zero channels once saturated biases and overflowed (issue 8)
+    ("ad_fc_autoencoder", "int4"), ("ad_fc_autoencoder", "prune0.5"),
+    ("mnist8_opset13", "clusters16"),
+    ("tflm_hello_world_sine", "plain"), ("tflm_hello_world_sine", "clusters16"),
+    ("tflm_hello_world_sine", "int4"), ("tflm_hello_world_sine", "prune0.5"),
+]
+
+
+@pytest.fixture(scope="module")
+def all_kernels(tmp_path_factory):
+    d = tmp_path_factory.mktemp("all_kernels")
+    model = kernel_models.all_kernels_model(d / "all_kernels.onnx")
+    cal = kernel_models.calibration(d / "cal.npz")
+    return compile_model(model, cal, compression=kernel_models.COMPRESSION)
+
+
+def test_every_kernel_is_under_the_sanitizers(all_kernels, tmp_path: Path) -> None:
+    """The graph reaches every kernel file, so a new kernel cannot escape the sanitizers unnoticed."""
+    c = all_kernels
+    used = set(emit_model(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, "host", tmp_path).kernels)
+    kernels = {p.stem for p in (TEMPLATES / "kernels").glob("*.c")}
+    assert kernels and not kernels - used, f"kernels no sanitizer test runs: {sorted(kernels - used)}"
+
+
+def test_kernels_clean_under_sanitizers(all_kernels, tmp_path: Path) -> None:
+    c = all_kernels
+    samples = c.samples[c.input][:4]
+    assert check_model(c, tmp_path, n_random=4, seed=1, extra_inputs=samples) == 16
+
+
+@pytest.mark.parametrize("model,setting", SUITE_CASES)
+def test_shared_model_clean_under_sanitizers(model: str, setting: str, cal_dir: Path, tmp_path: Path) -> None:
+    compiled = compile_model(MODELS / f"{model}.onnx", calibration_file(cal_dir, model),
+                             compression=SETTINGS[setting])
+    samples = compiled.samples[compiled.input][:2]
+    assert check_model(compiled, tmp_path, n_random=3, seed=0, extra_inputs=samples) == 12
+
+
+def test_sanitizers_catch_overflow_and_overrun(cal_dir: Path, tmp_path: Path) -> None:
+    """The checks can fail: an int32 bias at INT32_MAX overflows the accumulator under UBSan, and a model built
+    with an arena one byte smaller than its plan writes past it under ASan."""
+    compiled = compile_model(MODELS / "tflm_hello_world_sine.onnx", calibration_file(cal_dir, "tflm_hello_world_sine"))
+    g = compiled.graph
+    fc = next(n for n in g.nodes if n.op in ("FullyConnected", "Gemm", "Conv") and len(n.inputs) > 2)
+    bias = g.tensors[fc.inputs[2]]
+    saved = bias.data.copy()
+    extremes = probe_inputs(g.tensors[compiled.input].shape, 0)
+    bias.data[:] = np.iinfo(np.int32).max
+    try:
+        overflow = build_sanitized(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound,
+                                   tmp_path / "overflow")
+    finally:
+        bias.data[:] = saved
+    with pytest.raises(SanitizerError, match="signed integer overflow"):
+        overflow.run(extremes)
+    short = build_sanitized(g, compiled.plan.offsets, compiled.plan.arena_bytes - 1, compiled.lower_bound,
+                            tmp_path / "short")
+    with pytest.raises(SanitizerError, match="AddressSanitizer"):
+        short.run(extremes)
