@@ -219,12 +219,13 @@ def test_unsupported_input_types_are_named(tmp_path, elem, dtype_name):
     assert "'tokens'" in msg and dtype_name in msg and "[1, 7]" in msg and "\n" not in msg
 
 
-@pytest.mark.parametrize("values, dtype_name", [
-    (np.array([1 + 2j, 3, 4, 5], np.complex64), "COMPLEX64"),
-    (np.array([1, 2, 3, 4], np.int16), "INT16"),
-])
-def test_unsupported_constant_types_are_named(tmp_path, values, dtype_name):
-    init = numpy_helper.from_array(values.reshape(1, 4), "weird_const")
+@pytest.mark.parametrize("make, dtype_name", [
+    (lambda: numpy_helper.from_array(np.array([[1 + 2j, 3, 4, 5]], np.complex64), "weird_const"), "COMPLEX64"),
+    (lambda: helper.make_tensor("weird_const", TensorProto.STRING, [1, 4], [b"a", b"b", b"c", b"d"]), "STRING"),
+    (lambda: helper.make_tensor("weird_const", TensorProto.BFLOAT16, [1, 4], [1.0, 2.0, 3.0, 4.0]), "BFLOAT16"),
+], ids=["complex64", "string", "bfloat16"])
+def test_unsupported_constant_types_are_named(tmp_path, make, dtype_name):
+    init = make()
     m = model_of([helper.make_node("Add", ["x", "weird_const"], ["y"], name="add")],
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [init])

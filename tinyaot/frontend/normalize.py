@@ -15,10 +15,11 @@ from onnx import TensorProto, numpy_helper, shape_inference
 from tinyaot.errors import TinyaotError
 
 # Element types the IR can hold. float16 never reaches it (converted below); float64 and the integer types appear
-# as constants (Reshape shapes, Clip bounds, pre-quantized weights) and are refused later, per op, where unusable.
+# as constants (Reshape shapes, Clip bounds, pre-quantized weights and zero points) and are refused later, per op,
+# where unusable: a 16-bit QDQ model's int16 zero points get absorb_qdq's error about 16-bit activations.
 SUPPORTED = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.INT64: "int64",
-             TensorProto.INT32: "int32", TensorProto.INT8: "int8", TensorProto.UINT8: "uint8",
-             TensorProto.BOOL: "bool"}
+             TensorProto.INT32: "int32", TensorProto.INT16: "int16", TensorProto.UINT16: "uint16",
+             TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.BOOL: "bool"}
 
 
 def dtype_name(elem_type: int) -> str:
@@ -35,8 +36,8 @@ def check_dtype(name: str, elem_type: int, shape, what: str = "tensor") -> str:
         return SUPPORTED[elem_type]
     dims = list(shape) if shape is not None else "unknown"
     raise TinyaotError(f"{what} {name!r} (shape {dims}) has element type {dtype_name(elem_type)}, which tinyaot "
-                       "does not support; tinyaot compiles float32 (or float16) models, with int64/int32/int8/uint8/"
-                       "bool constants")
+                       "does not support; tinyaot compiles float32 (or float16) models, with int64/int32/int16/int8/"
+                       "uint16/uint8/bool constants")
 
 
 def float16_to_float32(model: onnx.ModelProto) -> list[str]:
