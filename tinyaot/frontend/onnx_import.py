@@ -92,6 +92,11 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
     # float16 (and mixed-precision) models compute as the float32 model with the same values; done first so the
     # float16 Casts an exporter adds become Identities before the operator check below.
     float16 = float16_to_float32(model)
+    for n in model.graph.node:
+        # onnxruntime writes 16-bit (and 4-bit) QDQ with its own com.microsoft Q/DQ ops: name the real problem.
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.domain not in ("", "ai.onnx"):
+            raise TinyaotError(f"{n.op_type} node {n.name!r} is from domain {n.domain!r} (onnxruntime's 16-bit or "
+                               "4-bit QDQ); tinyaot deploys int8 (or uint8) QDQ models")
     init_names = {i.name for i in model.graph.initializer}
     # Element types first: shape inference's complaint about an unsupported type would not say which tensor.
     for init in model.graph.initializer:
@@ -109,11 +114,6 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
             shape = _dims_text(tt.shape.dim) if tt is not None and tt.HasField("shape") else "unknown"
             raise TinyaotError(f"input {inp.name!r} (shape {shape}) is {what}; tinyaot takes float32 (or float16) "
                                "model inputs")
-    for n in model.graph.node:
-        # onnxruntime writes 16-bit (and 4-bit) QDQ with its own com.microsoft Q/DQ ops: name the real problem.
-        if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.domain not in ("", "ai.onnx"):
-            raise TinyaotError(f"{n.op_type} node {n.name!r} is from domain {n.domain!r} (onnxruntime's 16-bit or "
-                               "4-bit QDQ); tinyaot deploys int8 (or uint8) QDQ models")
     # Constant nodes are not ops: they become constant tensors below.
     unsupported = [(n.op_type, n.name or f"#{k}") for k, n in enumerate(model.graph.node)
                    if n.domain not in ("", "ai.onnx") or not (is_registered(n.op_type) or n.op_type == "Constant")]
@@ -129,8 +129,7 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
     g = model.graph
 
     tensors: dict[str, Tensor] = {}
-    for init in g.initializer:
-        check_dtype(init.name, init.data_type, init.dims, "constant")
+    for init in g.initializer:  # element types checked above
         arr = numpy_helper.to_array(init)
         tensors[init.name] = Tensor(init.name, tuple(arr.shape), _dtype_name(arr.dtype), arr)
 
