@@ -67,6 +67,29 @@ def test_conv_bn_with_tiny_gamma_deploys_and_verifies(tmp_path):
     assert all(layer["max_abs_diff"] <= 1 for layer in v["layers_vs_onnxruntime"])
 
 
+@pytest.mark.parametrize("compression", [{"weight_bits": 4}, {"clusters": 16}, {"prune": 0.5}])
+def test_conv_bn_with_tiny_gamma_compressed(tmp_path, compression):
+    """The compressed paths set their weights from the same scales (4-bit: qmax 7, raised the same way) and then
+    change weights and biases (fitting, clustering, bias correction): the biases stay unclamped, the bounds are
+    rechecked, and the deploy verifies."""
+    model, cal = conv_bn_model(tmp_path / "conv_bn.onnx")
+    g = compile_model(model, cal, compression=compression).graph
+    conv1 = next(n for n in g.nodes if n.name == "conv1")
+    if "weight_bits" in compression or "clusters" in compression:  # pruning may zero a tiny channel instead
+        assert g.meta["raised_weight_scales"]["conv1"] == TINY
+    bias = np.asarray(g.tensors[conv1.inputs[2]].data, np.int64)
+    assert np.abs(bias).max() < INT32_MAX and max(g.meta["accumulator_bounds"].values()) <= INT32_MAX
+    # raised (or, once pruned to all zeros, exact-scale) channels still carry the folded bias, bias correction
+    # included (their weights are ~1e-7, so it moves them by a few parts per million at most)
+    s_acc = g.tensors[conv1.inputs[2]].quant.scale
+    assert np.allclose((bias * s_acc)[TINY], [0.8, -0.6, 0.45], rtol=1e-5, atol=1e-6)
+    w = np.asarray(g.tensors[conv1.inputs[1]].data, np.int64)
+    assert np.abs(w).max() <= (7 if "weight_bits" in compression else 127)
+    v = deploy(model, "stm32", cal, tmp_path / "out", compression=compression).report["verify"]
+    assert v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0
+    assert all(layer["max_abs_diff"] <= 1 for layer in v["layers_vs_onnxruntime"])
+
+
 # ---- 70,000-input fully connected layers ------------------------------------------------------------------------
 
 DEPTH = 70_000
