@@ -158,3 +158,21 @@ def test_given_weight_scales_refuse_a_bias_beyond_int32():
     with pytest.raises(TinyaotError, match=r"^Conv node 'c': its accumulator of output channel 0 .*"
                                            r"5,000,013,699 for some int8 input, past int32"):
         layer_weights(w, big, 0, 0.01, "Conv node 'c'", input_offset=-5)
+
+
+def test_a_scale_ratio_no_multiplier_encodes_is_a_user_error_naming_the_node(tmp_path):
+    """x - x calibrated over +-1e15: the output is always 0 (scale 1/256) while each input step is ~7.8e12, so the
+    output rescaling 2 * s_in / (2**20 * s_out) is ~3.8e9, past what a fixed-point multiplier encodes (2**30).
+    That is the model's ranges, not a tinyaot bug: one TinyaotError line naming the node."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tinyaot.errors import TinyaotError
+
+    g = helper.make_graph([helper.make_node("Sub", ["x", "x"], ["y"], name="self_sub")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "sub.onnx")
+    np.savez(tmp_path / "sub.npz", x=np.random.default_rng(0).uniform(-1e15, 1e15, (4, 1, 16)).astype(np.float32))
+    with pytest.raises(TinyaotError, match=r"^Sub node 'self_sub': the rescaling factor .* too large"):
+        compile_model(tmp_path / "sub.onnx", tmp_path / "sub.npz")

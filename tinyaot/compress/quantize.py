@@ -235,6 +235,7 @@ def record_raised(graph: Graph, node, raised: np.ndarray) -> None:
 
 def quantize_graph(graph: Graph, ranges: dict[str, tuple[float, float]]) -> Graph:
     """Assign int8 parameters to every tensor and integer parameters to every node, in schedule order."""
+    from tinyaot.ops.fixedpoint import ScaleError
     from tinyaot.ops.registry import get_op
 
     given = {}
@@ -245,7 +246,10 @@ def quantize_graph(graph: Graph, ranges: dict[str, tuple[float, float]]) -> Grap
         graph.tensors[name].quant = output_qparams(graph, name, ranges)
         graph.tensors[name].dtype = "int8"
     for node in graph.nodes:
-        get_op(node.op).quantize(node, graph, ranges)
+        try:
+            get_op(node.op).quantize(node, graph, ranges)
+        except ScaleError as e:  # degenerate calibrated ranges: say which node, as a user error
+            raise TinyaotError(f"{node.op} node {node.name!r}: {e}") from None
         for o in node.outputs:
             graph.tensors[o].dtype = "int8"
     if graph.meta.get("prequantized"):

@@ -28,6 +28,11 @@ SOFTMAX_ACCUM_INTEGER_BITS = 12
 # --------------------------------------------------------------------------------------------------------------------
 # Multiplier quantization (compile time, Python floats)
 # --------------------------------------------------------------------------------------------------------------------
+class ScaleError(ValueError):
+    """A ratio of quantization scales that no fixed-point multiplier encodes (a model's ranges, not a bug):
+    quantize_graph reports it naming the node."""
+
+
 def _round_half_away(x: float) -> int:
     """TFLite's TfLiteRound: nearest integer, ties away from zero (Python's round() ties to even)."""
     return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
@@ -42,7 +47,7 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     """
     real = float(real)
     if not math.isfinite(real) or real < 0:
-        raise ValueError(f"quantize_multiplier needs a finite non-negative scale, got {real!r}")
+        raise ScaleError(f"quantize_multiplier needs a finite non-negative scale, got {real!r}")
     if real == 0.0:
         return 0, 0
     mantissa, shift = math.frexp(real)  # real = mantissa * 2**shift, mantissa in [0.5, 1)
@@ -54,7 +59,8 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
         return 0, 0
     if shift > 30:
         # mult * 2**shift would need more than 31 bits of left shift in the kernel; no int8 layer has such a scale.
-        raise ValueError(f"scale {real!r} is too large to encode as a fixed-point multiplier")
+        raise ScaleError(f"the rescaling factor {real!r} (a ratio of its quantization scales) is too large to "
+                         "encode as a fixed-point multiplier (at most 2**30)")
     return int(q), int(shift)
 
 
@@ -254,7 +260,7 @@ def softmax_params(input_scale: float, beta: float = 1.0) -> tuple[int, int, int
     if shift < 0:
         # The kernel applies the multiplier as "greater than one" (left shift only); a negative shift would mean
         # beta * input_scale < 2**-27, far below any int8 input scale in practice.
-        raise ValueError(f"softmax beta*input_scale {beta * input_scale!r} is too small")
+        raise ScaleError(f"softmax beta*input_scale {beta * input_scale!r} is too small")
     max_input_rescaled = (
         ((1 << SOFTMAX_SCALED_DIFF_INTEGER_BITS) - 1)
         * (1 << (31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS))
