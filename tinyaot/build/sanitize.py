@@ -37,8 +37,8 @@ RUN_ENV = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0",
 COMPILE_TIMEOUT_S = 600.0
 RUN_TIMEOUT_S = 300.0
 
-_RUNNER = r"""/* Sanitizer runner for {prefix} (tinyaot/build/sanitize.py): samples of {PREFIX}_INPUT_SIZE int8 values from
-   argv[1], one output of {PREFIX}_OUTPUT_SIZE per sample to argv[2]. */
+_RUNNER = r"""/* Sanitizer runner for {prefix} (tinyaot/build/sanitize.py): samples of {PREFIX}_INPUT_SIZE int8
+   values from argv[1], one output of {PREFIX}_OUTPUT_SIZE per sample to argv[2]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,259 @@
+"""Random small float graphs for differential fuzzing (hypothesis strategies), and the check each one must pass.
+
+A graph is drawn as a plain `spec` dict (what hypothesis shrinks and prints, so a failure reads as a minimal
+graph), then built with onnx.helper: an NCHW input, a chain of layers (conv, depthwise conv, max / average /
+global average pooling, activations, a residual add, a channel concat), optionally flattened into a fully
+connected layer and a softmax. Weights, biases and the calibration data take ordinary and degenerate forms:
+weight scales from 1e-4 to 5 with all-zero channels, constant calibration inputs (a zero-width range), tiny and
+huge ranges, one-sided ones.
+
+`check_spec` compiles the graph with tinyaot.api.compile_model on its calibration data and requires, on the
+calibration samples and on extreme inputs (all -128, all 127, alternating), the generated C built for the host
+under ASan + UBSan (tinyaot/build/sanitize.py) to equal the numpy reference bit for bit, and every layer to be
+within 1 LSB of onnxruntime run on the same int8 input.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+ACTIVATIONS = ("Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish")
+WEIGHT_SCALES = (1e-4, 0.05, 0.5, 5.0)
+BIAS_SCALES = (0.0, 0.1, 10.0)
+DATA_KINDS = ("normal", "constant", "tiny", "huge", "positive", "negative")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Strategies: each layer is drawn knowing the current (C, H, W), and returns the shape it leaves.
+# --------------------------------------------------------------------------------------------------------------
+def _window(draw, size: int) -> dict:
+    """Kernel, stride and pads along one axis of `size`, with at least one output position."""
+    k = draw(st.integers(1, 3))
+    pad0 = draw(st.integers(0, k - 1))  # ONNX pools want pads below the kernel; convs get the same
+    pad1 = max(draw(st.integers(0, k - 1)), k - size - pad0)  # <= k - 1 since size >= 1
+    return {"k": k, "s": draw(st.integers(1, 2)), "p": (pad0, pad1)}
+
+
+def _out(size: int, win: dict) -> int:
+    return (size + win["p"][0] + win["p"][1] - win["k"]) // win["s"] + 1
+
+
+@st.composite
+def _weights(draw) -> dict:
+    return {"scale": draw(st.sampled_from(WEIGHT_SCALES)), "bias": draw(st.sampled_from(BIAS_SCALES)),
+            "zero_channel": draw(st.booleans())}
+
+
+@st.composite
+def _layer(draw, c: int, h: int, w: int):
+    kinds = ["conv", "depthwise", "maxpool", "avgpool", "act", "add", "concat"] + (["gap"] if h * w > 1 else [])
+    op = draw(st.sampled_from(kinds))
+    if op in ("conv", "depthwise"):
+        wh, ww = _window(draw, h), _window(draw, w)
+        out = c if op == "depthwise" else draw(st.integers(1, 6))
+        layer = {"op": op, "out": out, "wh": wh, "ww": ww, "weights": draw(_weights()),
+                 "act": draw(st.sampled_from((None,) + ACTIVATIONS))}
+        return layer, (out, _out(h, wh), _out(w, ww))
+    if op in ("maxpool", "avgpool"):
+        wh, ww = _window(draw, h), _window(draw, w)
+        # ONNX: pads smaller than the kernel (so every window sees an input)
+        layer = {"op": op, "wh": wh, "ww": ww, "count_include_pad": draw(st.booleans())}
+        return layer, (c, _out(h, wh), _out(w, ww))
+    if op == "gap":
+        return {"op": "gap"}, (c, 1, 1)
+    if op == "act":
+        return {"op": "act", "act": draw(st.sampled_from(ACTIVATIONS))}, (c, h, w)
+    if op == "add":  # x + relu?(conv1x1(x)): a residual join of two differently quantized tensors
+        return {"op": "add", "weights": draw(_weights()), "act": draw(st.sampled_from((None, "Relu")))}, (c, h, w)
+    out = draw(st.integers(1, 4))  # concat(x, conv1x1(x)) along channels
+    return {"op": "concat", "out": out, "weights": draw(_weights())}, (c + out, h, w)
+
+
+@st.composite
+def graph_specs(draw, max_layers: int = 4) -> dict:
+    c, h, w = draw(st.integers(1, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    spec = {"input": (c, h, w), "layers": []}
+    for _ in range(draw(st.integers(1, max_layers))):
+        layer, (c, h, w) = draw(_layer(c, h, w))
+        spec["layers"].append(layer)
+    if draw(st.booleans()):
+        spec["head"] = {"out": draw(st.integers(1, 8)), "weights": draw(_weights()), "softmax": draw(st.booleans())}
+    spec["data"] = {"kind": draw(st.sampled_from(DATA_KINDS)), "samples": draw(st.integers(1, 6)),
+                    "offset": draw(st.sampled_from((0.0, 0.5, -3.0)))}
+    spec["seed"] = draw(st.integers(0, 2 ** 16))
+    return spec
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Building the ONNX model and its calibration data
+# --------------------------------------------------------------------------------------------------------------
+class _Builder:
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+        self.k = 0
+
+    def name(self, stem: str) -> str:
+        self.k += 1
+        return f"{stem}{self.k}"
+
+    def const(self, value, stem: str) -> str:
+        name = self.name(stem)
+        self.inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+        return name
+
+    def weights(self, shape, wspec: dict) -> tuple[str, str]:
+        w = self.rng.standard_normal(shape) * wspec["scale"]
+        if wspec["zero_channel"] and shape[0] > 1:
+            w[self.rng.integers(shape[0])] = 0.0  # a dead channel: its bias alone decides its output
+        b = self.rng.standard_normal(shape[0]) * wspec["bias"]
+        return self.const(w, "w"), self.const(b, "b")
+
+    def node(self, op: str, inputs, **attrs) -> str:
+        out = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, list(inputs), [out], name=out, **attrs))
+        return out
+
+    def act(self, x: str, act: str | None) -> str:
+        if act is None:
+            return x
+        if act == "Clip":
+            return self.node("Clip", [x, self.const(-1.0, "lo"), self.const(2.0, "hi")])
+        if act == "LeakyRelu":
+            return self.node("LeakyRelu", [x], alpha=0.1)
+        if act == "HardSigmoid":
+            return self.node("HardSigmoid", [x], alpha=0.25, beta=0.4)
+        return self.node(act, [x])
+
+    def conv(self, x: str, c_in: int, c_out: int, wh: dict, ww: dict, wspec: dict, group: int = 1) -> str:
+        w, b = self.weights((c_out, c_in // group, wh["k"], ww["k"]), wspec)
+        return self.node("Conv", [x, w, b], kernel_shape=[wh["k"], ww["k"]], strides=[wh["s"], ww["s"]],
+                         pads=[wh["p"][0], ww["p"][0], wh["p"][1], ww["p"][1]], group=group)
+
+
+_ONE = {"k": 1, "s": 1, "p": (0, 0)}
+
+
+def build_model(spec: dict, path: Path) -> Path:
+    b = _Builder(spec["seed"])
+    c, h, w = spec["input"]
+    x = "x"
+    for layer in spec["layers"]:
+        op = layer["op"]
+        if op in ("conv", "depthwise"):
+            group = c if op == "depthwise" else 1
+            x = b.act(b.conv(x, c, layer["out"], layer["wh"], layer["ww"], layer["weights"], group), layer["act"])
+            c = layer["out"]
+        elif op in ("maxpool", "avgpool"):
+            wh, ww = layer["wh"], layer["ww"]
+            attrs = dict(kernel_shape=[wh["k"], ww["k"]], strides=[wh["s"], ww["s"]],
+                         pads=[wh["p"][0], ww["p"][0], wh["p"][1], ww["p"][1]])
+            if op == "avgpool":
+                attrs["count_include_pad"] = int(layer["count_include_pad"])
+            x = b.node("MaxPool" if op == "maxpool" else "AveragePool", [x], **attrs)
+        elif op == "gap":
+            x = b.node("GlobalAveragePool", [x])
+        elif op == "act":
+            x = b.act(x, layer["act"])
+        elif op == "add":
+            branch = b.act(b.conv(x, c, c, _ONE, _ONE, layer["weights"]), layer["act"])
+            x = b.node("Add", [x, branch])
+        else:  # concat
+            branch = b.conv(x, c, layer["out"], _ONE, _ONE, layer["weights"])
+            x = b.node("Concat", [x, branch], axis=1)
+            c += layer["out"]
+    y_shape = None
+    head = spec.get("head")
+    if head is not None:
+        flat = b.node("Flatten", [x], axis=1)
+        size = int(np.prod(_shape_after(spec)))
+        wt, bias = b.weights((head["out"], size), head["weights"])
+        x = b.node("Gemm", [flat, wt, bias], transB=1)
+        if head["softmax"]:
+            x = b.node("Softmax", [x], axis=1)
+        y_shape = [1, head["out"]]
+    b.nodes[-1].output[0] = "y"  # the last node writes the graph output
+    if y_shape is None:
+        y_shape = [1, *_shape_after(spec)]
+    graph = helper.make_graph(b.nodes, path.stem,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, *spec["input"]])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])  # HardSwish: opset 14
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def _shape_after(spec: dict) -> tuple[int, int, int]:
+    c, h, w = spec["input"]
+    for layer in spec["layers"]:
+        op = layer["op"]
+        if op in ("conv", "depthwise", "maxpool", "avgpool"):
+            h, w = _out(h, layer["wh"]), _out(w, layer["ww"])
+            c = layer.get("out", c)
+        elif op == "gap":
+            h = w = 1
+        elif op == "concat":
+            c += layer["out"]
+    return c, h, w
+
+
+def calibration_data(spec: dict) -> np.ndarray:
+    d = spec["data"]
+    rng = np.random.default_rng(spec["seed"] + 1)
+    shape = (d["samples"], 1, *spec["input"])
+    if d["kind"] == "constant":
+        x = np.full(shape, 0.75)
+    elif d["kind"] == "tiny":
+        x = rng.standard_normal(shape) * 1e-5
+    elif d["kind"] == "huge":
+        x = rng.standard_normal(shape) * 1e3
+    elif d["kind"] == "positive":
+        x = rng.uniform(0.0, 2.0, shape)
+    elif d["kind"] == "negative":
+        x = -rng.uniform(0.0, 2.0, shape)
+    else:
+        x = rng.standard_normal(shape)
+    return (x + d["offset"]).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The check
+# --------------------------------------------------------------------------------------------------------------
+def check_spec(spec: dict, work: Path) -> dict:
+    """Compile the spec's graph and hold it to the numerics contract (see the module docstring). Returns figures
+    for the caller's statistics; raises AssertionError (or SanitizerError) on a violation. TinyaotError from
+    compile_model propagates: the caller decides which refusals are legitimate."""
+    from tinyaot.api import compile_model
+    from tinyaot.build.sanitize import build_sanitized, probe_inputs
+    from tinyaot.oracle.onnxruntime_layers import check_layers
+    from tinyaot.oracle.reference import run_reference
+
+    work.mkdir(parents=True, exist_ok=True)
+    model = build_model(spec, work / "graph.onnx")
+    cal = work / "cal.npz"
+    np.savez(cal, x=calibration_data(spec))
+    compiled = compile_model(model, cal)
+    g = compiled.graph
+    q = [compiled.quantize_input(x) for x in compiled.samples[compiled.input]]
+    q += list(probe_inputs(g.tensors[compiled.input].shape, 1, seed=spec["seed"]))
+    refs = [run_reference(g, {compiled.input: x}) for x in q]
+    host = build_sanitized(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound, work / "c")
+    got = host.run(np.stack(q))
+    for k, r in enumerate(refs):
+        want = r[compiled.output].reshape(got[k].shape)
+        assert np.array_equal(got[k], want), (
+            f"host C != numpy reference on input {k}: max diff "
+            f"{int(np.abs(got[k].astype(np.int32) - want.astype(np.int32)).max())}")
+    layers = check_layers(g, refs)
+    worst = max(layers, key=lambda c: c.max_abs_diff, default=None)
+    bad = [c for c in layers if c.max_abs_diff > min(1, c.tolerance)]
+    assert not bad, "layers beyond 1 LSB of onnxruntime: " + ", ".join(
+        f"{c.node} ({c.op}) {c.max_abs_diff} LSB on {c.differing}/{c.elements}" for c in bad)
+    return {"layers": len(layers), "inputs": len(q), "ops": sorted({n.op for n in g.nodes}),
+            "worst_lsb": worst.max_abs_diff if worst else 0}
