@@ -60,6 +60,14 @@ EXPLICIT = [
         {"op": "conv", "out": 3, "wh": _win(1, 1, 0, 0), "ww": _win(1, 1, 0, 0), "weights": _w(), "act": "Clip"}],
      "head": {"out": 1, "weights": _w(0.05, 10.0, zero_channel=True), "softmax": False},
      "data": {"kind": "tiny", "samples": 1, "offset": 0.0}, "seed": 4},
+    # found by ci/fuzz.py (seed 12345): a tanh (fixed scale 1/128) into a global average pool whose calibrated
+    # output range is ~1e-5, a ratio onnxruntime's fused QLinearGlobalAveragePool refuses ("parameter out of
+    # computation range"); deploy stopped with an internal error until the oracle fell back to the unfused layer
+    {"input": (1, 1, 2), "layers": [
+        {"op": "depthwise", "out": 1, "wh": _win(1, 1, 0, 0), "ww": _win(1, 1, 0, 0), "weights": _w(1e-4, 0.0),
+         "act": "Tanh"},
+        {"op": "gap"}],
+     "data": {"kind": "normal", "samples": 1, "offset": 0.0}, "seed": 0},
 ]
 
 
@@ -70,6 +78,7 @@ EXPLICIT = [
 @example(spec=EXPLICIT[1])
 @example(spec=EXPLICIT[2])
 @example(spec=EXPLICIT[3])
+@example(spec=EXPLICIT[4])
 def test_random_graphs_match_reference_and_onnxruntime(spec: dict) -> None:
     with tempfile.TemporaryDirectory(prefix="tinyaot-fuzz-") as tmp:
         try:

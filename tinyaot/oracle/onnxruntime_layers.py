@@ -66,12 +66,26 @@ def layer_model(graph: Graph, node) -> onnx.ModelProto | None:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+def _session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4  # fatal only: a failed run raises, and _run may recover from it quietly
     # Lets int8 DQ->Conv->Q fuse into QLinearConv on x86, the path a deployed QDQ model takes.
     opts.add_session_config_entry("session.qdqisint8allowed", "1")
+    if not fused:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _run(sess: ort.InferenceSession, model: onnx.ModelProto, feed: dict) -> tuple[np.ndarray, ort.InferenceSession]:
+    """One run, and the session to use next. Some fused int8 kernels refuse scale ratios tinyaot's kernels
+    handle (QLinearGlobalAveragePool: "parameter out of computation range" for a tanh feeding a pool whose
+    calibrated output range is tiny); the layer then runs unfused, DequantizeLinear -> float op ->
+    QuantizeLinear, which is the QDQ model's definition."""
+    try:
+        return sess.run(None, feed)[0], sess
+    except ort.capi.onnxruntime_pybind11_state.RuntimeException:
+        unfused = _session(model, fused=False)
+        return unfused.run(None, feed)[0], unfused
 
 
 def check_layers(graph: Graph, values_per_sample: list[dict[str, np.ndarray]]) -> list[LayerCheck]:
@@ -88,7 +102,8 @@ def check_layers(graph: Graph, values_per_sample: list[dict[str, np.ndarray]]) -
         worst, differing, elements = 0, 0, 0
         for values in values_per_sample:
             feed = {n: values[n[2:]] for n in names}
-            got = sess.run(None, feed)[0].astype(np.int32)
+            got, sess = _run(sess, model, feed)
+            got = got.astype(np.int32)
             ours = values[node.outputs[0]].astype(np.int32)
             d = np.abs(got - ours)
             worst = max(worst, int(d.max()) if d.size else 0)
@@ -112,8 +127,10 @@ def run_chain(graph: Graph, x: np.ndarray, _cache: dict | None = None) -> dict[s
             values[node.outputs[0]] = values[node.inputs[0]].reshape(graph.tensors[node.outputs[0]].shape)
             continue
         if node.name not in cache:
-            cache[node.name] = _session(layer_model(graph, node))
-        sess = cache[node.name]
+            model = layer_model(graph, node)
+            cache[node.name] = (_session(model), model)
+        sess, model = cache[node.name]
         feed = {i.name: values[i.name[2:]] for i in sess.get_inputs()}
-        values[node.outputs[0]] = sess.run(None, feed)[0]
+        values[node.outputs[0]], sess = _run(sess, model, feed)
+        cache[node.name] = (sess, model)
     return values
