@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyaot.build.proc import run_tool
 from tinyaot.errors import TinyaotError
 
 # Every report is fatal (-fno-sanitize-recover); frame pointers and -g make the reports name file and line.
@@ -168,13 +169,9 @@ def build_sanitized(graph, offsets: dict[str, int], arena_bytes: int, lower_boun
     cc = os.environ.get("CC", "cc")
     sources = [str(p) for p in emitted.files if p.suffix == ".c"] + [str(runner)]
     cmd = [cc, *CFLAGS, *SANITIZE_FLAGS, f"-I{work_dir}", *sources, "-o", str(exe)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout_s)
-    except FileNotFoundError:
-        raise TinyaotError(f"host C compiler '{cc}' not found; install one or set CC") from None
-    except subprocess.TimeoutExpired:
-        raise TinyaotError(f"host C compiler {cc} building the sanitized model timed out after {timeout_s:g} s") \
-            from None
+    # run_tool: a timeout kills gcc's whole process group (cc1, as, ld), not only the driver
+    proc = run_tool(cmd, what=f"host C compiler {cc} building {emitted.prefix} under ASan + UBSan",
+                    timeout_s=timeout_s)
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()] or proc.stderr.splitlines()
         raise TinyaotError(f"sanitized host build failed: {(lines or ['(no compiler output)'])[0].strip()}")
