@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 
+from tinyaot.build.sanitize import SanitizerError  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 
 
@@ -69,6 +70,9 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="tinyaot-fuzz-") as tmp:
             try:
                 r = graphs.check_spec(spec, Path(tmp))
+            except SanitizerError:  # a sanitizer report or a failed run of the sanitized C
+                failure["spec"] = spec
+                raise
             except TinyaotError as exc:
                 if args.allow_scale_refusals and SCALE_REFUSAL.search(str(exc)):
                     refusals[str(exc).split()[0]] += 1  # the op

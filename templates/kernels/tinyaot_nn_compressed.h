@@ -883,8 +883,8 @@ typedef void (*tinyaot_fc_dot2_fn)(const void *weights, int32_t row, int32_t dep
    inlined into the kernel, so every call through `dot` and `dot2` becomes a direct call before GCC's inliner meets
    the always_inline decoders. Left out of line (GCC -O1 did so), the decoders were called through a pointer, which
    GCC refuses to build for an always_inline function. The direct `dot2` call is also inlined where GCC finds it
-   pays (measured on stm32: ad_fc_autoencoder with int4 weights 747,882 -> 734,868 instructions, clustered
-   1,155,952 -> 1,143,540, against the pointer chosen at run time). */
+   pays (deploys on stm32, instructions per inference against the pointer chosen at run time: ad_fc_autoencoder
+   --weight-bits 4 713,619 -> 700,333, --clusters 16 1,121,873 -> 1,109,333). */
 static TINYAOT_ALWAYS_INLINE int tinyaot_fc_run(const tinyaot_fc_params *fc_params,
                                                 const tinyaot_per_channel_quant_params *quant_params,
                                                 int32_t per_channel, const tinyaot_dims *input_dims,

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 
 from fuzz import graphs
+from tinyaot.build.sanitize import SanitizerError
 from tinyaot.errors import TinyaotError
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
@@ -83,5 +84,7 @@ def test_random_graphs_match_reference_and_onnxruntime(spec: dict) -> None:
     with tempfile.TemporaryDirectory(prefix="tinyaot-fuzz-") as tmp:
         try:
             graphs.check_spec(spec, Path(tmp))
+        except SanitizerError:  # a sanitizer report or a failed run of the sanitized C, as it is
+            raise
         except TinyaotError as exc:  # every graph drawn is small and valid, so a refusal is a bug too
             pytest.fail(f"tinyaot refused a valid graph: {exc}\nspec: {spec}")
