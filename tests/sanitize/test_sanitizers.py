@@ -3,9 +3,10 @@ and the shared models with each weight storage kind, built for the host with eve
 random and extreme int8 inputs (all -128, all 127, alternating, random extremes), must run clean and equal the
 numpy reference bit for bit, also when the arena starts filled with 0x00 or 0xFF (no step reads stale bytes).
 
-The suite keeps to the cheap cases: every kernel through one small graph compiled five ways, and a subset of the
-(shared model, setting) pairs chosen so each setting meets several models; `ci/sanitize.py` runs all eight models
-with all four settings.
+The suite keeps to the cheap cases: every kernel through one small graph whose layers take every weight storage
+kind (tests/sanitize/kernel_models.py), and a subset of the (shared model, setting) pairs in which each setting
+meets a real model; `ci/sanitize.py` runs all eight models with all four settings, and the kernels' DSP and MVE
+paths under UBSan on the target.
 """
 from __future__ import annotations
 
