@@ -11,7 +11,7 @@ graphs.build_model) and exits 1. Prints how many graphs ran and which ops they e
 
 --allow-scale-refusals counts (and prints) instead of failing the one refusal tinyaot documents for valid float
 graphs, a ratio of quantization scales no fixed-point multiplier encodes (tinyaot/ops/fixedpoint.py ScaleError,
-e.g. a softmax whose calibrated input range is ~1e-10), so a long run can look past it for other bugs.
+e.g. a rescale factor above 2**31), so a long run can look past it for other bugs.
 """
 from __future__ import annotations
 

@@ -870,8 +870,12 @@ def test_softmax_params_edge_cases():
         mult, shift, diff_min = fp.softmax_params(scale)
         # -diff_min is the largest |d| with |d| * 2^shift <= 31 * 2^26 (Q5.26 headroom), so the shift fits int32
         assert -diff_min * 2**shift <= 31 * 2**26 < (-diff_min + 1) * 2**shift
-    with pytest.raises(ValueError):
-        fp.softmax_params(1e-12)  # rescale would need a right shift
+    # a rescale that would need a right shift (beta * scale < 2^-27) folds it into the multiplier: shift 0, the
+    # same real factor to the multiplier's remaining precision, every int8 difference far inside diff_min
+    mult, shift, diff_min = fp.softmax_params(1e-12)
+    assert shift == 0 and diff_min == -math.floor(31 * 2**26)
+    assert abs(mult * 2.0**-31 / 2**26 - 1e-12) <= 0.5 * 2.0**-31 / 2**26
+    assert fp.softmax_params(1e-40)[:2] == (0, 0)  # rounds to 0: every exp is exactly 1, a uniform row
     # beyond the Q5.26 multiplier's range TFLite saturates to (INT32_MAX, 30): only the row maximum survives
     assert fp.softmax_params(64.0) == fp.softmax_params(1e6) == (2**31 - 1, 30, -1)
 

@@ -258,9 +258,12 @@ def softmax_params(input_scale: float, beta: float = 1.0) -> tuple[int, int, int
     real = min(float(beta) * float(input_scale) * (1 << (31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS)), INT32_MAX / 2)
     mult, shift = quantize_multiplier(real)
     if shift < 0:
-        # The kernel applies the multiplier as "greater than one" (left shift only); a negative shift would mean
-        # beta * input_scale < 2**-27, far below any int8 input scale in practice.
-        raise ScaleError(f"softmax beta*input_scale {beta * input_scale!r} is too small")
+        # The kernel applies the multiplier as "greater than one" (left shift only). beta * input_scale < 2**-27
+        # (a softmax whose calibrated input barely varies) folds the right shift into a smaller multiplier,
+        # mult * 2**shift rounded: it keeps 30 + shift bits, and |diff| <= 255 then moves the Q5.26 argument by
+        # under 2**-19, so every exp is 1 within its fixed-point step and the row comes out uniform, which is
+        # the real softmax of such an input. A multiplier rounded to 0 gives exactly that.
+        mult, shift = (mult + (1 << (-shift - 1))) >> -shift if shift > -32 else 0, 0
     max_input_rescaled = (
         ((1 << SOFTMAX_SCALED_DIFF_INTEGER_BITS) - 1)
         * (1 << (31 - SOFTMAX_SCALED_DIFF_INTEGER_BITS))
