@@ -32,6 +32,6 @@ setup(
     packages=find_packages(include=["tinyaot", "tinyaot.*"]) + list(DATA_PACKAGES),
     # mapping the top of each data folder is enough: setuptools finds the subpackages' folders below it
     package_dir={package: folder for package, folder in DATA_PACKAGES.items() if package in DATA_FOLDERS.values()},
-    package_data={"tinyaot": ["build/*.c"], **{package: DATA_FILES for package in DATA_PACKAGES}},
+    package_data={"tinyaot": ["toolchain/*.c"], **{package: DATA_FILES for package in DATA_PACKAGES}},
     include_package_data=False,
 )

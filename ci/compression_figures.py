@@ -31,7 +31,7 @@ HOST_SAMPLES = 4
 
 def host_matches_reference(model: str, cal: Path, compression) -> bool:
     """The host-compiled C equals the numpy reference on the first calibration samples (as evaluate checks)."""
-    from tinyaot.build.hostjit import HostModel
+    from tinyaot.toolchain.hostjit import HostModel
     from tinyaot.oracle.reference import run_reference
 
     c = compile_model(model_path(model), cal, compression=compression)

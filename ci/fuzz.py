@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 
-from tinyaot.build.sanitize import SanitizerError  # noqa: E402
+from tinyaot.toolchain.sanitize import SanitizerError  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 
 

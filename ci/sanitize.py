@@ -1,6 +1,6 @@
 """Issue 8's sanitizer sweep: every shared model with each weight storage setting (plain int8, --clusters 16,
 --weight-bits 4, --prune 0.5), plus tests/sanitize's all-kernels graph, compiled, its generated C built for the
-host under AddressSanitizer + UndefinedBehaviorSanitizer (tinyaot/build/sanitize.py), and run on extreme inputs
+host under AddressSanitizer + UndefinedBehaviorSanitizer (tinyaot/toolchain/sanitize.py), and run on extreme inputs
 (all -128, all 127, alternating), random and random-extreme inputs and calibration samples, each output required
 to equal the numpy reference and not to depend on the arena's previous contents.
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from ci.datasets import ALL_MODELS, model_path, write_calibration  # noqa: E402
 from tinyaot.api import compile_model  # noqa: E402
-from tinyaot.build.sanitize import check_model  # noqa: E402
+from tinyaot.toolchain.sanitize import check_model  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 
 SETTINGS = {"plain": None, "clusters16": {"clusters": 16}, "int4": {"weight_bits": 4}, "prune0.5": {"prune": 0.5}}
@@ -54,9 +54,9 @@ def target_row(board_name: str, compiled, work: Path, n_random: int) -> int:
     import numpy as np
 
     from tinyaot.boards import load_board
-    from tinyaot.build.firmware import build_firmware, render_harness
-    from tinyaot.build.qemu import run_qemu
-    from tinyaot.build.sanitize import probe_inputs
+    from tinyaot.toolchain.firmware import build_firmware, render_harness
+    from tinyaot.toolchain.qemu import run_qemu
+    from tinyaot.toolchain.sanitize import probe_inputs
     from tinyaot.codegen.emit import emit_model
     from tinyaot.oracle.reference import run_reference
 

@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime as ort
 
 from tinyaot.api import compile_model
-from tinyaot.build.host import compile_shared
+from tinyaot.toolchain.host import compile_shared
 from tinyaot.oracle.reference import run_reference
 from tinyaot.paths import TEMPLATES
 

@@ -175,7 +175,7 @@ def _layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) 
 
 
 def _write_build_files(out: Path, prefix: str, board: Board, emitted_files: list[Path]) -> None:
-    from tinyaot.build.firmware import compile_flags
+    from tinyaot.toolchain.firmware import compile_flags
     from tinyaot.codegen.emit import environment
 
     env = environment()
@@ -217,7 +217,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
            qemu_timeout_s: float = 120.0, compression=None, echo: Echo = _quiet) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
     build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs."""
-    from tinyaot.build.firmware import build_firmware, elf_size, render_hal, render_harness
+    from tinyaot.toolchain.firmware import build_firmware, elf_size, render_hal, render_harness
     from tinyaot.codegen.emit import emit_model
     from tinyaot.oracle.reference import run_reference
 
@@ -282,8 +282,8 @@ def _uncompressed_costs(model: Path, calibration, b: Board, timeout: float, **co
     same calibration and passes, built with the same flags and run under QEMU on the first calibration sample (the
     sample whose counts the compressed report gives). Per layer by node name: compression keeps layer names, and a
     layer it did not change costs the same instructions both ways. Built in a temporary folder, not vendored."""
-    from tinyaot.build.firmware import build_firmware, elf_size, render_harness
-    from tinyaot.build.qemu import run_qemu, split_segments
+    from tinyaot.toolchain.firmware import build_firmware, elf_size, render_harness
+    from tinyaot.toolchain.qemu import run_qemu, split_segments
     from tinyaot.codegen.emit import emit_model
 
     base = compile_model(model, calibration, **compile_args)
@@ -333,7 +333,7 @@ def _check_fits(compiled: Compiled, b: Board) -> None:
 
 
 def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, timeout: float, code_layers: int):
-    from tinyaot.build.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
+    from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
     from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
     from tinyaot.oracle.reference import run_reference
 
@@ -363,7 +363,8 @@ def _verify(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, time
     qemu_out = raw.reshape(n, out_size)
     diff_ref = int(np.abs(ref_out.astype(np.int32) - qemu_out.astype(np.int32)).max())
     layers = check_layers(g, refs)
-    chain = [run_chain(g, q)[compiled.output].reshape(-1) for q in q_inputs]
+    sessions: dict = {}  # onnxruntime sessions per layer, reused across samples (never kept in the graph)
+    chain = [run_chain(g, q, sessions)[compiled.output].reshape(-1) for q in q_inputs]
     e2e = int(np.abs(np.stack(chain).astype(np.int32) - ref_out.astype(np.int32)).max())
     agree = float(np.mean([int(np.argmax(c) == np.argmax(r)) for c, r in zip(chain, ref_out)]))
     per_sample = split_segments(result.segments, n) if result.segments else None
@@ -560,7 +561,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
     onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples.
     `compression` as for compile_model: the int8 figure is then the compressed model's, and `weights_bytes` /
     `compression` say what it costs in flash."""
-    from tinyaot.build.hostjit import HostModel
+    from tinyaot.toolchain.hostjit import HostModel
     from tinyaot.compress.ort_baseline import (float_predictions, ort_int8_predictions, ort_quantize_static,
                                                top1)
     from tinyaot.oracle.reference import run_reference

@@ -9,7 +9,7 @@ huge ranges, one-sided ones.
 
 `check_spec` compiles the graph with tinyaot.api.compile_model on its calibration data and requires, on the
 calibration samples and on extreme inputs (all -128, all 127, alternating), the generated C built for the host
-under ASan + UBSan (tinyaot/build/sanitize.py) to equal the numpy reference bit for bit, and every layer to be
+under ASan + UBSan (tinyaot/toolchain/sanitize.py) to equal the numpy reference bit for bit, and every layer to be
 within 1 LSB of onnxruntime run on the same int8 input.
 """
 from __future__ import annotations
@@ -230,7 +230,7 @@ def check_spec(spec: dict, work: Path) -> dict:
     for the caller's statistics; raises AssertionError (or SanitizerError) on a violation. TinyaotError from
     compile_model propagates: the caller decides which refusals are legitimate."""
     from tinyaot.api import compile_model
-    from tinyaot.build.sanitize import build_sanitized, probe_inputs
+    from tinyaot.toolchain.sanitize import build_sanitized, probe_inputs
     from tinyaot.oracle.onnxruntime_layers import check_layers
     from tinyaot.oracle.reference import run_reference
 

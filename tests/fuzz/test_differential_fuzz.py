@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 
 from fuzz import graphs
-from tinyaot.build.sanitize import SanitizerError
+from tinyaot.toolchain.sanitize import SanitizerError
 from tinyaot.errors import TinyaotError
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")

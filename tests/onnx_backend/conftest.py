@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tinyaot.build.host import cache_root
+from tinyaot.toolchain.host import cache_root
 
 
 @pytest.fixture

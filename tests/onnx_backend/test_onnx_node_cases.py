@@ -62,7 +62,7 @@ from onnx_backend.backend_cases import (EXCLUSION_REASONS, Excluded, fold_extra_
                                         prepare, selected_cases)
 
 from tinyaot.api import compile_model
-from tinyaot.build.hostjit import HostModel
+from tinyaot.toolchain.hostjit import HostModel
 from tinyaot.errors import TinyaotError
 from tinyaot.ops.registry import get_op
 from tinyaot.oracle.reference import run_reference

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyaot.build.host import compile_shared
+from tinyaot.toolchain.host import compile_shared
 from tinyaot.errors import TinyaotError
 from tinyaot.ops import fixedpoint as fp
 from tinyaot.ops.add import add_params, elementwise_add_s8
@@ -911,7 +911,7 @@ def test_add_params_scales():
 
 
 # ====================================================================================================================
-# Host compiler cache (tinyaot.build.host.compile_shared)
+# Host compiler cache (tinyaot.toolchain.host.compile_shared)
 # ====================================================================================================================
 def test_compile_shared_caches_by_content_and_evicts_lru(tmp_path):
     cache = tmp_path / "cache"

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from tinyaot.build.host import compile_shared
+from tinyaot.toolchain.host import compile_shared
 from tinyaot.compress.encode import (decode, encode_clustered, encode_int4, encode_sparse_bitmap,
                                      encode_sparse_rle)
 from tinyaot.compress.storage import WeightStorage
@@ -601,7 +601,7 @@ def bench_source(layer: str, density: float) -> tuple[str, list[str]]:
 def instruction_counts(arm_runner, cpu: str, layer: str, density: float = 0.5) -> dict[str, int]:
     """{kind: instructions} of one call of each kernel on the layer (outputs checked == reference first)."""
     from tinyaot.boards import load_board
-    from tinyaot.build.qemu import run_qemu
+    from tinyaot.toolchain.qemu import run_qemu
 
     board = {"cortex-m0": "microbit", "cortex-m4": "mps2-an386"}[cpu]
     src, labels = bench_source(layer, density)

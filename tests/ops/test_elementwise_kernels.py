@@ -17,7 +17,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from tinyaot.build.host import compile_shared
+from tinyaot.toolchain.host import compile_shared
 from tinyaot.ops.add import add_params, elementwise_add_s8
 from tinyaot.ops.broadcast import BINARY_OP_CODES, broadcast_geometry
 from tinyaot.ops.concat import concat_requant_params, concat_s8

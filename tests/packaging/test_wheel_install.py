@@ -58,7 +58,7 @@ def test_wheel_carries_templates_and_boards(wheel):
         assert files
         for p in files:
             assert f"tinyaot/_data/{p.relative_to(ROOT).as_posix()}" in names, p
-    assert "tinyaot/build/insn_plugin.c" in names  # the QEMU plugin's source, compiled on first use
+    assert "tinyaot/toolchain/insn_plugin.c" in names  # the QEMU plugin's source, compiled on first use
     # test material stays out of the product (tests/fixtures holds data that must not ship)
     assert not [n for n in names if n.startswith(("tests/", "ci/", "examples/", "calibration_data/"))]
     assert not [n for n in names if n.endswith((".npz", ".onnx"))]

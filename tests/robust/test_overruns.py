@@ -14,8 +14,8 @@ import pytest
 
 from tinyaot.api import _verify, compile_model, deploy, evaluate
 from tinyaot.boards import load_board
-from tinyaot.build.firmware import build_firmware, render_harness
-from tinyaot.build.qemu import read_stats
+from tinyaot.toolchain.firmware import build_firmware, render_harness
+from tinyaot.toolchain.qemu import read_stats
 from tinyaot.codegen.emit import emit_model
 from tinyaot.errors import TinyaotError
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import tinyaot.boards
 from tinyaot.boards import load_board
-from tinyaot.build.firmware import build_firmware
-from tinyaot.build.proc import run_tool
+from tinyaot.toolchain.firmware import build_firmware
+from tinyaot.toolchain.proc import run_tool
 from tinyaot.cli.main import app
 from tinyaot.errors import TinyaotError
 

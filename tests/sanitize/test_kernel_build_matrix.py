@@ -5,7 +5,7 @@ a kernel that only builds at the product's -O2 is a bug (GCC refused the always_
 fully connected kernels at -O1 once).
 
 The cpu flags come from the board files (the ones the product builds with) and the other flags from
-tinyaot/build/firmware.py; one gcc invocation compiles all kernels per combination (-c only), and the 15
+tinyaot/toolchain/firmware.py; one gcc invocation compiles all kernels per combination (-c only), and the 15
 invocations run two at a time (the suite's machines have two cores), each test reading its own result.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tinyaot.boards import load_board
-from tinyaot.build.firmware import COMMON_CFLAGS
+from tinyaot.toolchain.firmware import COMMON_CFLAGS
 from tinyaot.paths import TEMPLATES
 
 KERNELS = TEMPLATES / "kernels"

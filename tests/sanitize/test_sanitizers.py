@@ -1,4 +1,4 @@
-"""The generated C under AddressSanitizer and UndefinedBehaviorSanitizer (tinyaot/build/sanitize.py): every kernel,
+"""The generated C under AddressSanitizer and UndefinedBehaviorSanitizer (tinyaot/toolchain/sanitize.py): every kernel,
 and the shared models with each weight storage kind, built for the host with every sanitizer report fatal, fed
 random and extreme int8 inputs (all -128, all 127, alternating, random extremes), must run clean and equal the
 numpy reference bit for bit, also when the arena starts filled with 0x00 or 0xFF (no step reads stale bytes).
@@ -19,7 +19,7 @@ import pytest
 from sanitize import kernel_models
 from shared_data import MODELS, calibration_file
 from tinyaot.api import compile_model
-from tinyaot.build.sanitize import SanitizerError, build_sanitized, check_model, probe_inputs
+from tinyaot.toolchain.sanitize import SanitizerError, build_sanitized, check_model, probe_inputs
 from tinyaot.codegen.emit import emit_model
 from tinyaot.paths import TEMPLATES
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyaot.build.firmware import build_firmware, render_harness
+from tinyaot.toolchain.firmware import build_firmware, render_harness
 
 FAKE_MODEL = Path(__file__).parent / "fake_model"
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tinyaot.boards import load_board
-from tinyaot.build.firmware import CANARY_BYTES, elf_size, find_tool, render_harness, symbol_address
+from tinyaot.toolchain.firmware import CANARY_BYTES, elf_size, find_tool, render_harness, symbol_address
 from tinyaot.errors import TinyaotError
 
 SMALL_PROGRAM = """

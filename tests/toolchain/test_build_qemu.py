@@ -8,8 +8,8 @@ import re
 import pytest
 
 from tinyaot.boards import list_boards, load_board
-from tinyaot.build.firmware import symbol_address
-from tinyaot.build.qemu import plugin_path, read_stats, run_qemu, split_segments
+from tinyaot.toolchain.firmware import symbol_address
+from tinyaot.toolchain.qemu import plugin_path, read_stats, run_qemu, split_segments
 from tinyaot.errors import TinyaotError
 
 INPUT_SIZE = 37      # TINYAOT_FAKE_INPUT_SIZE in fake_model/model.h

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyaot.build.host import compile_shared
+from tinyaot.toolchain.host import compile_shared
 
 
 class HostModel:

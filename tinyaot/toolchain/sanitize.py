@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyaot.build.proc import run_tool
+from tinyaot.toolchain.proc import run_tool
 from tinyaot.errors import TinyaotError
 
 # Every report is fatal (-fno-sanitize-recover); frame pointers and -g make the reports name file and line.
@@ -38,7 +38,7 @@ RUN_ENV = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0",
 COMPILE_TIMEOUT_S = 600.0
 RUN_TIMEOUT_S = 300.0
 
-_RUNNER = r"""/* Sanitizer runner for {prefix} (tinyaot/build/sanitize.py): samples of {PREFIX}_INPUT_SIZE int8
+_RUNNER = r"""/* Sanitizer runner for {prefix} (tinyaot/toolchain/sanitize.py): samples of {PREFIX}_INPUT_SIZE int8
    values from argv[1], one output of {PREFIX}_OUTPUT_SIZE per sample to argv[2]. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@ import jinja2
 
 from tinyaot import paths
 from tinyaot.boards import Board
-from tinyaot.build.proc import COMPILE_TIMEOUT_S, INSPECT_TIMEOUT_S, run_tool
+from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, INSPECT_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
 # Flags every build uses on top of the board's cpu flags (DESIGN: C99, warning-free with -Wall -Wextra).

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyaot.boards import Board
-from tinyaot.build.firmware import find_tool, symbol_address
-from tinyaot.build.proc import COMPILE_TIMEOUT_S, run_tool
+from tinyaot.toolchain.firmware import find_tool, symbol_address
+from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
 PLUGIN_SOURCE = Path(__file__).with_name("insn_plugin.c")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tinyaot.build.proc import COMPILE_TIMEOUT_S, run_tool
+from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
 BASE_FLAGS = ("-O2", "-fPIC", "-shared", "-std=c99", "-Wall", "-Wextra")
