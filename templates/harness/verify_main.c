@@ -21,14 +21,21 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "model.h"
+#include "{{ header }}"
 #include "tinyaot_hal.h"
+
+/* GCC builds this harness; the guard keeps it C99 for a compiler without GNU attributes all the same. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HARNESS_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define HARNESS_ALWAYS_INLINE inline
+#endif
 
 #define INPUT_SIZE ((size_t)TINYAOT_{{ NAME }}_INPUT_SIZE)
 #define OUTPUT_SIZE ((size_t)TINYAOT_{{ NAME }}_OUTPUT_SIZE)
 #define ARENA_SIZE ((size_t)TINYAOT_{{ NAME }}_ARENA_SIZE)
 
-/* Declared again (compatibly) so the harness also builds against a model.h that only exposes it as an object. */
+/* Declared again (compatibly) so the harness also builds against a header that only exposes it as an object. */
 extern int8_t tinyaot_{{ name }}_arena[];
 
 /* Outside the arena on purpose: the model must copy its input in and its output out, as it will in a product. */
@@ -90,7 +97,7 @@ static uint8_t arena_byte(size_t offset)
 
 /* always_inline, like check_canaries: these run after an overrun was seen, on the stack that overran, so they
  * must go no deeper than main's own calls (whose depth the measurement has seen) to report it without a fault. */
-static inline __attribute__((always_inline)) int write_stats(const struct run_stats *st)
+static HARNESS_ALWAYS_INLINE int write_stats(const struct run_stats *st)
 {
     /* Static, not on the stack: the stats are written after the last stack measurement, so this must add as
      * little stack depth as possible (main checks the canary once more afterwards). */
@@ -124,7 +131,7 @@ static inline __attribute__((always_inline)) int write_stats(const struct run_st
 }
 
 /* After an inference (and at the end): a changed canary ends the run, with the stats that show by how much. */
-static inline __attribute__((always_inline)) int check_canaries(const struct run_stats *st)
+static HARNESS_ALWAYS_INLINE int check_canaries(const struct run_stats *st)
 {
     int code;
     if (st->arena_high <= ARENA_SIZE && st->lowest >= tinyaot_hal_stack_limit()) {

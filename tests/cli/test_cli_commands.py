@@ -139,6 +139,7 @@ REPORT_SCHEMA = {
                "output_diff_vs_onnxruntime": (int, type(None)),
                "top1_agreement_vs_onnxruntime": (float, type(None)), "instructions": (int, type(None)),
                "arena_high_water_bytes": (int, type(None)), "stack_high_water_bytes": (int, type(None))},
+    "files": {"model": list, "kernels": list, "build": list, "hal": list, "firmware": list, "report": list},
 }
 LAYER_KEYS = {"name", "op", "kernel", "output_shape", "macs", "weights_bytes", "instructions"}
 
@@ -167,15 +168,28 @@ def test_deploy_sine_verified(sine_deploy, sine_cal):
     stm32 = board_spec("stm32")
     assert any(f"-> {out}" in l and stm32["name"] in l for l in lines), lines
     assert any(l.startswith(f"verified under QEMU {stm32['qemu_machine']}") for l in lines), lines
-    for name in ("model.c", "model.h", "report.json", "report.md", "Makefile", "CMakeLists.txt"):
+    # the vendorable folder: the model's files carry its name, the HAL is there once (hal/), the verification
+    # firmware has its own subfolder, and the folder has a checkout's permissions (not mkdtemp's 0700)
+    for name in ("tflm_hello_world_sine.c", "tflm_hello_world_sine.h", "tflm_hello_world_sine.mk", "report.json",
+                 "report.md", "Makefile", "CMakeLists.txt", "tinyaot_compiler.h"):
         assert (out / name).is_file(), name
+    assert not (out / "model.c").exists() and not (out / "model.h").exists()
     for name in ("startup.c", "linker.ld", "tinyaot_hal.c", "tinyaot_hal.h"):
         assert (out / "hal" / name).is_file(), name
-    assert (out / "firmware" / "firmware.elf").is_file()
+        assert not (out / "firmware" / name).exists(), name
+    assert sorted(p.name for p in (out / "firmware").iterdir()) == ["firmware.elf", "firmware.map", "verify_main.c"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask
+    assert (out / "report.json").stat().st_mode & 0o777 == 0o666 & ~umask
     assert not list(out.parent.glob(".sine_stm32.*")), "staging folders left behind"
 
     report = json.loads((out / "report.json").read_text())
     check_schema(report)
+    # report.json lists every file of the folder, each once, by role
+    listed = sorted(f for group in report["files"].values() for f in group)
+    assert listed == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert report["files"]["model"] == ["tflm_hello_world_sine.h", "tflm_hello_world_sine.c"]
     v = report["verify"]
     assert v["ran"] is True and v["exit_code"] == 0
     assert v["outputs_match"] is True
@@ -221,7 +235,7 @@ def test_deploy_no_verify(tmp_path, sine_cal):
     assert report["verify"]["ran"] is False
     assert report["verify"]["outputs_match"] is None
     assert "skipped" in (out / "report.md").read_text()
-    assert (out / "model.c").is_file()
+    assert (out / "tflm_hello_world_sine.c").is_file()
 
 
 def test_redeploy_replaces_the_old_folder(tmp_path, sine_cal):
@@ -304,7 +318,7 @@ def test_hostile_names_cannot_inject_c(tmp_path):
     np.savez(cal, x=np.random.default_rng(3).normal(size=(12, 1, 2, 6, 6)).astype(np.float32))
     out = tmp_path / "out"
     lines = ok(run("deploy", model, "--board", "mps2-an386", "--calibration", cal, "--out", out))
-    # Verification built model.c with -Werror and ran it under QEMU: that the C compiles and matches the
+    # Verification built the model's C with -Werror and ran it under QEMU: that the C compiles and matches the
     # reference is the main proof. The checks below say where a leak would be if it happened.
     assert any(l.startswith("verified under QEMU mps2-an386") for l in lines), lines
     report = json.loads((out / "report.json").read_text())
@@ -312,7 +326,7 @@ def test_hostile_names_cannot_inject_c(tmp_path):
     names = [l["name"] for l in report["layers"]]
     assert EVIL_NODE in names or EVIL_RELU in names, names  # the report keeps the real names
 
-    for name in ("model.c", "model.h"):
+    for name in report["files"]["model"]:
         text = (out / name).read_text()
         code, comments = split_c(text)
         # A marker may survive inside a sanitised identifier (`l0_conv_int_LEAKA_1_...`), never as a token of

@@ -196,7 +196,7 @@ def test_dynamic_input_dim_with_input_shape_deploys(tmp_path):
     r = run("deploy", model, "--calibration", cal, "--out", out, "--no-verify", "--input-shape", "x:1,4",
             "--board", "mps2-an386")
     assert r.exit_code == 0, r.output
-    assert (out / "model.c").is_file()
+    assert (out / "dyn.c").is_file() and (out / "dyn.h").is_file()
 
 
 def test_bad_input_shape_spec(tmp_path, sine_cal):

@@ -55,7 +55,7 @@ def test_deploy_verifies(model, board, tmp_path, cal_dir):
     assert 0 < v["arena_high_water_bytes"] <= m["arena_bytes"]
     assert 0 < v["stack_high_water_bytes"] <= m["stack_bytes"]
     assert m["flash_bytes"] > m["weights_bytes"] + m["params_bytes"]
-    for name in ("model.c", "model.h", "Makefile", "CMakeLists.txt", "report.md", "hal/linker.ld",
+    for name in (f"{model}.c", f"{model}.h", "Makefile", "CMakeLists.txt", "report.md", "hal/linker.ld",
                  "hal/startup.c", "firmware/firmware.elf"):
         assert (out / name).exists(), name
     if model == "kws_dscnn":

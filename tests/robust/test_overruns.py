@@ -43,7 +43,7 @@ def _broken_sine(tmp_path: Path, extra: int):
     out = tmp_path / "c"
     emitted = emit_model(compiled.graph, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound,
                          "test", out)
-    model_c = out / "model.c"
+    model_c = emitted.source
     text = model_c.read_text()
     body_at = text.index("/* step 1:", text.index("_invoke("))
     end_at = text.index("/* step 2:", body_at)

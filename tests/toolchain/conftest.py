@@ -22,7 +22,7 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 def _build_fake(board, out_dir: Path, defines=(), **kwargs) -> Path:
     harness = render_harness("fake", out_dir)
-    return build_firmware([FAKE_MODEL / "model.c", harness], [FAKE_MODEL], board, out_dir,
+    return build_firmware([FAKE_MODEL / "fake.c", harness], [FAKE_MODEL], board, out_dir,
                           defines=defines, werror=True, **kwargs)
 
 

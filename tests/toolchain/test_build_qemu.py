@@ -12,7 +12,7 @@ from tinyaot.toolchain.firmware import symbol_address
 from tinyaot.toolchain.qemu import plugin_path, read_stats, run_qemu, split_segments
 from tinyaot.errors import TinyaotError
 
-INPUT_SIZE = 37      # TINYAOT_FAKE_INPUT_SIZE in fake_model/model.h
+INPUT_SIZE = 37      # TINYAOT_FAKE_INPUT_SIZE in fake_model/fake.h
 ARENA_OFFSET = 10    # FAKE_ARENA_OFFSET
 SAMPLES = 3
 
@@ -106,7 +106,7 @@ def test_invoke_stack_matches_gcc_stack_usage(tmp_path, build_fake):
     board = load_board("mps2-an386")
     out = tmp_path / "fw"
     elf = build_fake(board, out, extra_cflags=["-fstack-usage"])
-    su = (out / "firmware.elf-model.su").read_text()
+    su = (out / "firmware.elf-fake.su").read_text()
     frame = int(re.search(r"tinyaot_fake_invoke\t(\d+)\tstatic", su).group(1))
     (tmp_path / "input.bin").write_bytes(_samples())
     assert run_qemu(elf, board, tmp_path).exit_code == 0

@@ -10,7 +10,7 @@ from tinyaot.boards import load_board
 from tinyaot.toolchain.firmware import CANARY_BYTES, symbol_address
 from tinyaot.toolchain.qemu import overrun, read_stats, run_qemu
 
-INPUT_SIZE = 37      # TINYAOT_FAKE_INPUT_SIZE in fake_model/model.h
+INPUT_SIZE = 37      # TINYAOT_FAKE_INPUT_SIZE in fake_model/fake.h
 ARENA_SIZE = 100     # TINYAOT_FAKE_ARENA_SIZE
 SAMPLES = 3
 

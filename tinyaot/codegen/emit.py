@@ -1,21 +1,27 @@
 """Render a finished (graph, plan, board) into C sources. Decides nothing: every number comes from the graph's
-quantized tensors and node parameters, or from the plan."""
+quantized tensors and node parameters, or from the plan.
+
+The folder it writes is vendorable: the model's own files are `<name>.h` and `<name>.c` and every symbol and macro in
+them starts with `tinyaot_<name>_` / `TINYAOT_<NAME>_`, so any number of models link into one image; the kernel
+files (`tinyaot_*.c/.h`) are byte-identical copies of templates/kernels, the same in every folder written by the
+same tinyaot version, so merging two folders never has to choose between two versions of a file."""
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2
-
 from tinyaot import __version__
 from tinyaot.ir import Graph
 from tinyaot.paths import TEMPLATES
 from tinyaot.plan.liveness import scratch_name
 
-from .cfmt import c_comment, c_ident
+from tinyaot.core.cfmt import c_comment, c_ident
+from tinyaot.ops.registry import get_op
 
-KERNEL_HEADERS = ["tinyaot_nn.h", "tinyaot_nn_types.h", "tinyaot_nn_support.h"]
+from .env import environment
+
+KERNEL_HEADERS = ["tinyaot_compiler.h", "tinyaot_nn.h", "tinyaot_nn_types.h", "tinyaot_nn_support.h"]
 
 
 @dataclass
@@ -31,29 +37,49 @@ class EmittedLayer:
 
 @dataclass
 class Emitted:
-    prefix: str
-    files: list[Path] = field(default_factory=list)  # model.c, model.h and the kernels, in out_dir
+    prefix: str  # tinyaot_<name>: the C prefix of every symbol of the model
+    name: str = ""  # <name>: the model's file names, <name>.h and <name>.c
+    files: list[Path] = field(default_factory=list)  # <name>.c, <name>.h and the kernels, in out_dir
     layers: list[EmittedLayer] = field(default_factory=list)  # nodes that execute code (aliases excluded)
     kernels: list[str] = field(default_factory=list)
 
+    @property
+    def header(self) -> Path:
+        return self.files[0]
 
-def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, autoescape=False)
+    @property
+    def source(self) -> Path:
+        return self.files[1]
+
+    @property
+    def sources(self) -> list[Path]:
+        """The .c files to compile: the model's and its kernels'."""
+        return [p for p in self.files if p.suffix == ".c"]
+
+
+def model_name(graph: Graph) -> str:
+    """The model's C name (from the model file's name): `<name>.h`, `<name>.c`, `tinyaot_<name>_invoke`."""
+    return c_ident(graph.name).lower()
 
 
 def model_prefix(graph: Graph) -> str:
-    return "tinyaot_" + c_ident(graph.name).lower()
+    return "tinyaot_" + model_name(graph)
+
+
+def model_file_stem(name: str) -> str:
+    """`name`, unless `<name>.c` or `<name>.h` would be the name of a shared kernel file (a model file called
+    tinyaot_nn.onnx): then `<name>_model`, so the model's files never overwrite a kernel's."""
+    shared = {p.stem for p in (TEMPLATES / "kernels").iterdir()}
+    return f"{name}_model" if name in shared else name
 
 
 def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int, board_comment: str,
                out_dir: Path) -> Emitted:
-    from tinyaot.ops.registry import get_op
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = model_prefix(graph)
-    result = Emitted(prefix)
+    stem = model_file_stem(model_name(graph))
+    result = Emitted(prefix, stem)
     used_names: set[str] = set()
     kernel_files: list[str] = []
 
@@ -88,7 +114,7 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
     ti, to = graph.tensors[inp], graph.tensors[outp]
     env = environment()
     ctx = dict(
-        prefix=prefix, PREFIX=prefix.upper(), version=__version__, model_comment=c_comment(graph.name),
+        prefix=prefix, PREFIX=prefix.upper(), name=stem, version=__version__, model_comment=c_comment(graph.name),
         board_comment=c_comment(board_comment), sha256=graph.meta.get("sha256", ""),
         arena_bytes=arena_bytes, lower_bound=lower_bound, layers=result.layers,
         input_comment=c_comment(repr(inp)), input_shape_comment=c_comment(f"shape {list(ti.shape)}"),
@@ -97,7 +123,7 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         output_size=to.size, output_scale=repr(float(to.quant.s)), output_zp=to.quant.zp,
         input_offset=offsets[inp], output_offset=offsets[outp],
     )
-    for template, name in (("model/model.h.j2", "model.h"), ("model/model.c.j2", "model.c")):
+    for template, name in (("model/model.h.j2", f"{stem}.h"), ("model/model.c.j2", f"{stem}.c")):
         path = out_dir / name
         path.write_text(env.get_template(template).render(**ctx))
         result.files.append(path)

@@ -1,5 +1,5 @@
-"""Building firmware for a board: render the HAL (startup, linker script, semihosting shim), compile and link with
-arm-none-eabi-gcc, and read section sizes back with arm-none-eabi-size.
+"""Building firmware for a board: compile and link with arm-none-eabi-gcc (with the board's HAL, which codegen renders:
+startup, linker script, semihosting shim), and read section sizes back with arm-none-eabi-size.
 
 A program too big for the board is the error users meet most, so a RAM or flash overflow becomes a TinyaotError
 naming the board and the number of bytes missing; any other compiler failure reports its first error line.
@@ -11,10 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-import jinja2
-
-from tinyaot import paths
 from tinyaot.boards import Board
+from tinyaot.codegen.project import CANARY_BYTES, HAL_FILES, render_hal, render_harness  # noqa: F401 (re-exported)
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, INSPECT_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
@@ -24,12 +22,6 @@ COMMON_CFLAGS = ("-O2", "-std=c99", "-Wall", "-Wextra", "-ffunction-sections", "
 # plain loops) and libgcc for division on cores without a divide instruction.
 LINK_FLAGS = ("-nostartfiles", "-Wl,--gc-sections")
 
-HAL_FILES = ("startup.c", "tinyaot_hal.c", "tinyaot_hal.h", "linker.ld")
-# Bytes of each canary zone the linker script puts below the stack limit and after the model arena (a multiple of
-# 8, so the stack above it stays 8-byte aligned). Small on purpose: an overrun writes the first bytes past a region
-# before any later ones, so a few words catch it, and the zones cost RAM on the smallest boards.
-CANARY_BYTES = 32
-
 # Which Debian package provides each tool, for the install hint when one is missing.
 _PACKAGES = {
     "arm-none-eabi-gcc": "gcc-arm-none-eabi libnewlib-arm-none-eabi",
@@ -38,8 +30,6 @@ _PACKAGES = {
     "qemu-system-arm": "qemu-system-arm",
     "gcc": "gcc",
 }
-
-_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def find_tool(name: str) -> str:
@@ -52,38 +42,6 @@ def find_tool(name: str) -> str:
             f"sudo apt-get install --no-install-recommends {package}"
         )
     return found
-
-
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(paths.TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
-def _render(template: str, dest: Path, **context: object) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(_environment().get_template(template).render(**context))
-    return dest
-
-
-def render_hal(board: Board, dest_dir: Path, stack_bytes: int | None = None) -> list[Path]:
-    """Write the board's HAL (startup.c, tinyaot_hal.c, tinyaot_hal.h, linker.ld) into dest_dir."""
-    stack = board.stack_bytes if stack_bytes is None else stack_bytes
-    if stack <= 0 or stack % 8:
-        raise TinyaotError(f"stack size must be a positive multiple of 8 bytes, got {stack}")
-    return [_render(f"hal/{f}", Path(dest_dir) / f, board=board, stack_bytes=stack, canary_bytes=CANARY_BYTES)
-            for f in HAL_FILES]
-
-
-def render_harness(name: str, dest_dir: Path) -> Path:
-    """Write verify_main.c, the verification harness for the model whose C prefix is tinyaot_<name>_."""
-    if not _C_IDENTIFIER.match(name):
-        raise TinyaotError(f"model name '{name}' is not a C identifier")
-    return _render("harness/verify_main.c", Path(dest_dir) / "verify_main.c", name=name, NAME=name.upper())
 
 
 def compile_flags(board: Board) -> list[str]:
@@ -125,10 +83,11 @@ def _overflow_message(output: str, board: Board, stack: int) -> str | None:
 def build_firmware(sources: list[Path], include_dirs: list[Path], board: Board, out_dir: Path,
                    name: str = "firmware", defines: Iterable[str] = (), *, stack_bytes: int | None = None,
                    extra_cflags: Iterable[str] = (), werror: bool = False,
-                   timeout_s: float = COMPILE_TIMEOUT_S) -> Path:
+                   timeout_s: float = COMPILE_TIMEOUT_S, hal_dir: Path | None = None) -> Path:
     """Compile and link `sources` with the board's HAL into out_dir/<name>.elf and return that path.
 
-    The HAL is rendered into out_dir (which is also on the include path, for tinyaot_hal.h). `defines` are
+    The HAL is rendered into hal_dir (default out_dir), which is also on the include path, for tinyaot_hal.h; a
+    deployed folder passes its own hal/ so the HAL exists once in it. `defines` are
     "NAME" or "NAME=VALUE" strings. stack_bytes overrides the board's stack reservation. werror turns warnings
     into errors, which is how tests hold generated code to the warning-free promise. A compile and link longer
     than timeout_s is stopped and raises TinyaotError.
@@ -137,13 +96,14 @@ def build_firmware(sources: list[Path], include_dirs: list[Path], board: Board, 
     out_dir.mkdir(parents=True, exist_ok=True)
     gcc = find_tool("arm-none-eabi-gcc")
     stack = board.stack_bytes if stack_bytes is None else stack_bytes
-    hal = render_hal(board, out_dir, stack_bytes=stack)
+    hal_dir = out_dir if hal_dir is None else Path(hal_dir)
+    hal = render_hal(board, hal_dir, stack_bytes=stack)
     hal_sources = [p for p in hal if p.suffix == ".c"]
-    linker_script = out_dir / "linker.ld"
+    linker_script = hal_dir / "linker.ld"
     elf = out_dir / f"{name}.elf"
 
     cmd = [gcc, *compile_flags(board), *(["-Werror"] if werror else []), *extra_cflags]
-    cmd += [f"-I{d}" for d in [out_dir, *include_dirs]]
+    cmd += [f"-I{d}" for d in dict.fromkeys([out_dir, hal_dir, *include_dirs])]
     cmd += [f"-D{d}" for d in defines]
     cmd += [str(p) for p in [*hal_sources, *sources]]
     cmd += [*LINK_FLAGS, f"-T{linker_script}", f"-Wl,-Map={out_dir / (name + '.map')}", "-o", str(elf)]

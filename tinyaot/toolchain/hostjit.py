@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyaot.codegen.emit import emit_model
 from tinyaot.toolchain.host import compile_shared
 
 
@@ -15,11 +16,9 @@ class HostModel:
     """One compiled model, callable on int8 inputs. The shared library is cached by a hash of its sources."""
 
     def __init__(self, graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int):
-        from tinyaot.codegen.emit import emit_model
-
         with tempfile.TemporaryDirectory(prefix="tinyaot-host-") as tmp:
             emitted = emit_model(graph, offsets, arena_bytes, lower_bound, "host", Path(tmp))
-            lib_path = compile_shared([p for p in emitted.files if p.suffix == ".c"], [Path(tmp)],
+            lib_path = compile_shared(emitted.sources, [Path(tmp)],
                                       extra_flags=["-Werror"])
         self._lib = ctypes.CDLL(str(lib_path))
         self._invoke = getattr(self._lib, emitted.prefix + "_invoke")

@@ -1,7 +1,7 @@
 """Host builds under AddressSanitizer and UndefinedBehaviorSanitizer: the promise that the generated C has no
 undefined behaviour for any int8 input, checked by running it.
 
-The generated C (model.c and its kernels, exactly as emitted for a board) is linked with a small runner into a
+The generated C (<name>.c and its kernels, exactly as emitted for a board) is linked with a small runner into a
 host executable built with `-fsanitize=address,undefined -fno-sanitize-recover=all`, so the first report (signed
 overflow, a shift out of range, a misaligned access, a read or write past the arena, a weight table or the caller's
 buffers) ends the process with a non-zero status. It runs as a subprocess with a timeout: a sanitized shared library
@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyaot.codegen.emit import emit_model
+from tinyaot.codegen.project import render_sanitize_runner
 from tinyaot.toolchain.proc import run_tool
 from tinyaot.errors import TinyaotError
 
@@ -37,74 +39,6 @@ RUN_ENV = {"ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
 COMPILE_TIMEOUT_S = 600.0
 RUN_TIMEOUT_S = 300.0
-
-_RUNNER = r"""/* Sanitizer runner for {prefix} (tinyaot/toolchain/sanitize.py): samples of {PREFIX}_INPUT_SIZE int8
-   values from argv[1], one output of {PREFIX}_OUTPUT_SIZE per sample to argv[2]. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "model.h"
-
-int main(int argc, char **argv)
-{{
-    if (argc != 3) {{
-        fputs("usage: runner INPUT.bin OUTPUT.bin\n", stderr);
-        return 2;
-    }}
-    FILE *in = fopen(argv[1], "rb");
-    FILE *out = fopen(argv[2], "wb");
-    if (in == NULL || out == NULL) {{
-        perror("runner");
-        return 2;
-    }}
-    long n;
-    for (n = 0;; n++) {{
-        /* exact sizes: ASan's redzones start at the first byte past each buffer */
-        int8_t *x = malloc({PREFIX}_INPUT_SIZE);
-        int8_t *y0 = malloc({PREFIX}_OUTPUT_SIZE);
-        int8_t *y1 = malloc({PREFIX}_OUTPUT_SIZE);
-        if (x == NULL || y0 == NULL || y1 == NULL) {{
-            fputs("runner: out of memory\n", stderr);
-            return 2;
-        }}
-        const size_t got = fread(x, 1, {PREFIX}_INPUT_SIZE, in);
-        if (got == 0) {{
-            free(x);
-            free(y0);
-            free(y1);
-            break;
-        }}
-        if (got != {PREFIX}_INPUT_SIZE) {{
-            fprintf(stderr, "runner: sample %ld is truncated\n", n);
-            return 2;
-        }}
-        memset({prefix}_arena, 0x00, {PREFIX}_ARENA_SIZE);
-        int status = {prefix}_invoke(x, y0);
-        if (status == 0) {{
-            memset({prefix}_arena, 0xFF, {PREFIX}_ARENA_SIZE);
-            status = {prefix}_invoke(x, y1);
-        }}
-        if (status != 0) {{
-            fprintf(stderr, "runner: sample %ld: invoke returned %d\n", n, status);
-            return 3;
-        }}
-        if (memcmp(y0, y1, {PREFIX}_OUTPUT_SIZE) != 0) {{
-            fprintf(stderr, "runner: sample %ld: the output depends on the arena's previous contents\n", n);
-            return 4;
-        }}
-        if (fwrite(y0, 1, {PREFIX}_OUTPUT_SIZE, out) != {PREFIX}_OUTPUT_SIZE) {{
-            perror("runner");
-            return 2;
-        }}
-        free(x);
-        free(y0);
-        free(y1);
-    }}
-    fclose(in);
-    return fclose(out) == 0 ? 0 : 2;
-}}
-"""
 
 
 class SanitizerError(TinyaotError):
@@ -159,12 +93,9 @@ class SanitizedModel:
 def build_sanitized(graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int, work_dir: Path, *,
                     timeout_s: float = COMPILE_TIMEOUT_S) -> SanitizedModel:
     """Emit the model's C into `work_dir` and build it with the runner under ASan and UBSan (host `cc`, or $CC)."""
-    from tinyaot.codegen.emit import emit_model
-
     work_dir = Path(work_dir)
     emitted = emit_model(graph, offsets, arena_bytes, lower_bound, "host (ASan + UBSan)", work_dir)
-    runner = work_dir / "sanitize_main.c"
-    runner.write_text(_RUNNER.format(prefix=emitted.prefix, PREFIX=emitted.prefix.upper()))
+    runner = render_sanitize_runner(emitted.prefix, emitted.header.name, work_dir)
     exe = work_dir / "sanitized"
     cc = os.environ.get("CC", "cc")
     sources = [str(p) for p in emitted.files if p.suffix == ".c"] + [str(runner)]

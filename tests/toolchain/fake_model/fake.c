@@ -1,7 +1,7 @@
 /* A stand-in for a generated model: output = input + 1, computed in two "layers" through the arena and a small
  * stack buffer, with a tinyaot_mark() between the layers as verification builds of real models have. Its loops
  * have fixed trip counts, so every sample executes exactly the same instructions. */
-#include "model.h"
+#include "fake.h"
 
 #include "tinyaot_hal.h"
 

@@ -1,4 +1,4 @@
-/* A stand-in for a generated model.h: the contract the verification harness builds against. */
+/* A stand-in for a generated <name>.h: the contract the verification harness builds against. */
 #ifndef TINYAOT_FAKE_MODEL_H
 #define TINYAOT_FAKE_MODEL_H
 

@@ -1,0 +1,41 @@
+"""Stage 3, build: a staged folder -> the verification firmware (firmware/firmware.elf) and its section sizes.
+
+The firmware is the model, its kernels, the harness (firmware/verify_main.c) and the folder's own HAL (hal/),
+compiled with the flags the folder's Makefile uses, held to -Werror.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinyaot.boards import Board
+from tinyaot.codegen.emit import Emitted
+from tinyaot.codegen.project import HARNESS
+from tinyaot.toolchain.firmware import build_firmware, elf_size
+
+from .stage import FIRMWARE_DIR, HAL_DIR
+
+# What stays in firmware/ after a build: the harness, the ELF and its link map (the build log and objects go).
+KEEP_SUFFIXES = (".elf", ".c", ".map")
+
+
+def build_verification_firmware(emitted: Emitted, board: Board, folder: Path, *, trace: bool = True,
+                                werror: bool = True) -> Path:
+    """Compile and link the staged model in `folder` with its harness and HAL into firmware/firmware.elf; `trace`
+    defines TINYAOT_TRACE (the per-layer instruction marks QEMU counts), `werror` holds it to no warnings."""
+    folder = Path(folder)
+    fw = folder / FIRMWARE_DIR
+    return build_firmware([fw / HARNESS, *emitted.sources], [folder], board, fw, name="firmware",
+                          defines=["TINYAOT_TRACE"] if trace else [], werror=werror, hal_dir=folder / HAL_DIR)
+
+
+def firmware_sizes(elf: Path) -> dict[str, int]:
+    """Flash and static RAM of the firmware (arm-none-eabi-size)."""
+    return elf_size(elf)
+
+
+def tidy_firmware_dir(folder: Path) -> None:
+    """Leave only the harness, firmware.elf and firmware.map in firmware/ (the build log, QEMU's input and output
+    files and the HAL copies are working files, not part of the vendored folder)."""
+    for junk in (Path(folder) / FIRMWARE_DIR).glob("*"):
+        if junk.is_file() and junk.suffix not in KEEP_SUFFIXES:
+            junk.unlink()

@@ -1,0 +1,156 @@
+"""Stage 1, compile: ONNX file -> quantized int8 graph with its memory plan (`Compiled`).
+
+Import, run the passes, calibrate with onnxruntime over the calibration samples, prune and quantize (and cluster or
+pack, with compression options), plan the arena. `check_fits` refuses a plan that cannot fit the board before any C
+is written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tinyaot.boards import Board
+from tinyaot.compress.calibrate import collect_ranges, load_samples
+from tinyaot.compress.options import CompressionOptions
+from tinyaot.compress.pipeline import prune_step, storage_step
+from tinyaot.compress.quantize import quantize_graph, quantize_values
+from tinyaot.errors import TinyaotError
+from tinyaot.frontend import import_onnx_model
+from tinyaot.ir import Graph
+from tinyaot.ops.registry import traits_of
+from tinyaot.passes import run_passes
+from tinyaot.plan import Plan, lower_bound, plan
+from tinyaot.plan.liveness import graph_buffers
+
+Echo = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class Compiled:
+    """A quantized int8 graph with its memory plan, ready to be emitted."""
+
+    graph: Graph
+    samples: dict[str, np.ndarray]  # float samples, name -> [N, *shape]: calibration, and inputs for verification
+    plan: Plan
+    lower_bound: int
+    peak_step: int | None
+    peak_tensors: tuple[str, ...]
+    prequantized: bool = False  # the model's own Q/DQ parameters were used; `samples` calibrated nothing
+    samples_source: str = "calibration data"  # where `samples` come from, for the report
+
+    @property
+    def input(self) -> str:
+        return self.graph.inputs[0]
+
+    @property
+    def compressed(self) -> bool:
+        """Compression options were active (compress/pipeline.py keeps what it did in graph.meta)."""
+        return "compression" in self.graph.meta
+
+    @property
+    def output(self) -> str:
+        return self.graph.outputs[0]
+
+    def quantize_input(self, x: np.ndarray) -> np.ndarray:
+        t = self.graph.tensors[self.input]
+        return quantize_values(np.asarray(x, np.float32).reshape(t.shape), t.quant)
+
+    def dequantize_output(self, q: np.ndarray) -> np.ndarray:
+        t = self.graph.tensors[self.output]
+        return (np.asarray(q, np.float64).reshape(t.shape) - t.quant.zp) * t.quant.s
+
+
+def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
+                  disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet) -> Compiled:
+    """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory.
+
+    `compression` (CompressionOptions, a dict of its fields, or a spec file path; None: none) prunes the float
+    graph after the passes and clusters/packs the int8 weights after quantization (compress/pipeline.py).
+
+    A pre-quantized (QDQ) model needs no calibration: its own scales and zero points are used, and the samples,
+    if given, only feed verification; without them verification uses random int8 inputs (fixed seed)."""
+    graph, onnx_model = import_onnx_model(Path(model), input_shapes)
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise TinyaotError(f"models with {len(graph.inputs)} inputs and {len(graph.outputs)} outputs are not "
+                           "supported yet; tinyaot compiles single-input, single-output models")
+    prequantized = any(n.op in ("QuantizeLinear", "DequantizeLinear") for n in graph.nodes)
+    if calibration is None and not prequantized:
+        raise TinyaotError("no calibration data: int8 quantization needs sample inputs. Give --calibration "
+                           "FILE.npz (one array per input name, or an 'x' array; first axis = sample)")
+    samples = load_samples(Path(calibration), graph.meta["inputs"]) if calibration is not None else None
+    ranges: dict[str, tuple[float, float]] = {}
+    if not prequantized:
+        names = [n for n, t in graph.tensors.items() if not t.is_const]
+        ranges = collect_ranges(onnx_model, samples, names)
+    graph = run_passes(graph, set(disable_passes), set(print_ir_after), echo)
+    _share_ranges_across_moves(graph, ranges)
+    options = CompressionOptions.coerce(compression)
+    if options is not None and options.active:
+        graph = prune_step(graph, options, None if samples is None else samples[graph.inputs[0]])
+    graph = quantize_graph(graph, ranges)
+    if options is not None and options.active:
+        # the calibration samples, quantized as the deployed model will see them, let clustering weigh each
+        # layer's errors by its real inputs
+        cal = None if samples is None else [quantize_values(x.reshape(graph.tensors[graph.inputs[0]].shape),
+                                                            graph.tensors[graph.inputs[0]].quant)
+                                            for x in samples[graph.inputs[0]]]
+        graph = storage_step(graph, cal)
+    source = "calibration data" if not prequantized else "--calibration samples (used for verification only)"
+    if samples is None:
+        samples = _random_inputs(graph, RANDOM_SAMPLES, RANDOM_SEED)
+        source = f"random int8 inputs (numpy default_rng seed {RANDOM_SEED}; no calibration data given)"
+    buffers = graph_buffers(graph)
+    p = plan(buffers)
+    lb = lower_bound(buffers)
+    return Compiled(graph, samples, p, lb.bytes, lb.step, lb.names, prequantized, source)
+
+
+RANDOM_SAMPLES, RANDOM_SEED = 16, 0
+
+
+def _random_inputs(graph: Graph, n: int, seed: int) -> dict[str, np.ndarray]:
+    """Deterministic inputs for a pre-quantized model deployed without samples: uniform int8 values dequantized
+    with the input's own parameters, so quantizing them back gives exactly those integers."""
+    name = graph.inputs[0]
+    shape = tuple(graph.meta["inputs"][0]["shape"])
+    q = np.random.default_rng(seed).integers(-128, 128, size=(n, *shape))
+    return {name: graph.tensors[name].quant.dequantize(q).astype(np.float32)}
+
+
+def _share_ranges_across_moves(graph: Graph, ranges: dict[str, tuple[float, float]]) -> None:
+    """Tensors the passes create have no ONNX twin and so no calibrated range: e.g. a 4-D graph output `y` is
+    computed in NHWC as `y_nhwc` and moved back to NCHW. A Transpose or Reshape moves values without changing
+    them, so a tensor on one side of it takes the range of the other (repeated, for chains of moves)."""
+    moves = [(n.inputs[0], n.outputs[0]) for n in graph.nodes if traits_of(n.op).layout == "move"]
+    changed = True
+    while changed:
+        changed = False
+        for a, b in moves:
+            for src, dst in ((a, b), (b, a)):
+                if src in ranges and dst not in ranges:
+                    ranges[dst] = ranges[src]
+                    changed = True
+
+
+def check_fits(compiled: Compiled, b: Board) -> None:
+    """Catch an arena that cannot fit before any C is built, with the exact overshoot."""
+    need = compiled.plan.arena_bytes + b.stack_bytes
+    if need > b.ram_bytes:
+        raise TinyaotError(f"model too big for board '{b.name}': arena {compiled.plan.arena_bytes} B + stack "
+                           f"{b.stack_bytes} B exceed its {b.ram_bytes} B of RAM by {need - b.ram_bytes} bytes")
+    # Only constants that nodes read: quantization leaves the replaced float weights in `graph.tensors`, and
+    # counting them made a 480 KB int8 model look like 2.4 MB.
+    g = compiled.graph
+    # (as stored: a compressed weight tensor counts its packed bytes)
+    weights = sum(g.tensors[i].storage.nbytes(g.tensors[i].data) if g.tensors[i].storage is not None
+                  else g.tensors[i].nbytes for i in {i for n in g.nodes for i in n.inputs if i} if g.tensors[i].is_const)
+    if weights > b.flash_bytes:
+        raise TinyaotError(f"model too big for board '{b.name}': {weights} B of weights exceed its "
+                           f"{b.flash_bytes} B of flash by {weights - b.flash_bytes} bytes")

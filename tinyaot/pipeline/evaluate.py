@@ -1,0 +1,123 @@
+"""Accuracy: the float model (onnxruntime), tinyaot's int8 model (the generated C, host-compiled; checked bit-exact
+against the numpy reference on a few samples every run) and onnxruntime's own int8 quantization, on the same
+labelled samples.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinyaot.compress.calibrate import load_samples
+from tinyaot.compress.ort_baseline import float_predictions, ort_int8_predictions, ort_quantize_static, top1
+from tinyaot.compress.pipeline import compression_report
+from tinyaot.errors import TinyaotError
+from tinyaot.frontend.normalize import float32_model_file
+from tinyaot.oracle.reference import run_reference
+from tinyaot.toolchain.hostjit import HostModel
+
+from .compile import Compiled, Echo, _quiet, compile_model
+from .report import weights_bytes
+
+
+def load_labelled(path: str | Path, inputs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """DATA.npz with `x` (samples, first axis = sample) and integer labels `y`."""
+    path = Path(path)
+    if not path.exists():
+        raise TinyaotError(f"data file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = set(z.files)
+            y = z["y"] if "y" in files else None
+    except Exception as exc:
+        raise TinyaotError(f"{path} is not a readable .npz file ({type(exc).__name__})") from None
+    if y is None or "x" not in files:
+        raise TinyaotError(f"{path} needs arrays 'x' (inputs) and 'y' (integer labels); it has {sorted(files)}")
+    x = load_samples(path, inputs)[inputs[0]["name"]]
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != len(x) or not np.issubdtype(y.dtype, np.integer):
+        raise TinyaotError(f"{path}: 'y' must be {len(x)} integer labels, got {y.dtype}{list(y.shape)}")
+    return x, y
+
+
+def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path, *, input_shapes=None,
+             limit: int | None = None, compare_onnxruntime: bool = True, compression=None,
+             echo: Echo = _quiet) -> dict:
+    """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled), and of
+    onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples.
+    `compression` as for compile_model: the int8 figure is then the compressed model's, and `weights_bytes` /
+    `compression` say what it costs in flash."""
+    compiled = compile_model(model, calibration, input_shapes=input_shapes, compression=compression, echo=echo)
+    g = compiled.graph
+    x, y = load_labelled(data, g.meta["inputs"])
+    if limit is not None:
+        x, y = x[:limit], y[:limit]
+    host = HostModel(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound)
+    q_out = []
+    for k in range(len(x)):
+        q_out.append(host(compiled.quantize_input(x[k])))
+    # The host C must equal the numpy reference bit for bit; check it on a few samples every run.
+    checked = min(len(x), 4)
+    host_diff = 0  # the largest |host C - numpy reference| over the checked samples, in LSB
+    for k in range(checked):
+        ref = run_reference(g, {compiled.input: compiled.quantize_input(x[k])})[compiled.output]
+        diff = int(np.abs(ref.astype(np.int32).reshape(-1) - q_out[k].astype(np.int32).reshape(-1)).max())
+        host_diff = max(host_diff, diff)
+        if diff:
+            raise TinyaotError(f"host-compiled C differs from the numpy reference on sample {k} by up to {diff} "
+                               "LSB (a tinyaot bug)")
+    host_matches = (host_diff == 0) if checked else None  # nothing compared: unknown, not "matches"
+    int8_logits = np.stack([compiled.dequantize_output(q).reshape(-1) for q in q_out])
+    name = compiled.input
+    # onnxruntime helpers take [N, ...] with one model batch per sample: drop the batch-of-1 axis.
+    x_ort = x.reshape((len(x),) + tuple(g.meta["inputs"][0]["shape"][1:]))
+    if compiled.prequantized:
+        return _evaluate_prequantized(model, calibration, data, compiled, int8_logits, x_ort, y, checked,
+                                      compare_onnxruntime, host_matches)
+    cal_ort = {name: compiled.samples[name].reshape((-1,) + x_ort.shape[1:])}
+    with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
+        # onnxruntime runs the float32 model tinyaot compiled (a float16 model's float32 rewrite)
+        source = float32_model_file(model, Path(tmp))
+        float_out = float_predictions(source, {name: x_ort}).reshape(len(x), -1)
+        ort_out = None
+        if compare_onnxruntime:
+            qdq = ort_quantize_static(source, cal_ort, Path(tmp) / "model_qdq.onnx")
+            ort_out = ort_int8_predictions(qdq, {name: x_ort}).reshape(len(x), -1)
+    result = {
+        "model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
+        "calibration_samples": int(len(compiled.samples[name])),
+        "float_top1": top1(float_out, y),
+        "int8_top1": top1(int8_logits, y),
+        "onnxruntime_int8_top1": None,
+        "agreement": float(np.mean(np.argmax(float_out, 1) == np.argmax(int8_logits, 1))),
+        "host_c_matches_reference": host_matches, "reference_checked_samples": checked,
+        "arena_bytes": compiled.plan.arena_bytes,
+        "weights_bytes": weights_bytes(g),
+        "compression": compression_report(g),  # the weights' cost, measured on the same run as the accuracy
+    }
+    if ort_out is not None:
+        result["onnxruntime_int8_top1"] = top1(ort_out, y)
+        result["onnxruntime_int8_agreement"] = float(np.mean(np.argmax(float_out, 1) == np.argmax(ort_out, 1)))
+    return result
+
+
+def _evaluate_prequantized(model, calibration, data, compiled: Compiled, int8_logits, x_ort, y, checked,
+                           compare_onnxruntime: bool, host_matches: bool) -> dict:
+    """A pre-quantized model has no float original to measure: tinyaot's int8 is set against onnxruntime
+    running the very same QDQ model on its int8 kernels (so both use the model's own parameters)."""
+    result = {
+        "model": str(model), "calibration": None if calibration is None else str(calibration), "data": str(data),
+        "samples": int(len(y)), "calibration_samples": 0, "prequantized": True,
+        "float_top1": None, "int8_top1": top1(int8_logits, y), "onnxruntime_int8_top1": None, "agreement": None,
+        "int8_vs_onnxruntime_agreement": None,
+        "host_c_matches_reference": host_matches, "reference_checked_samples": checked,
+        "arena_bytes": compiled.plan.arena_bytes, "weights_bytes": weights_bytes(compiled.graph),
+        "compression": compression_report(compiled.graph),
+    }
+    if compare_onnxruntime:
+        ort_out = ort_int8_predictions(model, {compiled.input: x_ort}).reshape(len(y), -1)
+        result["onnxruntime_int8_top1"] = top1(ort_out, y)
+        result["int8_vs_onnxruntime_agreement"] = float(np.mean(np.argmax(ort_out, 1) ==
+                                                                np.argmax(int8_logits, 1)))
+    return result

@@ -1,0 +1,130 @@
+"""Stage 5, report: report.json (a dict), report.md (rendered from templates/report/report.md.j2 through codegen) and
+the summary lines the CLI prints.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinyaot import __version__
+from tinyaot.boards import Board
+from tinyaot.codegen.project import render_report_md
+from tinyaot.compress.pipeline import compression_report, layer_report
+from tinyaot.ir import Graph
+from tinyaot.ops.registry import get_op
+
+from .compile import Compiled
+
+
+def weights_bytes(g: Graph) -> int:
+    """Bytes of the weight tensors as stored in flash (biases and requantization parameters excluded)."""
+    return int(sum(get_op(n.op).weights_bytes(n, g) for n in g.nodes))
+
+
+def macs(g: Graph) -> int:
+    """Multiply-accumulates of one inference."""
+    return int(sum(get_op(n.op).macs(n, g) for n in g.nodes))
+
+
+def layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -> list[dict]:
+    """report.json's `layers`: one row per node, with its first-sample instruction count when measured."""
+    g = compiled.graph
+    rows, k = [], 0
+    for layer in emitted.layers:
+        node = g.nodes[layer.index]
+        spec = get_op(node.op)
+        insns = None
+        if layer.code:
+            if per_layer_insns is not None:
+                insns = int(per_layer_insns[k])
+            k += 1
+        rows.append({"name": node.name, "op": node.op, "kernel": layer.kernel or "alias",
+                     "output_shape": list(g.tensors[node.outputs[0]].shape), "macs": spec.macs(node, g),
+                     "weights_bytes": spec.weights_bytes(node, g), "params_bytes": spec.params_bytes(node, g),
+                     "instructions": insns, **layer_report(g, node)})
+    return rows
+
+
+def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section,
+                 uncompressed: dict | None = None, files: dict | None = None) -> dict:
+    """report.json. With `uncompressed` (a compressed model, verified), `compression.uncompressed` holds the
+    same model's costs without compression and every layer row its `instructions_uncompressed`. `files`: the
+    folder's files by role (stage.folder_files)."""
+    g = compiled.graph
+    rows = layer_rows(compiled, emitted, per_layer)
+    comp = compression_report(g)
+    if uncompressed is not None:
+        comp["uncompressed"] = {k: v for k, v in uncompressed.items() if k != "layers"}
+        for r in rows:
+            if r["instructions"] is not None:
+                r["instructions_uncompressed"] = uncompressed["layers"].get(r["name"])
+    weights = sum(r["weights_bytes"] for r in rows)
+    params = sum(r["params_bytes"] for r in rows)
+    return {
+        "tinyaot_version": __version__,
+        "model": {"path": str(model), "sha256": g.meta["sha256"], "inputs": g.meta["inputs"],
+                  "outputs": g.meta["outputs"]},
+        "board": {"name": b.name, "cpu": b.core, "qemu_machine": b.qemu_machine, "flash_bytes": b.flash_bytes,
+                  "sram_bytes": b.ram_bytes},
+        "quantization": {
+            "input": {"scale": g.tensors[compiled.input].quant.s, "zero_point": g.tensors[compiled.input].quant.zp},
+            "output": {"scale": g.tensors[compiled.output].quant.s,
+                       "zero_point": g.tensors[compiled.output].quant.zp},
+            "calibration_samples": 0 if compiled.prequantized else int(len(compiled.samples[compiled.input])),
+            "source": "the model's QuantizeLinear/DequantizeLinear" if compiled.prequantized else "calibration",
+            "notes": g.meta.get("quantization_notes", [])},
+        "memory": {"arena_bytes": compiled.plan.arena_bytes, "arena_lower_bound_bytes": compiled.lower_bound,
+                   "peak_step": compiled.peak_step, "peak_tensors": list(compiled.peak_tensors),
+                   "planner": compiled.plan.strategy, "weights_bytes": weights, "params_bytes": params,
+                   "flash_bytes": sizes["flash_bytes"] if sizes else None,
+                   "static_ram_bytes": sizes["static_ram_bytes"] if sizes else None,
+                   "stack_bytes": b.stack_bytes},
+        "macs": int(sum(r["macs"] for r in rows)),
+        "compression": comp,
+        "layers": rows,
+        "verify": {k: v for k, v in verify_section.items() if not k.startswith("_")},
+        "files": files or {},
+    }
+
+def report_md(r: dict) -> str:
+    """report.md from report.json's dict."""
+    comp = compression_line(r["compression"]) if "options" in r["compression"] else None
+    return render_report_md(r, model_file=Path(r["model"]["path"]).name, compression_text=comp)
+
+
+def compression_line(c: dict) -> str:
+    """One line of what compression achieved, from report.json's `compression` section."""
+    parts = [f"weights {c['weights_bytes']} B of {c['weights_bytes_dense']} B dense int8 "
+             f"({100 * c['ratio_vs_int8']:.1f} %)" if c.get("ratio_vs_int8") is not None else
+             f"weights {c['weights_bytes']} B", f"sparsity {100 * c['sparsity']:.1f} %",
+             f"{c['weight_bits']:g} bits/weight", f"storage {'/'.join(c['storage_kinds'])}"]
+    if c.get("clusters"):
+        parts.append(f"{c['clusters']} clusters")
+    removed = sum(c.get("channels_removed", {}).values())
+    if removed:
+        parts.append(f"{removed} channels removed in {len(c['channels_removed'])} layers")
+    if c.get("unmatched_patterns"):
+        parts.append(f"patterns matching no layer: {', '.join(c['unmatched_patterns'])}")
+    return ", ".join(parts)
+
+
+def summary(r: dict, out: Path) -> list[str]:
+    """The lines the CLI prints after a deploy."""
+    m, v = r["memory"], r["verify"]
+    s = [f"{Path(r['model']['path']).name} -> {out} for {r['board']['name']} ({r['board']['cpu']})",
+         f"arena {m['arena_bytes']} B (lower bound {m['arena_lower_bound_bytes']} B), weights {m['weights_bytes']} B, "
+         f"flash {m['flash_bytes']} B, {r['macs']} MACs"]
+    if "options" in r["compression"]:
+        s.append(f"compression: {compression_line(r['compression'])}")
+    base = r["compression"].get("uncompressed")
+    if base is not None:
+        s.append(f"without compression: {base['instructions']} instructions/inference "
+                 f"({100 * (v['instructions'] / base['instructions'] - 1):+.1f} % compressed), flash "
+                 f"{base['flash_bytes']} B ({100 * (m['flash_bytes'] / base['flash_bytes'] - 1):+.1f} %)")
+    if v["ran"]:
+        s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples "
+                 f"({v.get('inputs')}), "
+                 f"worst layer vs onnxruntime {v['max_abs_diff_vs_onnxruntime']} LSB, "
+                 f"{v['instructions']} instructions/inference, stack {v['stack_high_water_bytes']} B")
+    else:
+        s.append("not verified (--no-verify)")
+    return s

@@ -1,0 +1,132 @@
+"""Stage 4, verify: run the verification firmware under QEMU and hold it to the numpy reference (bit-exact) and
+onnxruntime (each layer within its tolerance, 1 LSB), and, for a compressed model, measure what the same model
+costs without compression by staging and building it the same way (the same stage and build functions, in a
+temporary folder).
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinyaot.boards import Board
+from tinyaot.errors import TinyaotError
+from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
+from tinyaot.oracle.reference import run_reference
+from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
+
+from .build import build_verification_firmware, firmware_sizes
+from .compile import Compiled, compile_model
+from .report import macs, weights_bytes
+from .stage import FIRMWARE_DIR, stage_model
+
+
+def not_verified(b: Board) -> dict:
+    """report.json's `verify` section when QEMU did not run (--no-verify)."""
+    return {"ran": False, "qemu_machine": b.qemu_machine, "exit_code": None, "outputs_match": None,
+            "max_abs_diff_vs_reference": None, "max_abs_diff_vs_onnxruntime": None,
+            "output_diff_vs_onnxruntime": None, "top1_agreement_vs_onnxruntime": None, "instructions": None,
+            "arena_high_water_bytes": None, "stack_high_water_bytes": None, "arena_canary_intact": None,
+            "stack_canary_intact": None}
+
+
+def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, timeout: float,
+                      code_layers: int) -> tuple[dict, list[int] | None]:
+    """Run the verification firmware `elf` under QEMU in `workdir` on the first `n` samples and compare: its outputs
+    with the numpy reference (must be equal), every layer with onnxruntime on the same int8 input, the end-to-end
+    output with onnxruntime's chain. Returns report.json's `verify` section (with `_layers`, the per-layer checks,
+    for `check_verification`) and the first sample's instructions per layer with code (None if not counted)."""
+    g = compiled.graph
+    xs = compiled.samples[compiled.input]
+    n = min(n, len(xs))
+    q_inputs = [compiled.quantize_input(xs[k]) for k in range(n)]
+    (workdir / "input.bin").write_bytes(b"".join(q.tobytes() for q in q_inputs))
+    result = run_qemu(elf, b, workdir, timeout_s=timeout)
+    if result.exit_code in (22, 23):  # the harness wrote its stats before stopping at the overwritten canary
+        stats = read_stats(workdir)
+        raise TinyaotError(f"verification failed under QEMU {b.qemu_machine}: "
+                           f"{overrun(stats) or EXIT_MEANINGS[result.exit_code]} (a tinyaot bug; the staged output "
+                           "was discarded)")
+    if result.exit_code != 0:
+        raise TinyaotError(f"firmware exited with code {result.exit_code} under QEMU {b.qemu_machine}: "
+                           f"{(result.stderr or result.stdout).strip()[:200]}")
+    out_size = g.tensors[compiled.output].size
+    raw = np.frombuffer((workdir / "output.bin").read_bytes(), np.int8)
+    if raw.size != n * out_size:
+        raise TinyaotError(f"firmware wrote {raw.size} output bytes, expected {n * out_size}")
+    stats = read_stats(workdir)
+    if overrun(stats):  # exit status 0 with a changed canary would be a harness bug; never report it as fine
+        raise TinyaotError(f"verification failed under QEMU {b.qemu_machine}: {overrun(stats)}")
+    refs = [run_reference(g, {compiled.input: q}) for q in q_inputs]
+    ref_out = np.stack([r[compiled.output].reshape(-1) for r in refs])
+    qemu_out = raw.reshape(n, out_size)
+    diff_ref = int(np.abs(ref_out.astype(np.int32) - qemu_out.astype(np.int32)).max())
+    layers = check_layers(g, refs)
+    sessions: dict = {}  # onnxruntime sessions per layer, reused across samples (never kept in the graph)
+    chain = [run_chain(g, q, sessions)[compiled.output].reshape(-1) for q in q_inputs]
+    e2e = int(np.abs(np.stack(chain).astype(np.int32) - ref_out.astype(np.int32)).max())
+    agree = float(np.mean([int(np.argmax(c) == np.argmax(r)) for c, r in zip(chain, ref_out)]))
+    per_sample = split_segments(result.segments, n) if result.segments else None
+    per_layer = None
+    insns = None
+    if per_sample:
+        first = per_sample[0]
+        insns = int(sum(first))
+        # Segments inside invoke: entry and copy-in, one per layer with code, then copy-out and return.
+        if len(first) == code_layers + 2:
+            per_layer = list(first[1:-1])
+    return {"ran": True, "qemu_machine": b.qemu_machine, "exit_code": result.exit_code,
+            "outputs_match": diff_ref == 0, "samples": n, "inputs": compiled.samples_source,
+            "max_abs_diff_vs_reference": diff_ref,
+            "max_abs_diff_vs_onnxruntime": max((c.max_abs_diff for c in layers), default=0),
+            "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree,
+            "instructions": insns, "arena_high_water_bytes": stats.get("arena_high_water_bytes"),
+            "stack_high_water_bytes": stats.get("stack_high_water_bytes"),
+            "stack_reserved_bytes": stats.get("stack_reserved_bytes"),
+            "arena_canary_intact": bool(stats["arena_canary_intact"]),
+            "stack_canary_intact": bool(stats["stack_canary_intact"]),
+            "layers_vs_onnxruntime": [{"name": c.node, "op": c.op, "max_abs_diff": c.max_abs_diff,
+                                       "tolerance": c.tolerance, "differing": c.differing,
+                                       "elements": c.elements} for c in layers],
+            "_layers": layers}, per_layer
+
+
+def check_verification(section: dict) -> None:
+    """Raise TinyaotError unless the QEMU outputs equal the reference and every layer is within its tolerance of
+    onnxruntime (the staged folder is then discarded: a failed verification never produces an output folder)."""
+    if not section["outputs_match"]:
+        raise TinyaotError(f"verification failed: the C under QEMU differs from the numpy reference by up "
+                           f"to {section['max_abs_diff_vs_reference']} LSB (a tinyaot bug; the "
+                           f"staged output was discarded)")
+    bad = [c for c in section.pop("_layers") if c.max_abs_diff > c.tolerance]
+    if bad:
+        worst = max(bad, key=lambda c: c.max_abs_diff)
+        raise TinyaotError(f"verification failed: layer {worst.node!r} ({worst.op}) differs from "
+                           f"onnxruntime by {worst.max_abs_diff} LSB (allowed {worst.tolerance})")
+
+
+def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, **compile_args) -> dict:
+    """What the same model costs on the same board without its compression options, measured the same way: the
+    same calibration and passes, staged and built by the same functions with the same flags and run under QEMU on
+    the first calibration sample (the sample whose counts the compressed report gives). Per layer by node name:
+    compression keeps layer names, and a layer it did not change costs the same instructions both ways. Built in a
+    temporary folder, not vendored."""
+    base = compile_model(model, calibration, **compile_args)
+    g = base.graph
+    with tempfile.TemporaryDirectory(prefix="tinyaot-uncompressed-") as tmp:
+        tmp = Path(tmp)
+        emitted = stage_model(base, b, tmp)
+        elf = build_verification_firmware(emitted, b, tmp)
+        flash = firmware_sizes(elf)["flash_bytes"]
+        fw = tmp / FIRMWARE_DIR
+        (fw / "input.bin").write_bytes(base.quantize_input(base.samples[base.input][0]).tobytes())
+        result = run_qemu(elf, b, fw, timeout_s=timeout)
+    if result.exit_code != 0 or not result.segments:
+        raise TinyaotError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "
+                           f"(exit code {result.exit_code}; a tinyaot bug)")
+    first = split_segments(result.segments, 1)[0]
+    coded = [g.nodes[layer.index].name for layer in emitted.layers if layer.code]
+    per_layer = dict(zip(coded, first[1:-1])) if len(first) == len(coded) + 2 else {}
+    return {"instructions": int(sum(first)), "flash_bytes": int(flash), "weights_bytes": weights_bytes(g),
+            "macs": macs(g), "layers": {k: int(v) for k, v in per_layer.items()}}
