@@ -20,6 +20,7 @@ import pytest
 
 from tinyaot.api import compile_model, deploy
 from tinyaot.boards import load_board
+from tinyaot.codegen.emit import model_file_stem
 from tinyaot.oracle.reference import run_reference
 from tinyaot.pipeline.stage import stage_model
 from tinyaot.toolchain.firmware import find_tool
@@ -148,3 +149,9 @@ def test_arena_and_weights_go_to_the_named_sections(tmp_path):
     assert placed[".bss.dtcm"] == arena and placed.get(".bss", 0) == plain[".bss"] - arena
     weights = placed[".flash_b"]
     assert weights > 0 and placed.get(".rodata", 0) == plain[".rodata"] - weights
+
+
+def test_a_model_file_named_like_a_kernel_does_not_overwrite_it():
+    assert model_file_stem("kws_dscnn") == "kws_dscnn"
+    assert model_file_stem("tinyaot_nn") == "tinyaot_nn_model"  # tinyaot_nn.h is a shared kernel header
+    assert model_file_stem("tinyaot_convolve_s8") == "tinyaot_convolve_s8_model"
