@@ -10,7 +10,7 @@ On a failure hypothesis shrinks the graph and the script prints the minimal spec
 graphs.build_model) and exits 1. Prints how many graphs ran and which ops they exercised.
 
 --allow-scale-refusals counts (and prints) instead of failing the one refusal tinyaot documents for valid float
-graphs, a ratio of quantization scales no fixed-point multiplier encodes (tinyaot/ops/fixedpoint.py ScaleError,
+graphs, a ratio of quantization scales no fixed-point multiplier encodes (tinyaot/core/fixedpoint.py ScaleError,
 e.g. a rescale factor above 2**31), so a long run can look past it for other bugs.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The one error type the product raises for bad input; the CLI turns it into `Error: ...` and exit code 1."""
+"""The one error type the product raises for bad input (defined in the numerics core, tinyaot/core/errors.py,
+so every layer can raise it); the CLI turns it into `Error: ...` and exit code 1."""
+from tinyaot.core.errors import TinyaotError
 
-
-class TinyaotError(Exception):
-    """A problem with the user's input or environment, stated in one line the user can act on."""
+__all__ = ["TinyaotError"]

@@ -414,7 +414,7 @@ def test_bias_correction_removes_the_mean_output_shift(small):
     from tinyaot.compress.hessian import layer_statistics
     from tinyaot.compress.pipeline import _correct_bias
     from tinyaot.compress.storage import rows
-    from tinyaot.ops.conv import _patches
+    from tinyaot.ops.conv import im2col_patches as _patches
 
     path, cal = small
     g = compile_model(path, cal).graph

@@ -10,7 +10,7 @@ from tinyaot.api import compile_model
 from tinyaot.compress.bounds import (INT32_MAX, channel_bounds, input_magnitude, offset_input_max,
                                      requantized_max)
 from tinyaot.compress.quantize import RAISED_TARGET, fit_channel_scales, quantize_bias
-from tinyaot.ops.fixedpoint import multiply_by_quantized_multiplier
+from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier
 
 from shared_data import MODELS, calibration_file
 

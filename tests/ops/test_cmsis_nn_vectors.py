@@ -28,7 +28,7 @@ import pytest
 
 from tinyaot.toolchain.host import compile_shared
 from tinyaot.errors import TinyaotError
-from tinyaot.ops import fixedpoint as fp
+from tinyaot.core import fixedpoint as fp
 from tinyaot.ops.add import add_params, elementwise_add_s8
 from tinyaot.ops.conv import conv2d_s8, conv2d_scratch_bytes, depthwise_conv2d_s8
 from tinyaot.ops.fully_connected import fully_connected_s8

@@ -28,7 +28,7 @@ from tinyaot.compress.encode import (decode, encode_clustered, encode_int4, enco
                                      encode_sparse_rle)
 from tinyaot.compress.storage import WeightStorage
 from tinyaot.ir import Tensor
-from tinyaot.ops import fixedpoint as fp
+from tinyaot.core import fixedpoint as fp
 from tinyaot.ops.compressed import conv_scratch_bytes, kernel_name
 from tinyaot.ops.conv import conv2d_s8, depthwise_conv2d_s8
 from tinyaot.ops.fully_connected import fully_connected_s8

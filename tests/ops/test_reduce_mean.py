@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 from tinyaot.api import compile_model
 from tinyaot.errors import TinyaotError
-from tinyaot.ops.fixedpoint import quantize_multiplier
+from tinyaot.core.fixedpoint import quantize_multiplier
 
 from op_models import calibration, conv_node, deploy_verified, save_model
 from spatial_models import float_model_gap, layer_diff

@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from tinyaot.ops import fixedpoint as fp
+from tinyaot.core import fixedpoint as fp
 from tinyaot.ops.conv_transpose import transpose_conv2d_s8, transpose_conv_out_size
 
 from shared_data import CMSIS_NN

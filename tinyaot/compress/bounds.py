@@ -43,15 +43,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyaot.compress.storage import rows
+from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier
+from tinyaot.core.quant import INT32_MAX, input_magnitude, refusal_message  # noqa: F401  (re-exported)
 from tinyaot.errors import TinyaotError
+from tinyaot.ops.registry import get_op
 
-INT32_MAX = (1 << 31) - 1
 SOFTMAX_TERM_MAX = 1 << 19  # rdbpot(2**31 - 1, 12): the largest Q12.19 exponential
-
-
-def input_magnitude(input_offset: int) -> int:
-    """The most any kernel form multiplies a weight by for one int8 input: 128 + |input_offset| (>= |x + io|)."""
-    return 128 + abs(int(input_offset))
 
 
 def offset_input_max(input_offset: int) -> int:
@@ -75,16 +73,12 @@ def channel_bounds(rows: np.ndarray, bias, input_offset: int, filter_offset: int
 def requantized_max(acc_bound: int, mult: int, shift: int) -> int:
     """max |requantize(acc)| over |acc| <= acc_bound (TFLite's MultiplyByQuantizedMultiplier as the C computes it:
     saturating left shift, rounding doubling high multiply, rounding right shift; monotone in acc)."""
-    from tinyaot.ops.fixedpoint import multiply_by_quantized_multiplier
-
     a = min(int(acc_bound), INT32_MAX)  # callers check acc_bound itself against int32 first
     v = multiply_by_quantized_multiplier(np.array([a, -a], np.int64), int(mult), int(shift))
     return int(np.abs(v).max())
 
 
 def _weight_rows(node, graph) -> np.ndarray:
-    from tinyaot.compress.storage import rows
-
     w = np.asarray(graph.tensors[node.inputs[1]].data)
     return rows(w, bool(node.attrs.get("depthwise"))) if node.op == "Conv" else w.reshape(w.shape[0], -1)
 
@@ -128,8 +122,6 @@ def _layer(node, graph) -> list[tuple[str, int]]:
 
 
 def _pool(node, graph) -> list[tuple[str, int]]:
-    from tinyaot.ops.registry import get_op
-
     a = node.attrs
     if node.op == "MaxPool":
         return []
@@ -217,13 +209,6 @@ def node_bounds(node, graph) -> list[tuple[str, int]]:
     """(what, bound) for every int32 intermediate the node's kernel computes; [] for ops that compute none."""
     fn = BOUNDS.get(node.op)
     return fn(node, graph) if fn is not None else []
-
-
-def refusal_message(where: str, what: str, bound: int) -> str:
-    """The one-line refusal: `where` names the node ("Conv node 'x'"), `what` the intermediate."""
-    return (f"{where}: its {what} can reach {bound:,} for some int8 input, past int32's {INT32_MAX:,}; the int8 "
-            "kernel computes it in int32 and tinyaot does not split the reduction, so this layer is refused rather "
-            "than compiled to C that overflows (split the layer into narrower ones)")
 
 
 def refusal(node, what: str, bound: int) -> TinyaotError:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ir import Graph, Node
+from tinyaot.ops.conv import im2col_patches
+from tinyaot.ops.registry import get_op
 
 # Calibration samples the fitting sees. Enough that H is well determined where rows are long and outputs small
 # (ic_resnet8's last convolutions: 576 inputs, 64 output pixels per sample, so 16 samples gave 1024 patches for a
@@ -22,13 +24,12 @@ MAX_SAMPLES = 64
 
 def _conv_patches(node: Node, graph: Graph, x_real: np.ndarray) -> np.ndarray:
     """[N, OH, OW, KH, KW, C] patches of a Conv's real-valued input (padding is real zero)."""
-    from tinyaot.ops.conv import _patches
 
     a = node.attrs
     kh, kw = a["kernel_shape"]
     pads = list(a.get("pads", (0, 0, 0, 0)))
     out = graph.tensors[node.outputs[0]].shape
-    return _patches(x_real, (kh, kw), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
+    return im2col_patches(x_real, (kh, kw), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
                     tuple(a.get("dilations", (1, 1))), out[1:3])
 
 
@@ -88,7 +89,6 @@ class SampleRunner:
         return [v[node.inputs[0]] for v in self.values]
 
     def run(self, node: Node) -> None:
-        from tinyaot.ops.registry import get_op
 
         spec = get_op(node.op)
         for v in self.values:

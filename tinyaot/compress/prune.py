@@ -47,9 +47,12 @@ import numpy as np
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, verify
+from tinyaot.ops.clamp import activation_range
+from tinyaot.ops.registry import infer_shapes, ops_with
 
-LAYER_OPS = ("Conv", "FullyConnected")
-PER_CHANNEL_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "Clip")
+# From the ops' registered traits: layers with per-output-channel weights, and ops that keep channel c in c.
+LAYER_OPS = ops_with(weighted_layer=True)
+PER_CHANNEL_OPS = ops_with(per_channel=True)
 
 
 def layer_nodes(graph: Graph) -> list[Node]:
@@ -269,7 +272,6 @@ def group_scores(graph: Graph, group: ChannelGroup) -> np.ndarray:
 def _removed_constants(graph: Graph, group: ChannelGroup, gone: np.ndarray) -> dict[str, np.ndarray]:
     """What each member tensor holds in the removed channels once their producers' weights are zero: act(bias)
     at a producer, carried through the ties in schedule order (an Add sums its inputs' constants)."""
-    from tinyaot.passes.fuse_activation import activation_range
 
     v = {p.outputs[0]: _act(p, _bias(graph, p, group.channels)[gone]) for p in group.producers}
     for node in group.ties:
@@ -280,8 +282,8 @@ def _removed_constants(graph: Graph, group: ChannelGroup, gone: np.ndarray) -> d
             dw = _weights(graph, node)
             db = _bias(graph, node, dw.shape[3])
             x = _act(node, db[gone] + x * dw[..., gone].reshape(-1, len(gone)).sum(axis=0))
-        elif node.op in ("Relu", "Clip"):
-            lo, hi = activation_range(graph, node) or (-np.inf, np.inf)
+        elif activation_range(graph, node) is not None:  # a clamp (Relu, Clip)
+            lo, hi = activation_range(graph, node)
             x = np.clip(x, lo, hi)
         v[node.outputs[0]] = x  # pooling and reshapes keep a constant channel's value
     return v
@@ -361,7 +363,7 @@ def prune_channels(graph: Graph, fraction: dict[str, float], kept: dict[str, np.
             kept.update({p.name: np.setdiff1d(np.arange(group.channels), gone) for p in group.producers})
             consumers.update(c.name for c in group.consumers)
     graph.remove_unused_tensors()
-    verify(graph, "prune_channels")
+    verify(graph, "prune_channels", infer=infer_shapes)
     return removed
 
 

@@ -22,7 +22,8 @@ from dataclasses import replace
 import numpy as np
 
 from tinyaot.ir import Graph, Node
-from tinyaot.ops.conv import _patches
+from tinyaot.ops.clamp import activation_range
+from tinyaot.ops.conv import im2col_patches
 
 RIDGE = 1e-3  # ridge strength, relative to the mean diagonal of the inputs' Gram matrix
 CHUNK = 16  # samples per block when accumulating the Gram matrices (bounds the im2col memory)
@@ -57,7 +58,7 @@ def _conv_patches(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
     """im2col patches [N, OH, OW, KH, KW, C] of a Conv node's NHWC input (zero padding: the padded float value)."""
     a = node.attrs
     pads = list(a.get("pads", (0, 0, 0, 0)))
-    return _patches(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
+    return im2col_patches(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
                     tuple(a.get("dilations", (1, 1))), graph.tensors[node.outputs[0]].shape[1:3])
 
 
@@ -71,11 +72,11 @@ def _pool(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
     if node.op == "MaxPool":
         # shift every input above the zero padding, so padding never wins
         shift = 1.0 - float(x.min())
-        return _patches(x + shift, *geometry).max(axis=(3, 4)) - shift
-    total = _patches(x, *geometry).sum(axis=(3, 4))
+        return im2col_patches(x + shift, *geometry).max(axis=(3, 4)) - shift
+    total = im2col_patches(x, *geometry).sum(axis=(3, 4))
     if int(a.get("count_include_pad", 0)):
         return total / float(np.prod(a["kernel_shape"]))
-    return total / _patches(np.ones_like(x[:1]), *geometry).sum(axis=(3, 4))
+    return total / im2col_patches(np.ones_like(x[:1]), *geometry).sum(axis=(3, 4))
 
 
 def pre_activation(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
@@ -104,14 +105,13 @@ def _pre_activation(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
 
 def run_node(graph: Graph, node: Node, values: dict[str, np.ndarray]) -> None:
     """Evaluate `node` in float on the batch in `values` (tensor name -> [N, ...], N samples of batch 1)."""
-    from tinyaot.passes.fuse_activation import activation_range
 
     x = values.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
     if node.op in ("Conv", "FullyConnected"):
         y = _clip(node, pre_activation(graph, node, x))
     elif node.op == "Add" and all(i in values for i in node.inputs if i):
         y = _clip(node, sum(values[i] for i in node.inputs if i))
-    elif node.op in ("Relu", "Clip") and activation_range(graph, node) is not None:
+    elif activation_range(graph, node) is not None:  # a clamp (Relu, Clip)
         lo, hi = activation_range(graph, node)
         y = np.clip(x, lo, hi)
     elif node.op in ("MaxPool", "AveragePool", "GlobalAveragePool") and not int(node.attrs.get("ceil_mode", 0)):

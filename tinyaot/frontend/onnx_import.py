@@ -10,6 +10,7 @@ from onnx import numpy_helper, shape_inference
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
+from tinyaot.ops.registry import get_op, is_registered, registered_ops
 
 from .normalize import check_dtype, dtype_name, float16_to_float32, unique_node_names
 
@@ -85,8 +86,13 @@ def _static_model(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...
 
 
 def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
-    from tinyaot.ops.registry import is_registered
+    return import_onnx_model(path, input_shapes)[0]
 
+
+def import_onnx_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None
+                      ) -> tuple[Graph, onnx.ModelProto]:
+    """The IR graph and the checked, shape-inferred float ONNX model it came from (calibration runs the latter in
+    onnxruntime). The graph does not hold the ModelProto: the IR is plain data."""
     path = Path(path)
     model = load_onnx(path)
     # float16 (and mixed-precision) models compute as the float32 model with the same values; done first so the
@@ -189,16 +195,13 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
         path=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         inputs=[{"name": i, "shape": list(tensors[i].shape), "dtype": "float32"} for i in inputs],
         outputs=[{"name": o, "shape": list(tensors[o].shape), "dtype": "float32"} for o in graph.outputs],
-        onnx_model=model,
     )
     if float16:
         graph.meta["converted_from_float16"] = len(float16)
-    return graph
+    return graph, model
 
 
 def _onnx_ops() -> list[str]:
-    from tinyaot.ops.registry import get_op, registered_ops
-
     return [op for op in registered_ops() if not getattr(get_op(op), "internal", False)]
 
 

@@ -1,4 +1,4 @@
 from .graph import Graph, Node, QuantParams, Tensor
-from .verify import IRError, verify
+from .verify import IRError, UnknownOp, verify
 
-__all__ = ["Graph", "Node", "QuantParams", "Tensor", "IRError", "verify"]
+__all__ = ["Graph", "Node", "QuantParams", "Tensor", "IRError", "UnknownOp", "verify"]

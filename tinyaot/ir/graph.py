@@ -10,37 +10,7 @@ from typing import Any
 
 import numpy as np
 
-
-@dataclass
-class QuantParams:
-    """Affine int quantization: real = scale * (q - zero_point). Per tensor (axis None) or per channel."""
-
-    scale: np.ndarray  # float64; shape () per tensor, (C,) per channel
-    zero_point: np.ndarray  # int64, same shape as scale
-    axis: int | None = None
-
-    @staticmethod
-    def per_tensor(scale: float, zero_point: int) -> "QuantParams":
-        return QuantParams(np.asarray(scale, np.float64), np.asarray(zero_point, np.int64))
-
-    @property
-    def s(self) -> float:
-        """The scale of a per-tensor quantized tensor."""
-        assert self.axis is None, "per-channel tensor has no single scale"
-        return float(self.scale)
-
-    @property
-    def zp(self) -> int:
-        assert self.axis is None, "per-channel tensor has no single zero point"
-        return int(self.zero_point)
-
-    def dequantize(self, q: np.ndarray) -> np.ndarray:
-        """The real values (float64) of integers `q` stored with these parameters."""
-        shape = [1] * np.ndim(q)
-        if self.axis is not None:
-            shape[self.axis] = -1
-        zp = np.asarray(self.zero_point, np.float64).reshape(shape)
-        return (np.asarray(q, np.float64) - zp) * np.asarray(self.scale, np.float64).reshape(shape)
+from tinyaot.core.quant import QuantParams
 
 
 @dataclass

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.broadcast import BinaryOp
-from tinyaot.ops.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
-from tinyaot.ops.registry import KernelCall, register
+from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
+from tinyaot.ops.registry import KernelCall, register, Traits
 
 ADD_LEFT_SHIFT = 20
 
@@ -55,7 +55,8 @@ def elementwise_add_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Add")
+@register("Add", traits=Traits(layout="elementwise", broadcast=True, fuses_activation=True,
+                         kernels=("tinyaot_elementwise_add_s8", "tinyaot_elementwise_binary_s8")))
 class Add(BinaryOp):
     """ONNX Add of two int8 tensors, each input rescaled to the output's parameters. Constant per-channel addends
     right after a Conv are folded into its bias by the passes; any other constant is an int8 operand."""

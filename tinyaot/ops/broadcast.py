@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.codegen.cfmt import c_array
-from tinyaot.compress.quantize import activation_qparams, quantize_values
-from tinyaot.errors import TinyaotError
+from tinyaot.core.cfmt import c_array
+from tinyaot.core.quant import activation_qparams, quantize_values
+from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, oracle_operands, out_params, set_const
 from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec
 

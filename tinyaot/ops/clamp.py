@@ -6,12 +6,17 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.compress.quantize import activation_clamp
-from tinyaot.passes.fuse_activation import activation_range
-from tinyaot.errors import TinyaotError
+from tinyaot.core.errors import TinyaotError
+from tinyaot.core.quant import activation_clamp
 
 from .common import activation_nodes
-from .registry import KernelCall, OracleLayer, OpSpec, register
+from .registry import KernelCall, OracleLayer, OpSpec, Traits, get_op, is_registered, register
+
+
+def activation_range(graph, node) -> tuple[float, float] | None:
+    """(lo, hi) of an activation node that is a clamp (Relu, Clip), or None: another op, or bounds that are not
+    constants. fuse_activation folds such a node into its producer's clamp."""
+    return get_op(node.op).activation_range(node, graph) if is_registered(node.op) else None
 
 
 class _Clamp(OpSpec):
@@ -21,7 +26,7 @@ class _Clamp(OpSpec):
         return [graph.tensors[node.inputs[0]].shape]
 
     def quantize(self, node, graph, ranges):
-        rng = activation_range(graph, node)
+        rng = self.activation_range(node, graph)
         if rng is None:
             raise TinyaotError(f"{node.op} node {node.name!r}: min and max must be constants")
         node.attrs["activation"] = rng
@@ -42,14 +47,31 @@ class _Clamp(OpSpec):
         return OracleLayer(nodes, inits, out)
 
 
-@register("Relu")
+# A clamp keeps channel c in channel c (a pruned, all-zero channel stays zero only if 0 is inside the clamp,
+# which compress/prune.py checks with activation_range).
+_TRAITS = Traits(layout="elementwise", per_channel=True, kernels=("tinyaot_clamp_s8",))
+
+
+@register("Relu", traits=_TRAITS)
 class Relu(_Clamp):
-    pass
+    def activation_range(self, node, graph):
+        return (0.0, float("inf"))
 
 
-@register("Clip")
+@register("Clip", traits=_TRAITS)
 class Clip(_Clamp):
-    pass
+    def activation_range(self, node, graph):
+        lo, hi = node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)  # opset < 11 attributes
+        for k in (1, 2):
+            name = node.inputs[k] if len(node.inputs) > k else ""
+            if name:
+                if not graph.tensors[name].is_const:
+                    return None
+                if k == 1:
+                    lo = float(graph.tensors[name].data)
+                else:
+                    hi = float(graph.tensors[name].data)
+        return (float(lo), float(hi))
 
 
-__all__ = ["Relu", "Clip", "helper"]
+__all__ = ["Relu", "Clip", "activation_range", "helper"]

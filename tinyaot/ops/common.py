@@ -4,15 +4,44 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from tinyaot.compress.quantize import activation_clamp, output_qparams
+from tinyaot.core.errors import TinyaotError
+from tinyaot.core.quant import activation_clamp, activation_qparams
 from tinyaot.ir import Graph, Node, QuantParams, Tensor
-from tinyaot.oracle.onnxruntime_layers import dequantized_const
 
 
 def set_const(graph: Graph, base: str, data: np.ndarray, dtype: str, quant: QuantParams | None = None) -> str:
     name = graph.fresh_name(base)
     graph.tensors[name] = Tensor(name, tuple(data.shape), dtype, data, quant)
     return name
+
+
+def output_qparams(graph: Graph, name: str, ranges: dict[str, tuple[float, float]]) -> QuantParams:
+    given = graph.tensors[name].quant
+    if given is not None:  # the pre-quantized model's own QuantizeLinear parameters for this tensor
+        return given
+    if graph.meta.get("prequantized"):
+        raise TinyaotError(f"tensor {name!r} has no QuantizeLinear/DequantizeLinear pair in the pre-quantized "
+                           "model; tinyaot needs the int8 parameters of every activation (partly float QDQ "
+                           "models are not supported)")
+    if name not in ranges:
+        raise TinyaotError(f"calibration produced no range for tensor {name!r}")
+    return activation_qparams(*ranges[name])
+
+
+def record_raised(graph, node, raised: np.ndarray) -> None:
+    """Keep which channels of `node` had their weight scale raised (graph.meta, for reports and ci figures)."""
+    if np.size(raised):
+        graph.meta.setdefault("raised_weight_scales", {})[node.name] = [int(c) for c in raised]
+
+
+def dequantized_const(name: str, q: np.ndarray, qp: QuantParams) -> tuple[list, list, str]:
+    """A constant stored as integers and dequantized in the graph, exactly as a QDQ model stores weights."""
+    qt = numpy_helper.from_array(q, name + "_q")
+    scale = numpy_helper.from_array(np.asarray(qp.scale, np.float32), name + "_scale")
+    zero = numpy_helper.from_array(np.asarray(qp.zero_point, q.dtype), name + "_zp")
+    attrs = {"axis": qp.axis} if qp.axis is not None else {}
+    node = helper.make_node("DequantizeLinear", [qt.name, scale.name, zero.name], [name + "_f"], **attrs)
+    return [node], [qt, scale, zero], name + "_f"
 
 
 def out_params(node: Node, graph: Graph, ranges) -> tuple[QuantParams, int, int]:
@@ -65,7 +94,7 @@ def activation_nodes(node: Node, x: str) -> tuple[list, list, str]:
     return [helper.make_node("Clip", [x, x + "_lo", x + "_hi"], [x + "_act"])], inits, x + "_act"
 
 
-__all__ = ["set_const", "out_params", "spatial_out", "nhwc_oracle", "activation_nodes", "dequantized_const",
+__all__ = ["set_const", "output_qparams", "record_raised", "out_params", "spatial_out", "nhwc_oracle", "activation_nodes", "dequantized_const",
            "oracle_operands"]
 
 

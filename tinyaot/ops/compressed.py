@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyaot.codegen.cfmt import c_array
+from tinyaot.core.cfmt import c_array
 
 SUFFIX = {"int4": "s4", "clustered": "s8_clustered", "sparse_bitmap": "s8_sparse", "sparse_rle": "s8_rle"}
 BASE = {"conv": "tinyaot_convolve", "depthwise": "tinyaot_depthwise_conv", "fc": "tinyaot_fully_connected"}

@@ -17,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.codegen.cfmt import c_array
-from tinyaot.compress.quantize import quantize_values
-from tinyaot.errors import TinyaotError
+from tinyaot.core.cfmt import c_array
+from tinyaot.core.quant import quantize_values
+from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import oracle_operands, out_params, set_const
-from tinyaot.ops.fixedpoint import multiplier_with_headroom, requantize_to_int8
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.core.fixedpoint import multiplier_with_headroom, requantize_to_int8
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def concat_requant_params(s_in: float, zp_in: int, s_out: float, zp_out: int) -> dict:
@@ -46,7 +46,7 @@ def concat_s8(inputs: list[np.ndarray], parts: list[dict], *, axis: int, output_
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Concat")
+@register("Concat", traits=Traits(kernels=("tinyaot_concat_s8",)))
 class Concat(OpSpec):
     """ONNX Concat; after `to_nhwc` the axis attribute is the physical axis."""
 

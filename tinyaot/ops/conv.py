@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyaot.ops.fixedpoint import requantize_to_int8
+from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
-from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import layer_weights, record_raised, weight_qmax
-from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, set_const, spatial_out
+from tinyaot.core.cfmt import c_array, c_dims
+from tinyaot.core.quant import layer_weights, weight_qmax
+from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, nhwc_oracle, out_params, set_const, spatial_out
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
-from tinyaot.ops.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.core.fixedpoint import quantize_multiplier_array
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def conv2d_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
@@ -60,7 +60,7 @@ def conv_inplace_offset(in_shape, out_shape, stride_hw, pads, aligned_group: int
     return int(max(0, int((written - still_needed).max())))
 
 
-def _patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
+def im2col_patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
     """Gather im2col patches [N, OH, OW, KH, KW, C] from an offset-applied int64 NHWC tensor, padded with 0."""
     n, h, w, c = xo.shape
     kh, kw = kernel_hw
@@ -110,7 +110,7 @@ def conv2d_s8(
         raise ValueError(f"conv2d_s8: {cout} output channels do not split into {groups} groups")
     cout_g = cout // groups
     xo = input.astype(np.int64) + int(input_offset)
-    p = _patches(xo, (kh, kw), stride_hw, pad_top_left, dilation_hw, output_hw)
+    p = im2col_patches(xo, (kh, kw), stride_hw, pad_top_left, dilation_hw, output_hw)
     oh, ow = p.shape[1], p.shape[2]
     # [N*OH*OW, G, KH*KW*Cg] x [G, KH*KW*Cg, Og] -> [G, N*OH*OW, Og] (int64 matmul, exact)
     p = p.reshape(n * oh * ow, kh, kw, groups, cin_g).transpose(3, 0, 1, 2, 4).reshape(groups, n * oh * ow, -1)
@@ -148,7 +148,7 @@ def depthwise_conv2d_s8(
     if cout != cin * ch_mult:
         raise ValueError(f"depthwise_conv2d_s8: {cout} output channels != {cin} inputs x ch_mult {ch_mult}")
     xo = input.astype(np.int64) + int(input_offset)
-    p = _patches(xo, (kh, kw), stride_hw, pad_top_left, dilation_hw, output_hw)  # [N, OH, OW, KH, KW, Cin]
+    p = im2col_patches(xo, (kh, kw), stride_hw, pad_top_left, dilation_hw, output_hw)  # [N, OH, OW, KH, KW, Cin]
     oh, ow = p.shape[1], p.shape[2]
     wt = weights_1hwc.astype(np.int64).reshape(kh, kw, cin, ch_mult)
     acc = np.einsum("nhwyxc,yxcm->nhwcm", p, wt).reshape(n, oh, ow, cout)
@@ -166,7 +166,12 @@ def _per_channel(values, channels: int) -> np.ndarray:
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Conv")
+@register("Conv", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, weighted_layer=True,
+                          scratch=True, kernels=(
+                     "tinyaot_convolve_s8", "tinyaot_convolve_s4", "tinyaot_convolve_s8_clustered", "tinyaot_convolve_s8_sparse",
+                     "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8", "tinyaot_depthwise_conv_s4",
+                     "tinyaot_depthwise_conv_s8_clustered", "tinyaot_depthwise_conv_s8_sparse",
+                     "tinyaot_depthwise_conv_s8_rle")))
 class Conv(OpSpec):
     """ONNX Conv (X, W, B; strides, pads, dilations, group, kernel_shape, auto_pad) in NHWC after `to_nhwc`:
     weights OHWI for standard and grouped convolution, 1HWC for depthwise (group == C_in > 1)."""

@@ -15,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import layer_weights, record_raised
-from tinyaot.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, set_const
-from tinyaot.ops.fixedpoint import quantize_multiplier_array, requantize_to_int8
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.core.cfmt import c_array, c_dims
+from tinyaot.core.quant import layer_weights
+from tinyaot.core.errors import TinyaotError
+from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, nhwc_oracle, out_params, set_const
+from tinyaot.core.fixedpoint import quantize_multiplier_array, requantize_to_int8
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def transpose_conv2d_s8(input: np.ndarray, weights_ohwi: np.ndarray, bias: np.ndarray | None, output_mult,
@@ -100,7 +100,8 @@ def resolve_pads(node, in_logical, out_logical) -> None:
     a["pads"], a["strides"], a["output_padding"] = pads, s, op
 
 
-@register("ConvTranspose")
+@register("ConvTranspose", traits=Traits(layout="spatial", fuses_activation=True, scratch=True,
+                                   kernels=("tinyaot_transpose_conv_s8",)))
 class ConvTranspose(OpSpec):
     """ONNX ConvTranspose (X, W, B) in NHWC after `to_nhwc`, which turns W [C_in, C_out, kh, kw] into OHWI
     [C_out, kh, kw, C_in] and resolves the pads (`resolve_pads`)."""

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyaot.ops.fixedpoint import requantize_to_int8
+from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
-from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.compress.quantize import layer_weights, record_raised, weight_qmax
-from tinyaot.ops.common import activation_nodes, dequantized_const, out_params, set_const
+from tinyaot.core.cfmt import c_array, c_dims
+from tinyaot.core.quant import layer_weights, weight_qmax
+from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, out_params, set_const
 from tinyaot.ops.compressed import compressed_filter
-from tinyaot.ops.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.core.fixedpoint import quantize_multiplier_array
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def fully_connected_s8(
@@ -50,7 +50,9 @@ def fully_connected_s8(
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("FullyConnected")
+@register("FullyConnected", traits=Traits(fuses_activation=True, weighted_layer=True, scratch=True, kernels=(
+                     "tinyaot_fully_connected_s8", "tinyaot_fully_connected_s4", "tinyaot_fully_connected_s8_clustered",
+                     "tinyaot_fully_connected_s8_sparse", "tinyaot_fully_connected_s8_rle")))
 class FullyConnected(OpSpec):
     """tinyaot's fully connected op: Y[M,N] = X[M,K] @ W[N,K].T + B[N], made by `fuse_fully_connected` from ONNX
     MatMul (+ Add) and Gemm. Weights are stored [out, in] (CMSIS's layout), per-output-channel int8."""

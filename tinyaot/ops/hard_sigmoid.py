@@ -6,7 +6,7 @@ import numpy as np
 from onnx import helper
 
 from tinyaot.ops.lut import LutOp
-from tinyaot.ops.registry import register
+from tinyaot.ops.registry import register, Traits
 
 
 def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.ndarray:
@@ -15,7 +15,7 @@ def hard_sigmoid(x: np.ndarray, alpha: float = 0.2, beta: float = 0.5) -> np.nda
     return np.clip(xa, np.float32(0.0), np.float32(1.0)).astype(np.float64)
 
 
-@register("HardSigmoid")
+@register("HardSigmoid", traits=Traits(layout="elementwise", kernels=("tinyaot_lut_s8",)))
 class HardSigmoid(LutOp):
     def _ab(self, node):
         return float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))

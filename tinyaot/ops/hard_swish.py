@@ -8,7 +8,7 @@ from onnx import helper
 
 from tinyaot.ops.hard_sigmoid import hard_sigmoid
 from tinyaot.ops.lut import LutOp
-from tinyaot.ops.registry import register
+from tinyaot.ops.registry import register, Traits
 
 
 def hard_swish(x: np.ndarray) -> np.ndarray:
@@ -16,7 +16,7 @@ def hard_swish(x: np.ndarray) -> np.ndarray:
     return (x32 * hard_sigmoid(x32, 1.0 / 6.0, 0.5).astype(np.float32)).astype(np.float64)
 
 
-@register("HardSwish")
+@register("HardSwish", traits=Traits(layout="elementwise", kernels=("tinyaot_lut_s8",)))
 class HardSwish(LutOp):
     def fn(self, node, x):
         return hard_swish(x)

@@ -7,7 +7,7 @@ import numpy as np
 from onnx import helper
 
 from tinyaot.ops.lut import LutOp
-from tinyaot.ops.registry import register
+from tinyaot.ops.registry import register, Traits
 
 
 def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
@@ -15,7 +15,7 @@ def leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
     return np.where(x32 >= 0, x32, x32 * np.float32(alpha)).astype(np.float64)
 
 
-@register("LeakyRelu")
+@register("LeakyRelu", traits=Traits(layout="elementwise", kernels=("tinyaot_lut_s8",)))
 class LeakyRelu(LutOp):
     def _alpha(self, node):
         return float(node.attrs.get("alpha", 0.01))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.codegen.cfmt import c_array
+from tinyaot.core.cfmt import c_array
 from tinyaot.ir import QuantParams
 from tinyaot.ops.common import activation_nodes, out_params
 from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec

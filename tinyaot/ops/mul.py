@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.broadcast import BinaryOp
-from tinyaot.ops.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
-from tinyaot.ops.registry import register
+from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
+from tinyaot.ops.registry import register, Traits
 
 
 def mul_params(s1: float, s2: float, s_out: float) -> dict:
@@ -29,7 +29,8 @@ def elementwise_mul_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Mul")
+@register("Mul", traits=Traits(layout="elementwise", broadcast=True, fuses_activation=True,
+                         kernels=("tinyaot_elementwise_binary_s8",)))
 class Mul(BinaryOp):
     _KEYS = ("input1_offset", "input2_offset", "output_offset", "output_mult", "output_shift", "act_min", "act_max")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from tinyaot.errors import TinyaotError
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.core.errors import TinyaotError
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def pad_s8(input: np.ndarray, pre, post, pad_value: int) -> np.ndarray:
@@ -59,7 +59,7 @@ def onnx_pad_spec(node, graph, rank: int) -> tuple[list[int], list[int], float]:
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Pad")
+@register("Pad", traits=Traits(kernels=("tinyaot_pad_s8",)))
 class Pad(OpSpec):
     def _pads(self, node, graph):
         rank = len(graph.tensors[node.inputs[0]].shape)

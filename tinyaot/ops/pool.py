@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper, numpy_helper
-from tinyaot.codegen.cfmt import c_dims
-from tinyaot.compress.quantize import activation_clamp
-from tinyaot.ops.fixedpoint import quantize_multiplier, requantize_to_int8
-from tinyaot.errors import TinyaotError
+from tinyaot.core.cfmt import c_dims
+from tinyaot.core.quant import activation_clamp
+from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
+from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params, spatial_out
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def _windows(x: np.ndarray, fill: int, kernel_hw, stride_hw, pad_top_left, output_hw):
@@ -236,16 +236,19 @@ status |= {kernel}(&pool_params, &pad_end, {-graph.tensors[node.inputs[0]].quant
         return OracleLayer(nodes, inits, out)
 
 
-@register("MaxPool")
+@register("MaxPool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
+                             kernels=("tinyaot_max_pool_s8",)))
 class MaxPool(_Pool):
     kernel = "tinyaot_max_pool_s8"
 
 
-@register("AveragePool")
+@register("AveragePool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
+                                 scratch=True, kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8")))
 class AveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"
 
 
-@register("GlobalAveragePool")
+@register("GlobalAveragePool", traits=Traits(layout="spatial", fuses_activation=True, per_channel=True, scratch=True,
+                                       kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8")))
 class GlobalAveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"

@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from tinyaot.codegen.cfmt import c_array
-from tinyaot.errors import TinyaotError
+from tinyaot.core.cfmt import c_array
+from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, out_params
-from tinyaot.ops.fixedpoint import HEADROOM_LEFT_SHIFT, multiply_by_quantized_multiplier, quantize_multiplier
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.core.fixedpoint import HEADROOM_LEFT_SHIFT, multiply_by_quantized_multiplier, quantize_multiplier
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def prelu_params(slopes, s_in: float, s_out: float) -> dict:
@@ -68,7 +68,7 @@ def slope_blocks(slope_shape, x_shape) -> tuple[int, int, int, tuple[int, int]]:
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("PRelu")
+@register("PRelu", traits=Traits(layout="elementwise", broadcast=True, kernels=("tinyaot_prelu_s8",)))
 class PRelu(OpSpec):
     alias_output_to_input = True  # element i is read before it is written
 

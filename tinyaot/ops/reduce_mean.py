@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.codegen.cfmt import c_dims
-from tinyaot.errors import TinyaotError
+from tinyaot.core.cfmt import c_dims
+from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params
-from tinyaot.ops.fixedpoint import quantize_multiplier
+from tinyaot.core.fixedpoint import quantize_multiplier
 from tinyaot.ops.pool import avgpool_requant_s8
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 KERNEL = "tinyaot_avgpool_requant_s8"
 
@@ -51,7 +51,7 @@ def check_spatial_mean(node, graph, in_logical) -> None:
     node.inputs[:] = node.inputs[:1]  # the axes are read; the int64 constant has no place in the int8 graph
 
 
-@register("ReduceMean")
+@register("ReduceMean", traits=Traits(layout="spatial", fuses_activation=True, kernels=("tinyaot_avgpool_requant_s8",)))
 class ReduceMean(OpSpec):
     """ONNX ReduceMean over H and W, in NHWC after `to_nhwc`: input [N, H, W, C], output [N, 1, 1, C] (keepdims 1)
     or [N, C] (keepdims 0), the same bytes either way."""

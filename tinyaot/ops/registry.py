@@ -1,8 +1,11 @@
-"""Operator registry. Each op file defines one `OpSpec` subclass and registers it with `@register("OpType")`.
+"""Operator registry. Each op file defines one `OpSpec` subclass and registers it with
+`@register("OpType", traits=Traits(...))`; importing `tinyaot.ops` imports every op file in the package.
 
-An op file owns everything about its operator: shape inference, quantization of its parameters, the bit-exact
-numpy int8 reference, its scratch size, the C kernel call it lowers to, its MAC count, and its float QDQ
-equivalent for the onnxruntime oracle. Passes and codegen only ask the registry.
+An op file owns everything about its operator: its traits (how the layout pass, fusion and pruning treat it, which
+kernel variants it has), shape inference, quantization of its parameters, the bit-exact numpy int8 reference, its
+scratch size, the C kernel call it lowers to (as data: codegen renders it), its MAC count, and its float QDQ
+equivalent for the onnxruntime oracle. Passes, compression, the planner and codegen only ask the registry, so
+adding an operator is adding one op file (plus its kernel and test).
 """
 from __future__ import annotations
 
@@ -11,10 +14,29 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from tinyaot.ir.verify import UnknownOp
+
 if TYPE_CHECKING:
     from tinyaot.ir import Graph, Node
 
 _REGISTRY: dict[str, "OpSpec"] = {}
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What the passes, compression and planner need to know about an operator, declared where it is registered."""
+
+    # How the layout pass (passes/to_nhwc.py) treats it: "spatial" (NCHW image semantics, run in NHWC),
+    # "elementwise" (any layout, element by element; its operands follow the data's layout), "move" (data movement:
+    # an alias or a transpose), or "fixed" (its own rule in the pass, or the logical layout).
+    layout: str = "fixed"
+    broadcast: bool = False  # elementwise with operands broadcast by numpy rules (constants are permuted too)
+    sliding_window: bool = False  # kernel_shape / strides / pads / auto_pad of a conv or pooling window
+    fuses_activation: bool = False  # ends in the int8 clamp a following Relu/Clip folds into (fuse_activation)
+    per_channel: bool = False  # output channel c reads input channel c only: a pruned channel passes through
+    weighted_layer: bool = False  # per-output-channel weights in input 1: pruning and compression act on them
+    scratch: bool = False  # may need arena scratch (`scratch_bytes`)
+    kernels: tuple[str, ...] = ()  # the C kernel variants it lowers to (templates/kernels/<name>.c)
 
 
 @dataclass
@@ -39,6 +61,7 @@ class OracleLayer:
 
 class OpSpec:
     op_type: ClassVar[str] = ""
+    traits: ClassVar[Traits] = Traits()
     # True when the generated code may write the output over input 0 (same size, elementwise).
     alias_output_to_input: ClassVar[bool] = False
 
@@ -78,35 +101,52 @@ class OpSpec:
     def params_bytes(self, node: "Node", graph: "Graph") -> int:
         return 0
 
+    def activation_range(self, node: "Node", graph: "Graph") -> tuple[float, float] | None:
+        """(lo, hi) when this node is a clamp activation a producer's int8 clamp can absorb; None otherwise."""
+        return None
+
     def oracle(self, node: "Node", graph: "Graph") -> OracleLayer | None:
         """Float ONNX equivalent for the per-layer onnxruntime check; None when nothing to check (aliases)."""
         return None
 
 
-def register(op_type: str):
+def register(op_type: str, traits: Traits | None = None):
     def deco(cls):
         cls.op_type = op_type
+        if traits is not None:
+            cls.traits = traits
         _REGISTRY[op_type] = cls()
         return cls
 
     return deco
 
 
-def _load_all() -> None:
-    # Importing the package imports every op file, which registers itself.
-    import tinyaot.ops  # noqa: F401
-
-
 def get_op(op_type: str) -> OpSpec:
-    _load_all()
     return _REGISTRY[op_type]
 
 
 def is_registered(op_type: str) -> bool:
-    _load_all()
     return op_type in _REGISTRY
 
 
 def registered_ops() -> list[str]:
-    _load_all()
     return sorted(_REGISTRY)
+
+
+def traits_of(op_type: str) -> Traits:
+    """The op's traits; default ones (layout "fixed", nothing else) for an op type tinyaot does not know."""
+    spec = _REGISTRY.get(op_type)
+    return spec.traits if spec is not None else Traits()
+
+
+def ops_with(**wanted) -> tuple[str, ...]:
+    """The registered op types whose traits have all the given values, e.g. ops_with(fuses_activation=True)."""
+    return tuple(op for op in sorted(_REGISTRY) if all(getattr(_REGISTRY[op].traits, k) == v for k, v in wanted.items()))
+
+
+def infer_shapes(node: "Node", graph: "Graph") -> list[tuple[int, ...]] | None:
+    """The shape inference `ir.verify` is given (the IR does not import the ops): the op's output shapes, or None
+    when it has none; UnknownOp for an op type nobody registered."""
+    if node.op not in _REGISTRY:
+        raise UnknownOp(node.op)
+    return _REGISTRY[node.op].infer_shapes(node, graph)

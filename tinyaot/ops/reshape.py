@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import KernelCall, OpSpec, register
+from .registry import KernelCall, OpSpec, register, Traits
 
 
-@register("Reshape")
+@register("Reshape", traits=Traits(layout="move"))
 class Reshape(OpSpec):
     def infer_shapes(self, node, graph):
         out = graph.tensors[node.outputs[0]].shape

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from tinyaot.codegen.cfmt import c_array, c_dims
-from tinyaot.errors import TinyaotError
+from tinyaot.core.cfmt import c_array, c_dims
+from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import nhwc_oracle
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 KERNEL = "tinyaot_resize_nearest_s8"
 COORDINATE_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn")
@@ -144,7 +144,7 @@ def prepare_resize(node, graph, in_logical, out_logical) -> None:
     node.inputs[:] = node.inputs[:1]
 
 
-@register("Resize")
+@register("Resize", traits=Traits(layout="spatial", kernels=("tinyaot_resize_nearest_s8",)))
 class Resize(OpSpec):
     """ONNX Resize, mode nearest, in NHWC after `to_nhwc` (see `prepare_resize`)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.lut import LutOp
-from tinyaot.ops.registry import register
+from tinyaot.ops.registry import register, Traits
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -14,7 +14,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
 
 
-@register("Sigmoid")
+@register("Sigmoid", traits=Traits(layout="elementwise", kernels=("tinyaot_lut_s8",)))
 class Sigmoid(LutOp):
     fixed_output = (1.0 / 256, -128)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyaot.ops.fixedpoint import (
+from tinyaot.core.fixedpoint import (
     SOFTMAX_ACCUM_INTEGER_BITS,
     exp_on_negative_values,
     get_reciprocal,
@@ -19,10 +19,10 @@ from tinyaot.ops.fixedpoint import (
     saturating_rounding_doubling_high_mul,
 )
 from onnx import helper
-from tinyaot.errors import TinyaotError
+from tinyaot.core.errors import TinyaotError
 from tinyaot.ir import QuantParams
-from tinyaot.ops.fixedpoint import softmax_params
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec, register
+from tinyaot.core.fixedpoint import softmax_params
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 # Each exp term is at most 1.0 = 2**19 in Q12.19, so 4095 terms keep the int32 sum below 2**31.
 MAX_ROW_SIZE = (1 << SOFTMAX_ACCUM_INTEGER_BITS) - 1
@@ -51,7 +51,7 @@ def softmax_s8(input: np.ndarray, *, input_mult: int, input_left_shift: int, dif
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Softmax")
+@register("Softmax", traits=Traits(kernels=("tinyaot_softmax_s8",)))
 class Softmax(OpSpec):
     """ONNX Softmax over the last physical axis (the `to_nhwc` pass guarantees it). The output parameters are
     TFLite's fixed ones, scale 1/256 and zero point -128, so the 256 levels span [0, 1)."""

@@ -10,8 +10,8 @@ import numpy as np
 
 from tinyaot.ops.add import add_params
 from tinyaot.ops.broadcast import BinaryOp
-from tinyaot.ops.fixedpoint import multiply_by_quantized_multiplier
-from tinyaot.ops.registry import register
+from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier
+from tinyaot.ops.registry import register, Traits
 
 
 def elementwise_sub_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, input1_mult: int, input1_shift: int,
@@ -28,7 +28,8 @@ def elementwise_sub_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Sub")
+@register("Sub", traits=Traits(layout="elementwise", broadcast=True, fuses_activation=True,
+                         kernels=("tinyaot_elementwise_binary_s8",)))
 class Sub(BinaryOp):
     _KEYS = ("input1_offset", "input1_mult", "input1_shift", "input2_offset", "input2_mult", "input2_shift",
              "left_shift", "output_offset", "output_mult", "output_shift", "act_min", "act_max")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.lut import LutOp
-from tinyaot.ops.registry import register
+from tinyaot.ops.registry import register, Traits
 
 
-@register("Tanh")
+@register("Tanh", traits=Traits(layout="elementwise", kernels=("tinyaot_lut_s8",)))
 class Tanh(LutOp):
     fixed_output = (1.0 / 128, 0)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.errors import TinyaotError
+from tinyaot.core.errors import TinyaotError
 
-from .registry import KernelCall, OracleLayer, OpSpec, register
+from .registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def _canonical(shape, perm) -> tuple[list[int], list[int]]:
@@ -30,7 +30,7 @@ def _canonical(shape, perm) -> tuple[list[int], list[int]]:
     return dims, perm
 
 
-@register("Transpose")
+@register("Transpose", traits=Traits(layout="move", kernels=("tinyaot_transpose_s8",)))
 class Transpose(OpSpec):
     def _perm(self, node, graph):
         rank = len(graph.tensors[node.inputs[0]].shape)

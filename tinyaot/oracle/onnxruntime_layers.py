@@ -15,6 +15,8 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from tinyaot.ir import Graph, QuantParams
+from tinyaot.ops.common import dequantized_const  # noqa: F401  (moved to ops; kept importable here)
+from tinyaot.ops.registry import get_op
 
 
 @dataclass
@@ -33,19 +35,7 @@ def qparam_inits(prefix: str, qp: QuantParams) -> tuple[list, str, str]:
     return [scale, zp], scale.name, zp.name
 
 
-def dequantized_const(name: str, q: np.ndarray, qp: QuantParams) -> tuple[list, list, str]:
-    """A constant stored as integers and dequantized in the graph, exactly as a QDQ model stores weights."""
-    qt = numpy_helper.from_array(q, name + "_q")
-    scale = numpy_helper.from_array(np.asarray(qp.scale, np.float32), name + "_scale")
-    zero = numpy_helper.from_array(np.asarray(qp.zero_point, q.dtype), name + "_zp")
-    attrs = {"axis": qp.axis} if qp.axis is not None else {}
-    node = helper.make_node("DequantizeLinear", [qt.name, scale.name, zero.name], [name + "_f"], **attrs)
-    return [node], [qt, scale, zero], name + "_f"
-
-
 def layer_model(graph: Graph, node) -> onnx.ModelProto | None:
-    from tinyaot.ops.registry import get_op
-
     layer = get_op(node.op).oracle(node, graph)
     if layer is None:
         return None
@@ -90,8 +80,6 @@ def _run(sess: ort.InferenceSession, model: onnx.ModelProto, feed: dict) -> tupl
 
 def check_layers(graph: Graph, values_per_sample: list[dict[str, np.ndarray]]) -> list[LayerCheck]:
     """Compare every layer's int8 output with onnxruntime's on the same int8 inputs, over all samples."""
-    from tinyaot.ops.registry import get_op
-
     checks = []
     for node in graph.nodes:
         model = layer_model(graph, node)
@@ -114,12 +102,13 @@ def check_layers(graph: Graph, values_per_sample: list[dict[str, np.ndarray]]) -
     return checks
 
 
-def run_chain(graph: Graph, x: np.ndarray, _cache: dict | None = None) -> dict[str, np.ndarray]:
+def run_chain(graph: Graph, x: np.ndarray, cache: dict | None = None) -> dict[str, np.ndarray]:
     """The whole network in onnxruntime as a QDQ model would run it unfused: each layer's QDQ equivalent fed
-    onnxruntime's own int8 output of the layer before (aliases reshape). For end-to-end figures only."""
-    from tinyaot.ops.registry import get_op
+    onnxruntime's own int8 output of the layer before (aliases reshape). For end-to-end figures only.
 
-    cache = _cache if _cache is not None else graph.meta.setdefault("_ort_sessions", {})
+    `cache` (node name -> session and model) is the caller's, reused across samples; the graph never holds
+    onnxruntime sessions (it is plain data)."""
+    cache = {} if cache is None else cache
     values = {graph.inputs[0]: np.asarray(x).reshape(graph.tensors[graph.inputs[0]].shape)}
     for node in graph.nodes:
         spec = get_op(node.op)

@@ -4,12 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ir import Graph
+from tinyaot.ops.registry import get_op
 
 
 def run_reference(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """int8 graph inputs (physical shapes) -> every activation tensor's int8 value."""
-    from tinyaot.ops.registry import get_op
-
     values: dict[str, np.ndarray] = {}
     for name in graph.inputs:
         a = np.asarray(inputs[name])

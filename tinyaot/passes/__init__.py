@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, verify
+from tinyaot.ops.registry import infer_shapes
 
 from .absorb_qdq import absorb_qdq
 from .batchnorm_to_conv import batchnorm_to_conv
@@ -49,11 +50,11 @@ def run_passes(graph: Graph, disable: set[str] | frozenset[str] = frozenset(),
     required = set(disable) & REQUIRED
     if required:
         raise TinyaotError(f"pass(es) {sorted(required)} cannot be disabled: no kernel exists without them")
-    verify(graph, "import")
+    verify(graph, "import", infer=infer_shapes)
     for name, fn in PIPELINE:
         if name in disable:
             continue
-        graph = verify(fn(graph), name)
+        graph = verify(fn(graph), name, infer=infer_shapes)
         if name in print_after:
             echo(format_ir(graph, f"IR after {name}"))
     return graph

@@ -7,37 +7,20 @@ Assumes the producer's output is read by the activation only.
 import numpy as np
 
 from tinyaot.ir import Graph
+from tinyaot.ops.clamp import activation_range
+from tinyaot.ops.registry import traits_of
 
 from ._util import replace_uses, single_consumer
 
-FUSABLE = ("Conv", "FullyConnected", "Add", "Sub", "Mul", "MaxPool", "AveragePool", "GlobalAveragePool",
-           "ConvTranspose", "ReduceMean")
-
-
-def activation_range(graph: Graph, node) -> tuple[float, float] | None:
-    """(lo, hi) of a Relu/Clip node, or None if its bounds are not constants."""
-    if node.op == "Relu":
-        return (0.0, float("inf"))
-    if node.op == "Clip":
-        lo, hi = node.attrs.get("min", -np.inf), node.attrs.get("max", np.inf)  # opset < 11 attributes
-        for k, default in ((1, lo), (2, hi)):
-            name = node.inputs[k] if len(node.inputs) > k else ""
-            if name:
-                if not graph.tensors[name].is_const:
-                    return None
-                if k == 1:
-                    lo = float(graph.tensors[name].data)
-                else:
-                    hi = float(graph.tensors[name].data)
-        return (float(lo), float(hi))
-    return None
+__all__ = ["activation_range", "fuse_activation"]  # activation_range lives with the clamp ops (ops/clamp.py)
 
 
 def fuse_activation(graph: Graph) -> Graph:
-    for act in [n for n in graph.nodes if n.op in ("Relu", "Clip")]:
+    for act in [n for n in graph.nodes if activation_range(graph, n) is not None]:
         prod = graph.producer(act.inputs[0])
         rng = activation_range(graph, act)
-        if prod is None or prod.op not in FUSABLE or rng is None or single_consumer(graph, act.inputs[0]) is not act:
+        if (prod is None or not traits_of(prod.op).fuses_activation or rng is None
+                or single_consumer(graph, act.inputs[0]) is not act):
             continue
         lo, hi = prod.attrs.get("activation", (-np.inf, np.inf))
         prod.attrs["activation"] = (max(lo, rng[0]), min(hi, rng[1]))

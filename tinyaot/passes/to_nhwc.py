@@ -17,14 +17,20 @@ import numpy as np
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
+from tinyaot.ops.conv_transpose import resolve_pads
+from tinyaot.ops.pad import onnx_pad_spec
+from tinyaot.ops.reduce_mean import check_spatial_mean
+from tinyaot.ops.registry import traits_of
+from tinyaot.ops.resize import prepare_resize
 
 NHWC = (0, 2, 3, 1)
-SPATIAL = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "ConvTranspose", "Resize", "ReduceMean")
-MOVES = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze")
-ELEMENTWISE = ("Add", "Sub", "Mul", "PRelu", "Relu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid",
-               "LeakyRelu")
-# Elementwise ops with a second operand that broadcasts (numpy rules): constants are transposed with the data.
-BROADCASTING = ("Add", "Sub", "Mul", "PRelu")
+# Which rule an op gets comes from its registered traits (tinyaot/ops/registry.py Traits.layout): "spatial" ops
+# run in NHWC, "elementwise" ones follow their data's layout (a broadcast operand that is a constant is permuted
+# with it), "move"s become aliases or transposes; an op with a method `_<OpType>` below has its own rule.
+
+
+def _is_spatial(node: Node) -> bool:
+    return traits_of(node.op).layout == "spatial"
 
 
 def _ident(rank: int) -> tuple[int, ...]:
@@ -106,7 +112,7 @@ class _Layout:
             for i in n.inputs:
                 consumers.setdefault(i, []).append(n)
         for node in g.nodes:
-            getattr(self, "_" + node.op, self._default)(node, consumers)
+            self._rule(node)(node, consumers)
         # Graph outputs go back to ONNX's layout.
         for k, name in enumerate(g.outputs):
             if self.perm[name] != _ident(len(self.logical[name])) or name in self.colperm:
@@ -129,6 +135,15 @@ class _Layout:
         return g
 
     # --- per-op rules ------------------------------------------------------------------------------
+    def _rule(self, node: Node):
+        own = getattr(self, "_" + node.op, None)
+        if own is not None:
+            return own
+        layout = traits_of(node.op).layout
+        if layout == "spatial":
+            return lambda n, consumers: self._spatial(n)
+        return {"elementwise": self._elementwise, "move": self._move}.get(layout, self._default)
+
     def _set_out(self, name: str, logical, perm) -> None:
         self.logical[name], self.perm[name] = tuple(logical), tuple(perm)
         self.g.tensors[name].shape = _phys_shape(logical, perm)
@@ -140,7 +155,7 @@ class _Layout:
         node.inputs[0] = self.ensure(x, NHWC, node)
         out = node.outputs[0]
         self._set_out(out, self.g.tensors[out].shape, NHWC)
-        if node.op in ("Conv", "MaxPool", "AveragePool"):
+        if traits_of(node.op).sliding_window:
             _explicit_pads(node, self.logical[x], self.logical[out])
         self.new_nodes.append(node)
 
@@ -170,13 +185,9 @@ class _Layout:
             self.g.tensors[new].quant = type(q)(q.scale, q.zero_point, None if q.axis is None else perm.index(q.axis))
         return new
 
-    _MaxPool = _AveragePool = _GlobalAveragePool = lambda self, node, consumers: self._spatial(node)
-
     # The op files own their attribute rules (pads of ConvTranspose, index maps of Resize, axes of ReduceMean);
-    # they run here, before shapes turn physical. Imported late: tinyaot.ops imports the passes package.
+    # they run here, before shapes turn physical.
     def _ConvTranspose(self, node: Node, consumers) -> None:
-        from tinyaot.ops.conv_transpose import resolve_pads
-
         w = self.g.tensors[node.inputs[1]]
         if not w.is_const or w.data.ndim != 4:
             raise TinyaotError(f"ConvTranspose node {node.name!r}: only 2-D transpose convolution with constant "
@@ -187,14 +198,10 @@ class _Layout:
         self._spatial(node)
 
     def _Resize(self, node: Node, consumers) -> None:
-        from tinyaot.ops.resize import prepare_resize
-
         prepare_resize(node, self.g, self.logical[node.inputs[0]], self.g.tensors[node.outputs[0]].shape)
         self._spatial(node)
 
     def _ReduceMean(self, node: Node, consumers) -> None:
-        from tinyaot.ops.reduce_mean import check_spatial_mean
-
         check_spatial_mean(node, self.g, self.logical[node.inputs[0]])
         node.inputs[0] = self.ensure(node.inputs[0], NHWC, node)
         out = node.outputs[0]
@@ -223,7 +230,7 @@ class _Layout:
         # The largest activation (of the highest rank, the output's) keeps its layout, so the big one is not
         # copied; smaller ones and constants follow it.
         perm = self.perm[max(data, key=lambda i: (len(self.logical[i]), self.g.tensors[i].size))]
-        if node.op in BROADCASTING:
+        if traits_of(node.op).broadcast:
             for k, i in enumerate(node.inputs):
                 t = self.g.tensors[i]
                 if t.is_const:
@@ -242,9 +249,6 @@ class _Layout:
         out = node.outputs[0]
         self._set_out(out, self.g.tensors[out].shape, perm)
         self.new_nodes.append(node)
-
-    _Add = _Relu = _Clip = _elementwise
-    _Sub = _Mul = _PRelu = _Sigmoid = _Tanh = _HardSwish = _HardSigmoid = _LeakyRelu = _elementwise
 
     def _const_operand(self, name: str, perm) -> str:
         """A constant operand of a broadcasting op in the layout of the data: ONNX's right-aligned broadcasting
@@ -280,11 +284,9 @@ class _Layout:
         self.new_nodes.append(node)
 
     def _Pad(self, node: Node, consumers) -> None:
-        from tinyaot.ops.pad import onnx_pad_spec  # lazy: the ops package imports the passes
-
         x = node.inputs[0]
         perm = self.perm[x]
-        if len(perm) == 4 and any(r.op in SPATIAL for r in consumers.get(node.outputs[0], [])):
+        if len(perm) == 4 and any(_is_spatial(r) for r in consumers.get(node.outputs[0], [])):
             perm = NHWC  # padding for a conv or pool: convert the smaller, unpadded tensor, if anything
         begins, ends, value = onnx_pad_spec(node, self.g, len(perm))
         # The pads follow the permutation (physical axis j is logical axis perm[j]).
@@ -321,7 +323,7 @@ class _Layout:
         readers = consumers.get(out, [])
         candidates = [_ident(len(out_logical))]
         if len(out_logical) == 4:
-            if any(r.op in SPATIAL for r in readers):
+            if any(_is_spatial(r) for r in readers):
                 candidates.insert(0, NHWC)
             else:
                 candidates.append(NHWC)
@@ -342,8 +344,6 @@ class _Layout:
             return
         self._set_out(out, out_logical, candidates[0])
         self._emit_move(node.name, x, out, src, replaces=True)
-
-    _Reshape = _Flatten = _Transpose = _Squeeze = _Unsqueeze = _move
 
     def _default(self, node: Node, consumers) -> None:
         for k, i in enumerate(node.inputs):

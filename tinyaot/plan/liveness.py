@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tinyaot.ir import Graph
+from tinyaot.ops.registry import get_op
 
 from .planner import Buffer, plan
 
@@ -66,8 +67,6 @@ def _still_safe(buffers: list[Buffer], out: str, src: str) -> bool:
 def _buffers(graph: Graph, inplace: bool) -> tuple[list[Buffer], list[tuple[str, str, int]]]:
     """The buffers with exact in-place aliases, and the possible overlapping outputs (output, input, bytes the
     output starts before the input)."""
-    from tinyaot.ops.registry import get_op
-
     steps = len(graph.nodes)
     last: dict[str, int] = {}
     first: dict[str, int] = {name: 0 for name in graph.inputs}

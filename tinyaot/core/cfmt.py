@@ -30,7 +30,7 @@ def c_comment(text: str) -> str:
 
 
 def c_array(ctype: str, name: str, values, per_line: int = 16) -> str:
-    """`static const <ctype> name[N] = {...};` (int arrays only; the generated code has no float)."""
+    """`static const <ctype> name[N] TINYAOT_WEIGHTS_ATTR = {...};` (int arrays only; the generated code has no float)."""
     flat = np.asarray(values).ravel()
     if flat.size == 0:
         flat = np.zeros(1, np.int64)
@@ -39,7 +39,8 @@ def c_array(ctype: str, name: str, values, per_line: int = 16) -> str:
     items = [(str(int(v)) if int(v) != -2 ** 31 else "(-2147483647 - 1)").rjust(width) for v in flat]
     rows = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
     body = ",\n    ".join(rows)
-    return f"static const {ctype} {name}[{flat.size}] = {{\n    {body}\n}};"
+    # TINYAOT_WEIGHTS_ATTR: the model file's placement macro (empty unless a weights section is asked for)
+    return f"static const {ctype} {name}[{flat.size}] TINYAOT_WEIGHTS_ATTR = {{\n    {body}\n}};"
 
 
 def c_dims(n: int, h: int, w: int, c: int) -> str:
