@@ -24,6 +24,7 @@ import numpy as np
 
 from tinyaot.codegen.emit import emit_model
 from tinyaot.codegen.project import render_sanitize_runner
+from tinyaot.oracle.reference import run_reference
 from tinyaot.toolchain.proc import run_tool
 from tinyaot.errors import TinyaotError
 
@@ -129,8 +130,6 @@ def check_model(compiled, work_dir: Path, n_random: int = 3, seed: int = 0, extr
     """Build `compiled` (tinyaot.api.Compiled) under the sanitizers, run it on probe_inputs (plus the quantized
     `extra_inputs`, float samples, if given) and require each output to equal the numpy reference. Returns the
     number of samples run; raises SanitizerError on a sanitizer report or a mismatch."""
-    from tinyaot.oracle.reference import run_reference
-
     g = compiled.graph
     shape = g.tensors[compiled.input].shape
     q = probe_inputs(shape, n_random, seed)
