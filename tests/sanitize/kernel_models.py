@@ -14,6 +14,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tinyaot.ops.registry import ops_with, traits_of
+
 KINDS = {  # layer-name suffix -> the per-layer rule fields that make the layer's storage that kind
     "s8": {"exclude": True},
     "s4": {"weight_bits": 4},
@@ -62,7 +64,20 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
         n("Mul", ["a1", "rc_rle"], ["m1"]),
         n("PRelu", ["m1", "slope"], ["p1"]),
         n("Sigmoid", ["p1"], ["s1"]),
-        n("Pad", ["s1", "pads"], ["pd"], mode="constant"),
+    ]
+    # Every registered unary elementwise op whose kernel no op of this graph reaches (an op added later, e.g.
+    # Abs) joins here, so a new op's kernel is under the sanitizers without this file listing it.
+    fixed = {"Conv", "Relu", "Add", "Mul", "PRelu", "Sigmoid", "Pad", "MaxPool", "Resize", "AveragePool",
+             "ConvTranspose", "Concat", "Clip", "ReduceMean", "FullyConnected", "Softmax", "Transpose"}
+    covered = {k for op in fixed for k in traits_of(op).kernels}
+    cur = "s1"
+    for op in ops_with(layout="elementwise", broadcast=False):
+        if not set(traits_of(op).kernels) <= covered:
+            nodes.append(n(op, [cur], [f"{op.lower()}_out"]))
+            cur = f"{op.lower()}_out"
+            covered |= set(traits_of(op).kernels)
+    nodes += [
+        n("Pad", [cur, "pads"], ["pd"], mode="constant"),
         n("MaxPool", ["pd"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
         n("Resize", ["mp", "", "scales"], ["rs"], mode="nearest"),
         n("AveragePool", ["rs"], ["ap1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],

@@ -20,6 +20,7 @@ from tinyaot.core.cfmt import c_comment, c_ident
 from tinyaot.ops.registry import get_op
 
 from .env import environment
+from .layers import kernel_declaration, render_layer
 
 KERNEL_HEADERS = ["tinyaot_compiler.h", "tinyaot_nn.h", "tinyaot_nn_types.h", "tinyaot_nn_support.h"]
 
@@ -82,6 +83,7 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
     result = Emitted(prefix, stem)
     used_names: set[str] = set()
     kernel_files: list[str] = []
+    declared: set[str] = set()
 
     def ptr(tensor: str) -> str:
         return f"(arena + {offsets[tensor]})"
@@ -97,18 +99,19 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
             result.layers.append(EmittedLayer(k, node.name, node.op, "", "", [], comment + " (alias, no code)"))
             continue
         call = spec.render(node, graph, cname)
-        code = call.code
         data_inputs = [i for i in node.inputs if i and not graph.tensors[i].is_const]
-        for j, i in enumerate(data_inputs):
-            code = code.replace("{in%d}" % j, ptr(i))
-        for j, o in enumerate(node.outputs):
-            code = code.replace("{out%d}" % j, ptr(o))
+        buffers = {f"in{j}": ptr(i) for j, i in enumerate(data_inputs)}
+        buffers.update({f"out{j}": ptr(o) for j, o in enumerate(node.outputs)})
         sname = scratch_name(node.name)
-        code = code.replace("{scratch}", ptr(sname) if sname in offsets else "NULL")
-        code = code.replace("{scratch_size}", str(spec.scratch_bytes(node, graph)))
-        assert "{in" not in code and "{out" not in code, f"unfilled placeholder in {node.op} code"
+        buffers.update(scratch=ptr(sname) if sname in offsets else "NULL",
+                       scratch_size=str(spec.scratch_bytes(node, graph)))
+        code, consts = render_layer(call, buffers)
+        decl = kernel_declaration(call.kernel, tuple(call.files))
+        if decl is not None and decl not in declared:  # a kernel file the shared headers do not declare
+            declared.add(decl)
+            consts = [decl] + consts
         kernel_files += [f for f in call.files if f not in kernel_files]
-        result.layers.append(EmittedLayer(k, node.name, node.op, call.kernel, code, call.consts, comment))
+        result.layers.append(EmittedLayer(k, node.name, node.op, call.kernel, code, consts, comment))
 
     (inp,), (outp,) = graph.inputs, graph.outputs
     ti, to = graph.tensors[inp], graph.tensors[outp]

@@ -76,8 +76,7 @@ class Add(BinaryOp):
             return super().render(node, graph, cname)
         a = node.attrs
         n = graph.tensors[node.outputs[0]].size
-        code = (f"status |= tinyaot_elementwise_add_s8({{in0}}, {{in1}}, {a['input1_offset']}, {a['input1_mult']}, "
-                f"{a['input1_shift']},\n    {a['input2_offset']}, {a['input2_mult']}, {a['input2_shift']}, "
-                f"{a['left_shift']}, {{out0}},\n    {a['output_offset']}, {a['output_mult']}, {a['output_shift']}, "
-                f"{a['act_min']}, {a['act_max']}, {n});")
-        return KernelCall("tinyaot_elementwise_add_s8", code, ["tinyaot_elementwise_add_s8.c"], [])
+        keys = ("input1_offset", "input1_mult", "input1_shift", "input2_offset", "input2_mult", "input2_shift",
+                "left_shift", "output_offset", "output_mult", "output_shift", "act_min", "act_max")
+        return KernelCall("tinyaot_elementwise_add_s8", files=["tinyaot_elementwise_add_s8.c"],
+                          template="layers/elementwise_add.c.j2", params={**{k: a[k] for k in keys}, "size": n})

@@ -16,11 +16,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.core.cfmt import c_array
 from tinyaot.core.quant import activation_qparams, quantize_values
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, oracle_operands, out_params, set_const
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec
+from tinyaot.ops.registry import Buffer, ConstArray, KernelCall, OpSpec, OracleLayer
 
 BINARY_OP_CODES = {"Add": 0, "Sub": 1, "Mul": 2}  # TINYAOT_BINARY_ADD/_SUB/_MUL in tinyaot_nn_types.h
 
@@ -112,10 +111,10 @@ class BinaryOp(OpSpec):
         for k, name in enumerate(node.inputs):
             t = graph.tensors[name]
             if t.is_const:
-                consts.append(c_array("int8_t", f"{cname}_operand{k}", t.data))
+                consts.append(ConstArray("int8_t", f"{cname}_operand{k}", t.data))
                 exprs.append(f"{cname}_operand{k}")
             else:
-                exprs.append("{in%d}" % j)
+                exprs.append(Buffer("in", j))
                 j += 1
         return exprs, consts
 
@@ -124,15 +123,15 @@ class BinaryOp(OpSpec):
         x1, x2 = (graph.tensors[i].shape for i in node.inputs)
         dims, s1, s2 = broadcast_geometry(x1, x2)
         exprs, consts = self._operands(node, graph, cname)
-        mults = (f"{a.get('input1_mult', 0)}, {a.get('input1_shift', 0)}, {a['input2_offset']}, "
-                 f"{a.get('input2_mult', 0)}, {a.get('input2_shift', 0)}, {a.get('left_shift', 0)}")
-        code = (f"static const tinyaot_binary_params params = {{{BINARY_OP_CODES[node.op]}, {a['input1_offset']}, "
-                f"{mults},\n    {a['output_offset']}, {a['output_mult']}, {a['output_shift']}, "
-                f"{{{a['act_min']}, {a['act_max']}}}}};\n"
-                f"static const tinyaot_broadcast_shape shape = {{{{{', '.join(map(str, dims))}}}, "
-                f"{{{', '.join(map(str, s1))}}}, {{{', '.join(map(str, s2))}}}}};\n"
-                f"status |= tinyaot_elementwise_binary_s8(&params, &shape, {exprs[0]}, {exprs[1]}, {{out0}});")
-        return KernelCall("tinyaot_elementwise_binary_s8", code, ["tinyaot_elementwise_binary_s8.c"], consts)
+        params = {"op_code": BINARY_OP_CODES[node.op], "input1_offset": a["input1_offset"],
+                  "input2_offset": a["input2_offset"], "output_offset": a["output_offset"],
+                  "output_mult": a["output_mult"], "output_shift": a["output_shift"],
+                  "activation": [a["act_min"], a["act_max"]], "dims": dims, "strides1": s1, "strides2": s2,
+                  "operands": exprs}
+        params.update({k: a.get(k, 0) for k in ("input1_mult", "input1_shift", "input2_mult", "input2_shift",
+                                                "left_shift")})
+        return KernelCall("tinyaot_elementwise_binary_s8", files=["tinyaot_elementwise_binary_s8.c"], consts=consts,
+                          template="layers/elementwise_binary.c.j2", params=params)
 
     def params_bytes(self, node, graph):
         # constant operands live in flash next to the code

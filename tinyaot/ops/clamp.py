@@ -10,7 +10,7 @@ from tinyaot.core.errors import TinyaotError
 from tinyaot.core.quant import activation_clamp
 
 from .common import activation_nodes
-from .registry import KernelCall, OracleLayer, OpSpec, Traits, get_op, is_registered, register
+from .registry import get_op, IN0, is_registered, KernelCall, OpSpec, OracleLayer, OUT0, register, Traits
 
 
 def activation_range(graph, node) -> tuple[float, float] | None:
@@ -39,8 +39,8 @@ class _Clamp(OpSpec):
 
     def render(self, node, graph, cname):
         n = graph.tensors[node.inputs[0]].size
-        code = f"tinyaot_clamp_s8({{in0}}, {{out0}}, {n}, {node.attrs['act_min']}, {node.attrs['act_max']});"
-        return KernelCall("tinyaot_clamp_s8", code, ["tinyaot_clamp_s8.c"], [])
+        return KernelCall("tinyaot_clamp_s8", [IN0, OUT0, n, node.attrs["act_min"], node.attrs["act_max"]],
+                          ["tinyaot_clamp_s8.c"], returns_status=False)
 
     def oracle(self, node, graph):
         nodes, inits, out = activation_nodes(node, node.inputs[0])

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyaot.core.cfmt import c_array
+from tinyaot.ops.registry import ConstArray, ConstStruct
 
 SUFFIX = {"int4": "s4", "clustered": "s8_clustered", "sparse_bitmap": "s8_sparse", "sparse_rle": "s8_rle"}
 BASE = {"conv": "tinyaot_convolve", "depthwise": "tinyaot_depthwise_conv", "fc": "tinyaot_fully_connected"}
@@ -29,7 +29,7 @@ DW_PIXELS_AT_ONCE = 16  # TINYAOT_DW_GROUP
 class CompressedFilter:
     kernel: str  # C function
     files: list[str]  # kernel file and the shared header, under templates/kernels/
-    consts: list[str]  # C definitions of the storage's arrays (and struct), flash
+    consts: list  # the storage's arrays (and struct), flash: ConstArray / ConstStruct
     arg: str  # what to pass as the kernel's `filter` argument
 
 
@@ -64,24 +64,26 @@ def compressed_filter(tensor, cname: str, op: str) -> CompressedFilter | None:
     a = st.arrays
     name = f"{cname}_weights"
     if st.kind == "int4":
-        consts = [c_array("uint8_t", f"{name}_packed", a["packed"])]
+        consts = [ConstArray("uint8_t", f"{name}_packed", a["packed"])]
         arg = f"{name}_packed"
     elif st.kind == "clustered":
         m = st.meta
-        consts = [c_array("int8_t", f"{name}_codebooks", np.asarray(a["codebooks"]).reshape(-1)),
-                  c_array("uint8_t", f"{name}_packed", a["packed"]),
-                  f"static const tinyaot_clustered_weights {name} = {{{name}_codebooks, {name}_packed, "
-                  f"{int(m['bits'])}, {int(m['k'])}, {int(m['group_size'])}, {int(m['row_bytes'])}}};"]
+        consts = [ConstArray("int8_t", f"{name}_codebooks", np.asarray(a["codebooks"]).reshape(-1)),
+                  ConstArray("uint8_t", f"{name}_packed", a["packed"]),
+                  ConstStruct("tinyaot_clustered_weights", name, [f"{name}_codebooks", f"{name}_packed", int(m["bits"]),
+                                                                  int(m["k"]), int(m["group_size"]),
+                                                                  int(m["row_bytes"])])]
         arg = f"&{name}"
     elif st.kind == "sparse_bitmap":
-        consts = [c_array("uint8_t", f"{name}_bitmap", a["bitmap"]), c_array("int8_t", f"{name}_values", a["values"]),
-                  c_array("int32_t", f"{name}_rows", a["row_offsets"]),
-                  f"static const tinyaot_sparse_weights {name} = {{{name}_bitmap, {name}_values, {name}_rows}};"]
+        consts = [ConstArray("uint8_t", f"{name}_bitmap", a["bitmap"]),
+                  ConstArray("int8_t", f"{name}_values", a["values"]),
+                  ConstArray("int32_t", f"{name}_rows", a["row_offsets"]),
+                  ConstStruct("tinyaot_sparse_weights", name, [f"{name}_bitmap", f"{name}_values", f"{name}_rows"])]
         arg = f"&{name}"
     else:  # sparse_rle
-        consts = [c_array("uint8_t", f"{name}_runs", a["runs"]), c_array("int8_t", f"{name}_values", a["values"]),
-                  c_array("int32_t", f"{name}_rows", a["row_offsets"]),
-                  f"static const tinyaot_rle_weights {name} = {{{name}_runs, {name}_values, {name}_rows}};"]
+        consts = [ConstArray("uint8_t", f"{name}_runs", a["runs"]), ConstArray("int8_t", f"{name}_values", a["values"]),
+                  ConstArray("int32_t", f"{name}_rows", a["row_offsets"]),
+                  ConstStruct("tinyaot_rle_weights", name, [f"{name}_runs", f"{name}_values", f"{name}_rows"])]
         arg = f"&{name}"
     return CompressedFilter(kernel, [kernel + ".c", HEADER], consts, arg)
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.core.cfmt import c_array
 from tinyaot.core.quant import quantize_values
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import oracle_operands, out_params, set_const
 from tinyaot.core.fixedpoint import multiplier_with_headroom, requantize_to_int8
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import Buffer, ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def concat_requant_params(s_in: float, zp_in: int, s_out: float, zp_out: int) -> dict:
@@ -91,21 +90,24 @@ class Concat(OpSpec):
         out = graph.tensors[node.outputs[0]].shape
         outer = int(np.prod(out[:axis], dtype=np.int64))
         out_inner = int(np.prod(out[axis:], dtype=np.int64))
-        lines, consts, pos, j = [], [], 0, 0
+        parts, consts, pos, j = [], [], 0, 0
         for k, (name, p) in enumerate(zip(node.inputs, node.attrs["parts"])):
             t = graph.tensors[name]
             if t.is_const:
                 src = f"{cname}_input{k}"
-                consts.append(c_array("int8_t", src, t.data))
+                consts.append(ConstArray("int8_t", src, t.data))
             else:
-                src = "{in%d}" % j
+                src = Buffer("in", j)
                 j += 1
             in_inner = int(np.prod(t.shape[axis:], dtype=np.int64))
-            lines.append(f"status |= tinyaot_concat_s8({src}, {outer}, {in_inner}, {out_inner}, {pos}, "
-                         f"{p['requantize']}, {p['input_offset']}, {p['left_shift']}, {p['mult']}, {p['shift']}, "
-                         f"{node.attrs['output_offset']}, {{out0}});")
+            parts.append({"src": src, "in_inner": in_inner, "pos": pos, "requantize": p["requantize"],
+                          "input_offset": p["input_offset"], "left_shift": p["left_shift"], "mult": p["mult"],
+                          "shift": p["shift"]})
             pos += in_inner
-        return KernelCall("tinyaot_concat_s8", "\n".join(lines), ["tinyaot_concat_s8.c"], consts)
+        return KernelCall("tinyaot_concat_s8", files=["tinyaot_concat_s8.c"], consts=consts,
+                          template="layers/concat.c.j2",
+                          params={"parts": parts, "outer": outer, "out_inner": out_inner,
+                                  "output_offset": node.attrs["output_offset"]})
 
     def params_bytes(self, node, graph):
         return int(sum(graph.tensors[i].nbytes for i in node.inputs if graph.tensors[i].is_const))

@@ -15,13 +15,12 @@ import numpy as np
 
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
-from tinyaot.core.cfmt import c_array, c_dims
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, nhwc_oracle, out_params, set_const, spatial_out
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.core.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def conv2d_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
@@ -277,29 +276,24 @@ class Conv(OpSpec):
         o = graph.tensors[node.outputs[0]].shape
         kernel = self._kernel(node)
         dw = a["depthwise"]
-        ptype = "tinyaot_dw_conv_params" if dw else "tinyaot_conv_params"
-        extra = f", .ch_mult = {o[3] // x[3]}" if dw else ""
         # compressed weights: that kind's kernel, the storage's arrays as constants (tinyaot/ops/compressed.py)
         cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "depthwise" if dw else "conv")
         if cf is not None:
             kernel = cf.kernel
-        weights = cf.consts if cf is not None else [c_array("int8_t", f"{cname}_weights",
-                                                            graph.tensors[node.inputs[1]].data)]
-        filter_arg = cf.arg if cf is not None else f"{cname}_weights"
-        consts = weights + [c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
-                            c_array("int32_t", f"{cname}_mult", a["output_mult"]),
-                            c_array("int32_t", f"{cname}_shift", a["output_shift"])]
-        code = f"""static const {ptype} conv_params = {{
-    .input_offset = {a['input_offset']}, .output_offset = {a['output_offset']},
-    .stride = {{{s[0]}, {s[1]}}}, .padding = {{{p[0]}, {p[1]}}}, .dilation = {{{d[0]}, {d[1]}}},
-    .activation = {{{a['act_min']}, {a['act_max']}}}{extra}}};
-static const tinyaot_per_channel_quant_params quant_params = {{{cname}_mult, {cname}_shift}};
-static const tinyaot_dims input_dims = {c_dims(*x)}, filter_dims = {c_dims(*w)},
-                          bias_dims = {c_dims(1, 1, 1, o[3])}, output_dims = {c_dims(*o)};
-const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
-status |= {kernel}(&ctx, &conv_params, &quant_params, &input_dims, {{in0}}, &filter_dims, {filter_arg},
-                   &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
-        return KernelCall(kernel, code, cf.files if cf is not None else [kernel + ".c"], consts)
+        weights = cf.consts if cf is not None else [ConstArray("int8_t", f"{cname}_weights",
+                                                               graph.tensors[node.inputs[1]].data)]
+        consts = weights + [ConstArray("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+                            ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
+                            ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
+        params = {"ptype": "tinyaot_dw_conv_params" if dw else "tinyaot_conv_params", "context": True,
+                  "input_offset": a["input_offset"], "output_offset": a["output_offset"], "stride": s[:2],
+                  "padding": p[:2], "dilation": d[:2], "activation": [a["act_min"], a["act_max"]],
+                  "ch_mult": o[3] // x[3] if dw else None, "mult": f"{cname}_mult", "shift": f"{cname}_shift",
+                  "input_dims": list(x), "filter_dims": list(w), "bias_dims": [1, 1, 1, o[3]],
+                  "output_dims": list(o), "filter": cf.arg if cf is not None else f"{cname}_weights",
+                  "bias": f"{cname}_bias"}
+        return KernelCall(kernel, files=cf.files if cf is not None else [kernel + ".c"], consts=consts,
+                          template="layers/conv.c.j2", params=params)
 
     def oracle(self, node, graph):
         a = node.attrs

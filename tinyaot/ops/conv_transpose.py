@@ -15,12 +15,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.core.cfmt import c_array, c_dims
 from tinyaot.core.quant import layer_weights
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, nhwc_oracle, out_params, set_const
 from tinyaot.core.fixedpoint import quantize_multiplier_array, requantize_to_int8
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def transpose_conv2d_s8(input: np.ndarray, weights_ohwi: np.ndarray, bias: np.ndarray | None, output_mult,
@@ -165,20 +164,17 @@ class ConvTranspose(OpSpec):
         w = graph.tensors[node.inputs[1]].shape
         o = graph.tensors[node.outputs[0]].shape
         kernel = "tinyaot_transpose_conv_s8"
-        consts = [c_array("int8_t", f"{cname}_weights", graph.tensors[node.inputs[1]].data),
-                  c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
-                  c_array("int32_t", f"{cname}_mult", a["output_mult"]),
-                  c_array("int32_t", f"{cname}_shift", a["output_shift"])]
-        code = f"""static const tinyaot_conv_params conv_params = {{
-    .input_offset = {a['input_offset']}, .output_offset = {a['output_offset']},
-    .stride = {{{s[0]}, {s[1]}}}, .padding = {{{p[0]}, {p[1]}}}, .dilation = {{1, 1}},
-    .activation = {{{a['act_min']}, {a['act_max']}}}}};
-static const tinyaot_per_channel_quant_params quant_params = {{{cname}_mult, {cname}_shift}};
-static const tinyaot_dims input_dims = {c_dims(*x)}, filter_dims = {c_dims(*w)},
-                          bias_dims = {c_dims(1, 1, 1, o[3])}, output_dims = {c_dims(*o)};
-status |= {kernel}(NULL, &conv_params, &quant_params, &input_dims, {{in0}}, &filter_dims, {cname}_weights,
-                   &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
-        return KernelCall(kernel, code, [kernel + ".c"], consts)
+        consts = [ConstArray("int8_t", f"{cname}_weights", graph.tensors[node.inputs[1]].data),
+                  ConstArray("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+                  ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
+                  ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
+        params = {"ptype": "tinyaot_conv_params", "context": False, "input_offset": a["input_offset"],
+                  "output_offset": a["output_offset"], "stride": s[:2], "padding": p[:2], "dilation": [1, 1],
+                  "activation": [a["act_min"], a["act_max"]], "ch_mult": None, "mult": f"{cname}_mult",
+                  "shift": f"{cname}_shift", "input_dims": list(x), "filter_dims": list(w),
+                  "bias_dims": [1, 1, 1, o[3]], "output_dims": list(o), "filter": f"{cname}_weights",
+                  "bias": f"{cname}_bias"}
+        return KernelCall(kernel, files=[kernel + ".c"], consts=consts, template="layers/conv.c.j2", params=params)
 
     def oracle(self, node, graph):
         w = graph.tensors[node.inputs[1]]

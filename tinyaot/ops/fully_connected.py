@@ -12,12 +12,11 @@ import numpy as np
 
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
-from tinyaot.core.cfmt import c_array, c_dims
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, out_params, set_const
 from tinyaot.ops.compressed import compressed_filter
 from tinyaot.core.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def fully_connected_s8(
@@ -107,22 +106,18 @@ class FullyConnected(OpSpec):
         # compressed weights: that kind's kernel, the storage's arrays as constants (tinyaot/ops/compressed.py)
         cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "fc")
         kernel = cf.kernel if cf is not None else "tinyaot_fully_connected_s8"
-        weights = cf.consts if cf is not None else [c_array("int8_t", f"{cname}_weights",
-                                                            graph.tensors[node.inputs[1]].data)]
-        filter_arg = cf.arg if cf is not None else f"{cname}_weights"
-        consts = weights + [c_array("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
-                            c_array("int32_t", f"{cname}_mult", a["output_mult"]),
-                            c_array("int32_t", f"{cname}_shift", a["output_shift"])]
-        code = f"""static const tinyaot_fc_params fc_params = {{
-    .input_offset = {a['input_offset']}, .filter_offset = {a.get('filter_offset', 0)}, .output_offset = {a['output_offset']},
-    .activation = {{{a['act_min']}, {a['act_max']}}}}};
-static const tinyaot_per_channel_quant_params quant_params = {{{cname}_mult, {cname}_shift}};
-static const tinyaot_dims input_dims = {c_dims(m, 1, 1, k)}, filter_dims = {c_dims(k, 1, 1, n)},
-                          bias_dims = {c_dims(1, 1, 1, n)}, output_dims = {c_dims(m, 1, 1, n)};
-const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
-status |= {kernel}(&ctx, &fc_params, &quant_params, 1, &input_dims, {{in0}}, &filter_dims,
-                                     {filter_arg}, &bias_dims, {cname}_bias, &output_dims, {{out0}});"""
-        return KernelCall(kernel, code, cf.files if cf is not None else [kernel + ".c"], consts)
+        weights = cf.consts if cf is not None else [ConstArray("int8_t", f"{cname}_weights",
+                                                               graph.tensors[node.inputs[1]].data)]
+        consts = weights + [ConstArray("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+                            ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
+                            ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
+        params = {"input_offset": a["input_offset"], "filter_offset": a.get("filter_offset", 0),
+                  "output_offset": a["output_offset"], "activation": [a["act_min"], a["act_max"]],
+                  "mult": f"{cname}_mult", "shift": f"{cname}_shift", "input_dims": [m, 1, 1, k],
+                  "filter_dims": [k, 1, 1, n], "bias_dims": [1, 1, 1, n], "output_dims": [m, 1, 1, n],
+                  "filter": cf.arg if cf is not None else f"{cname}_weights", "bias": f"{cname}_bias"}
+        return KernelCall(kernel, files=cf.files if cf is not None else [kernel + ".c"], consts=consts,
+                          template="layers/fully_connected.c.j2", params=params)
 
     def oracle(self, node, graph):
         w = graph.tensors[node.inputs[1]]

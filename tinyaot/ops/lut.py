@@ -14,10 +14,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.core.cfmt import c_array
 from tinyaot.ir import QuantParams
 from tinyaot.ops.common import activation_nodes, out_params
-from tinyaot.ops.registry import KernelCall, OracleLayer, OpSpec
+from tinyaot.ops.registry import ConstArray, IN0, KernelCall, OpSpec, OracleLayer, OUT0
 
 QMIN, QMAX = -128, 127
 
@@ -74,8 +73,8 @@ class LutOp(OpSpec):
 
     def render(self, node, graph, cname):
         n = graph.tensors[node.inputs[0]].size
-        return KernelCall("tinyaot_lut_s8", f"tinyaot_lut_s8({{in0}}, {{out0}}, {n}, {cname}_table);",
-                          ["tinyaot_lut_s8.c"], [c_array("int8_t", f"{cname}_table", node.attrs["table"])])
+        return KernelCall("tinyaot_lut_s8", [IN0, OUT0, n, f"{cname}_table"], ["tinyaot_lut_s8.c"],
+                          [ConstArray("int8_t", f"{cname}_table", node.attrs["table"])], returns_status=False)
 
     def params_bytes(self, node, graph):
         return 256

@@ -100,11 +100,8 @@ class Pad(OpSpec):
 
     def render(self, node, graph, cname):
         dims, pre, post = self._rank4(node, graph)
-        arr = lambda v: ", ".join(map(str, v))  # noqa: E731
-        code = (f"static const int32_t in_dims[4] = {{{arr(dims)}}}, pre[4] = {{{arr(pre)}}}, "
-                f"post[4] = {{{arr(post)}}};\n"
-                f"status |= tinyaot_pad_s8({{in0}}, {{out0}}, in_dims, pre, post, {node.attrs['pad_value']});")
-        return KernelCall("tinyaot_pad_s8", code, ["tinyaot_pad_s8.c"], [])
+        return KernelCall("tinyaot_pad_s8", files=["tinyaot_pad_s8.c"], template="layers/pad.c.j2",
+                          params={"in_dims": dims, "pre": pre, "post": post, "pad_value": node.attrs["pad_value"]})
 
     def oracle(self, node, graph):
         pre, post = self._pads(node, graph)

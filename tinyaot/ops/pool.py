@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper, numpy_helper
-from tinyaot.core.cfmt import c_dims
 from tinyaot.core.quant import activation_clamp
 from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.core.errors import TinyaotError
@@ -189,26 +188,18 @@ class _Pool(OpSpec):
         x = graph.tensors[node.inputs[0]].shape
         o = graph.tensors[node.outputs[0]].shape
         a = node.attrs
-        code = f"""static const tinyaot_pool_params pool_params = {{
-    .stride = {{{s[0]}, {s[1]}}}, .padding = {{{p[0]}, {p[1]}}}, .activation = {{{a['act_min']}, {a['act_max']}}}}};
-static const tinyaot_dims input_dims = {c_dims(*x)}, filter_dims = {c_dims(1, k[0], k[1], 1)},
-                          output_dims = {c_dims(*o)};
-const tinyaot_context ctx = {{{{scratch}}, {{scratch_size}}}};
-status |= {self.kernel}(&ctx, &pool_params, &input_dims, {{in0}}, &filter_dims, &output_dims, {{out0}});"""
+        params = {"stride": [s[0], s[1]], "padding": [p[0], p[1]], "activation": [a["act_min"], a["act_max"]],
+                  "input_dims": list(x), "filter_dims": [1, k[0], k[1], 1], "output_dims": list(o), "variant": "plain"}
+        kernel = self.kernel
         if a.get("requantize"):
             kernel = "tinyaot_avgpool_requant_s8"
-            code = code.split("\nconst tinyaot_context", 1)[0] + f"""
-status |= {kernel}(&pool_params, &input_dims, {{in0}}, &filter_dims, &output_dims, {a['input_offset']},
-                   {a['output_offset']}, {a['output_mult']}, {a['output_shift']}, {{out0}});"""
-            return KernelCall(kernel, code, [kernel + ".c"], [])
-        if self._counts_pad(node, graph):
+            params.update(variant="requant", input_offset=a["input_offset"], output_offset=a["output_offset"],
+                          output_mult=a["output_mult"], output_shift=a["output_shift"])
+        elif self._counts_pad(node, graph):
             kernel = "tinyaot_avgpool_count_pad_s8"
-            code = code.split("\nconst tinyaot_context", 1)[0] + f"""
-static const tinyaot_tile pad_end = {{{p[2]}, {p[3]}}};
-status |= {kernel}(&pool_params, &pad_end, {-graph.tensors[node.inputs[0]].quant.zp}, &input_dims, {{in0}},
-                   &filter_dims, &output_dims, {{out0}});"""
-            return KernelCall(kernel, code, [kernel + ".c"], [])
-        return KernelCall(self.kernel, code, [self.kernel + ".c"], [])
+            params.update(variant="count_pad", pad_end=[p[2], p[3]],
+                          input_offset=-graph.tensors[node.inputs[0]].quant.zp)
+        return KernelCall(kernel, files=[kernel + ".c"], template="layers/pool.c.j2", params=params)
 
     def oracle(self, node, graph):
         k, s, p = self._geometry(node, graph)

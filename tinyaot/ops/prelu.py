@@ -23,11 +23,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from tinyaot.core.cfmt import c_array
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, out_params
 from tinyaot.core.fixedpoint import HEADROOM_LEFT_SHIFT, multiply_by_quantized_multiplier, quantize_multiplier
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def prelu_params(slopes, s_in: float, s_out: float) -> dict:
@@ -106,12 +105,13 @@ class PRelu(OpSpec):
 
     def render(self, node, graph, cname):
         a = node.attrs
-        consts = [c_array("int32_t", f"{cname}_neg_mult", a["neg_mult"]),
-                  c_array("int32_t", f"{cname}_neg_shift", a["neg_shift"])]
-        code = (f"status |= tinyaot_prelu_s8({{in0}}, {{out0}}, {a['outer']}, {a['count']}, {a['inner']}, "
-                f"{a['input_offset']}, {a['output_offset']},\n    {a['left_shift']}, {a['pos_mult']}, "
-                f"{a['pos_shift']}, {cname}_neg_mult, {cname}_neg_shift, {a['act_min']}, {a['act_max']});")
-        return KernelCall("tinyaot_prelu_s8", code, ["tinyaot_prelu_s8.c"], consts)
+        consts = [ConstArray("int32_t", f"{cname}_neg_mult", a["neg_mult"]),
+                  ConstArray("int32_t", f"{cname}_neg_shift", a["neg_shift"])]
+        keys = ("outer", "count", "inner", "input_offset", "output_offset", "left_shift", "pos_mult", "pos_shift",
+                "act_min", "act_max")
+        return KernelCall("tinyaot_prelu_s8", files=["tinyaot_prelu_s8.c"], consts=consts, template="layers/prelu.c.j2",
+                          params={**{k: a[k] for k in keys}, "neg_mult": f"{cname}_neg_mult",
+                                  "neg_shift": f"{cname}_neg_shift"})
 
     def params_bytes(self, node, graph):
         return 8 * int(node.attrs["count"]) + 8  # per slope: mult + shift; the shared positive pair

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from tinyaot.core.cfmt import c_dims
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params
 from tinyaot.core.fixedpoint import quantize_multiplier
@@ -88,13 +87,11 @@ class ReduceMean(OpSpec):
     def render(self, node, graph, cname):
         a = node.attrs
         n, h, w, c = graph.tensors[node.inputs[0]].shape
-        code = f"""static const tinyaot_pool_params pool_params = {{
-    .stride = {{1, 1}}, .padding = {{0, 0}}, .activation = {{{a['act_min']}, {a['act_max']}}}}};
-static const tinyaot_dims input_dims = {c_dims(n, h, w, c)}, filter_dims = {c_dims(1, h, w, 1)},
-                          output_dims = {c_dims(n, 1, 1, c)};
-status |= {KERNEL}(&pool_params, &input_dims, {{in0}}, &filter_dims, &output_dims, {a['input_offset']},
-                   {a['output_offset']}, {a['output_mult']}, {a['output_shift']}, {{out0}});"""
-        return KernelCall(KERNEL, code, [KERNEL + ".c"], [])
+        params = {"variant": "requant", "stride": [1, 1], "padding": [0, 0], "activation": [a["act_min"], a["act_max"]],
+                  "input_dims": [n, h, w, c], "filter_dims": [1, h, w, 1], "output_dims": [n, 1, 1, c],
+                  "input_offset": a["input_offset"], "output_offset": a["output_offset"],
+                  "output_mult": a["output_mult"], "output_shift": a["output_shift"]}
+        return KernelCall(KERNEL, files=[KERNEL + ".c"], template="layers/pool.c.j2", params=params)
 
     def oracle(self, node, graph):
         def core(ins):

@@ -39,14 +39,52 @@ class Traits:
     kernels: tuple[str, ...] = ()  # the C kernel variants it lowers to (templates/kernels/<name>.c)
 
 
+@dataclass(frozen=True)
+class Buffer:
+    """A layer's arena buffer in a kernel call's arguments: input k (data inputs only, constants excluded), output
+    k, or its scratch. Codegen resolves it to the address in the planned arena."""
+
+    kind: str  # "in" | "out" | "scratch"
+    index: int = 0
+
+
+IN0, IN1, OUT0, SCRATCH = Buffer("in", 0), Buffer("in", 1), Buffer("out", 0), Buffer("scratch")
+
+
+@dataclass
+class ConstArray:
+    """Constant data in flash, as typed data: codegen writes `static const <ctype> <name>[N] = {...};`."""
+
+    ctype: str  # int8_t | uint8_t | int16_t | int32_t
+    name: str
+    values: np.ndarray
+
+
+@dataclass
+class ConstStruct:
+    """A constant struct in flash: `static const <ctype> <name> = {<fields>};` (fields: C expressions)."""
+
+    ctype: str
+    name: str
+    fields: list
+
+
 @dataclass
 class KernelCall:
-    """What codegen pastes into the schedule for one node: C statements plus the constant data they use."""
+    """What one node executes, as data: codegen renders it through a layer template (templates/layers/).
 
-    kernel: str  # the C kernel function, e.g. tinyaot_convolve_s8 ("" for pure aliases)
-    code: str  # C statements; refer to buffers via {in0}, {in1}, {out0}, {scratch} placeholders
+    The generic template (layers/call.c.j2) writes `status |= <kernel>(<args>);` (`<kernel>(<args>);` for a kernel
+    that returns void); an op whose call needs local parameter structs names its own template and gives its
+    fields in `params`. Templates see `in0`, `in1`, ..., `out0`, `scratch`, `scratch_size` (the resolved buffers),
+    `kernel`, `args` and `params`."""
+
+    kernel: str  # the C kernel function, e.g. tinyaot_convolve_s8
+    args: list = field(default_factory=list)  # arguments: Buffer, int, or a C expression (a constant's name)
     files: list[str] = field(default_factory=list)  # kernel .c files under templates/kernels/
-    consts: list[str] = field(default_factory=list)  # C definitions of constant data (flash)
+    consts: list = field(default_factory=list)  # ConstArray / ConstStruct, defined at file scope (flash)
+    template: str = "layers/call.c.j2"
+    params: dict = field(default_factory=dict)  # fields an op-specific template uses
+    returns_status: bool = True  # the kernel returns int (non-zero: it rejected its arguments)
 
 
 @dataclass

@@ -20,10 +20,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from tinyaot.core.cfmt import c_array, c_dims
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import nhwc_oracle
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 KERNEL = "tinyaot_resize_nearest_s8"
 COORDINATE_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn")
@@ -167,11 +166,11 @@ class Resize(OpSpec):
     def render(self, node, graph, cname):
         x = graph.tensors[node.inputs[0]].shape
         o = graph.tensors[node.outputs[0]].shape
-        consts = [c_array("int32_t", f"{cname}_y_map", node.attrs["_y_map"]),
-                  c_array("int32_t", f"{cname}_x_map", node.attrs["_x_map"])]
-        code = f"""static const tinyaot_dims input_dims = {c_dims(*x)}, output_dims = {c_dims(*o)};
-{KERNEL}({{in0}}, &input_dims, {cname}_y_map, {cname}_x_map, &output_dims, {{out0}});"""
-        return KernelCall(KERNEL, code, [KERNEL + ".c"], consts)
+        consts = [ConstArray("int32_t", f"{cname}_y_map", node.attrs["_y_map"]),
+                  ConstArray("int32_t", f"{cname}_x_map", node.attrs["_x_map"])]
+        return KernelCall(KERNEL, files=[KERNEL + ".c"], consts=consts, template="layers/resize.c.j2",
+                          params={"input_dims": list(x), "output_dims": list(o), "y_map": f"{cname}_y_map",
+                                  "x_map": f"{cname}_x_map"})
 
     def oracle(self, node, graph):
         a = node.attrs

@@ -22,7 +22,7 @@ from onnx import helper
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ir import QuantParams
 from tinyaot.core.fixedpoint import softmax_params
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import IN0, KernelCall, OpSpec, OracleLayer, OUT0, register, Traits
 
 # Each exp term is at most 1.0 = 2**19 in Q12.19, so 4095 terms keep the int32 sum below 2**31.
 MAX_ROW_SIZE = (1 << SOFTMAX_ACCUM_INTEGER_BITS) - 1
@@ -89,9 +89,8 @@ class Softmax(OpSpec):
     def render(self, node, graph, cname):
         rows, row = self._rows(node, graph)
         a = node.attrs
-        code = (f"tinyaot_softmax_s8({{in0}}, {rows}, {row}, {a['input_mult']}, {a['input_left_shift']}, "
-                f"{a['diff_min']}, {{out0}});")
-        return KernelCall("tinyaot_softmax_s8", code, ["tinyaot_softmax_s8.c"], [])
+        return KernelCall("tinyaot_softmax_s8", [IN0, rows, row, a["input_mult"], a["input_left_shift"], a["diff_min"],
+                                                 OUT0], ["tinyaot_softmax_s8.c"], returns_status=False)
 
     def oracle(self, node, graph):
         return OracleLayer([helper.make_node("Softmax", [node.inputs[0]], ["sm_out"],

@@ -60,10 +60,8 @@ class Transpose(OpSpec):
         pad = 4 - len(x)
         x4 = [1] * pad + x
         p4 = list(range(pad)) + [p + pad for p in perm]
-        code = (f"static const int32_t in_dims[4] = {{{', '.join(map(str, x4))}}};\n"
-                f"static const int32_t perm[4] = {{{', '.join(map(str, p4))}}};\n"
-                f"tinyaot_transpose_s8({{in0}}, {{out0}}, in_dims, perm);")
-        return KernelCall("tinyaot_transpose_s8", code, ["tinyaot_transpose_s8.c"], [])
+        return KernelCall("tinyaot_transpose_s8", files=["tinyaot_transpose_s8.c"], template="layers/transpose.c.j2",
+                          params={"in_dims": x4, "perm": p4})
 
     def oracle(self, node, graph):
         return OracleLayer([helper.make_node("Transpose", [node.inputs[0]], ["t_out"], perm=self._perm(node, graph))],

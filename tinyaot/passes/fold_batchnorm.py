@@ -6,6 +6,7 @@ becomes part of the weights and bias. Assumes the producer's output is read by t
 import numpy as np
 
 from tinyaot.ir import Graph
+from tinyaot.ops.registry import traits_of
 
 from ._util import replace_uses, single_consumer
 
@@ -13,7 +14,7 @@ from ._util import replace_uses, single_consumer
 def fold_batchnorm(graph: Graph) -> Graph:
     for bn in [n for n in graph.nodes if n.op == "BatchNormalization"]:
         prod = graph.producer(bn.inputs[0])
-        if prod is None or prod.op not in ("Conv", "FullyConnected") or single_consumer(graph, bn.inputs[0]) is not bn:
+        if prod is None or not traits_of(prod.op).weighted_layer or single_consumer(graph, bn.inputs[0]) is not bn:
             continue
         if not all(graph.tensors[i].is_const for i in bn.inputs[1:5]):
             continue
