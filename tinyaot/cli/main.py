@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from tinyaot import __version__
 from tinyaot.errors import TinyaotError
+from tinyaot.sweep.compare import tolerances_help
 
 
 class _PoliteGroup(TyperGroup):
@@ -248,6 +249,95 @@ def passes() -> None:
     for name, fn in PIPELINE:
         doc = (fn.__module__ and sys.modules[fn.__module__].__doc__ or "").strip().splitlines()[0]
         typer.echo(f"{name:<22} {'(required) ' if name in REQUIRED else ''}{doc}")
+
+
+@app.command()
+def sweep(
+    model: ModelArg,
+    calibration: Annotated[Path, typer.Option("--calibration", "-c", help="calibration samples (.npz)")],
+    data: Annotated[Path, typer.Option("--data", "-d", help="labelled samples (.npz with x and integer y)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for report.json/.md/.html, the plots and "
+                                      "configs/ (one result per setting; a rerun resumes from them)")],
+    board: Annotated[str, typer.Option("--board", "-b", help="target board name or alias")] = "stm32",
+    grid: Annotated[Optional[Path], typer.Option(help="settings to run (.toml, see examples/sweep_grid.toml); "
+                                                 "default: 10 settings of int8, clusters, int4, pruning")] = None,
+    workers: Annotated[Optional[int], typer.Option(min=1, help="settings run at once (default: the core count)")]
+    = None,
+    qemu: Annotated[bool, typer.Option("--qemu/--no-qemu", help="run each firmware under QEMU for its "
+                                       "instruction count")] = True,
+    executor: Annotated[str, typer.Option(help="'process' (a local process pool) or 'ray' (the Ray cluster at "
+                                          "RAY_ADDRESS, else a local Ray instance; pip install tinyaot[ray])")]
+    = "process",
+    limit: Annotated[Optional[int], typer.Option(min=1, help="evaluate only the first N samples")] = None,
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="reuse results cached by content hash "
+                                        "($TINYAOT_CACHE/sweep)")] = True,
+    baseline: Annotated[Optional[Path], typer.Option(help="compare with this report.json at the end (as `tinyaot "
+                                                     "compare`); exit 1 on a regression")] = None,
+    tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances for --baseline (.toml)")] = None,
+) -> None:
+    """Measure MODEL over a grid of compression settings: top-1, weights, flash, arena, instructions; reports and
+    Pareto plots in --out."""
+    from tinyaot.sweep.compare import compare as run_compare, failures, load_report, load_tolerances, table
+    from tinyaot.sweep.grid import load_grid
+    from tinyaot.sweep.sweep import run_sweep
+
+    try:
+        base = load_report(baseline) if baseline is not None else None
+        tol = load_tolerances(tolerances)
+        report = run_sweep(model, board, calibration, data, out, load_grid(grid), workers=workers, qemu=qemu,
+                           executor=executor, limit=limit, use_cache=cache, echo=_echo)
+    except TinyaotError as exc:
+        _fail(exc)
+    for c in report["configs"]:
+        figures = "failed: " + c["error"] if c["error"] else (
+            f"top-1 {100 * c['top1']:.2f} %, weights {c['weights_bytes']} B, flash {c['flash_bytes']} B, "
+            f"arena {c['arena_bytes']} B, instructions {c['instructions']}")
+        typer.echo(f"{c['name']:<24} {figures}")
+    typer.echo(f"reports: {out / 'report.md'}, {out / 'report.html'}; Pareto (flash): "
+               f"{', '.join(report['pareto']['flash_bytes']) or '-'}")
+    failed = [c["name"] for c in report["configs"] if c["error"]]
+    code = 0
+    if failed:
+        typer.echo(f"Error: {len(failed)} setting(s) failed: {', '.join(failed)}", err=True)
+        code = 1
+    if base is not None:
+        rows = run_compare(base, report, tol)
+        typer.echo(table(rows))
+        bad = failures(rows)
+        if bad:
+            typer.echo(f"FAIL: {len(bad)} regression(s) against {baseline}:")
+            for line in bad:
+                typer.echo(f"  {line}")
+            code = 1
+        else:
+            typer.echo(f"OK: within tolerance of {baseline}")
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command(help="Compare two sweep reports config by config; exit 1 with a table naming the config and metric "
+             "when top-1 drops or flash, arena, instructions or weights grow beyond the tolerances. Defaults: "
+             + tolerances_help()
+             + ". A TOML file overrides them: [top1] max_drop = 0.01, [flash_bytes] max_growth = 0.02, ...")
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="the baseline sweep report (report.json)", show_default=False)],
+    current: Annotated[Path, typer.Argument(help="the current sweep report (report.json)", show_default=False)],
+    tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances (.toml)")] = None,
+) -> None:
+    from tinyaot.sweep.compare import compare as run_compare, failures, load_report, load_tolerances, table
+
+    try:
+        rows = run_compare(load_report(baseline), load_report(current), load_tolerances(tolerances))
+    except TinyaotError as exc:
+        _fail(exc)
+    typer.echo(table(rows))
+    bad = failures(rows)
+    if bad:
+        typer.echo(f"FAIL: {len(bad)} regression(s) against {baseline}:")
+        for line in bad:
+            typer.echo(f"  {line}")
+        raise typer.Exit(1)
+    typer.echo(f"OK: {len({r.config for r in rows})} configs within tolerance of {baseline}")
 
 
 @app.command()

@@ -1,0 +1,97 @@
+"""The settings a sweep runs: a default grid, or one read from a TOML file (examples/sweep_grid.toml):
+
+    [[config]]
+    name = "clusters16_prune0.3"
+    flags = { clusters = 16, prune = 0.3 }
+
+`flags` takes the compression flags of `deploy` / `evaluate` by their Python names (prune, prune_scope,
+prune_exclude, prune_channels, clusters, weight_bits, clusters_budget) and `compression`, a per-layer spec file
+(relative paths are relative to the grid file). An empty table is plain int8.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinyaot.errors import TinyaotError
+
+FLAG_KEYS = ("prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits", "clusters_budget",
+             "compression")
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    flags: dict = field(default_factory=dict)
+
+    @property
+    def command_line(self) -> str:
+        """The flags as `deploy` / `evaluate` take them (what a user would type to reproduce this row)."""
+        parts = []
+        for key in FLAG_KEYS:
+            if key not in self.flags:
+                continue
+            values = self.flags[key] if isinstance(self.flags[key], list) else [self.flags[key]]
+            parts += [f"--{key.replace('_', '-')} {v}" for v in values]
+        return " ".join(parts) or "(int8)"
+
+
+# At least 8 settings: plain int8, each compression alone, and the mixes a team would weigh against each other.
+DEFAULT_GRID = (
+    Config("int8", {}),
+    Config("clusters16", {"clusters": 16}),
+    Config("clusters32", {"clusters": 32}),
+    Config("int4", {"weight_bits": 4}),
+    Config("prune0.3", {"prune": 0.3}),
+    Config("prune0.5", {"prune": 0.5}),
+    Config("channels0.25", {"prune_channels": 0.25}),
+    Config("clusters16_prune0.3", {"clusters": 16, "prune": 0.3}),
+    Config("int4_prune0.3", {"weight_bits": 4, "prune": 0.3}),
+    Config("channels0.25_clusters16", {"prune_channels": 0.25, "clusters": 16}),
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # a config's name is also a file name in the sweep's folder
+
+
+def check_config(c: Config, where: str) -> Config:
+    if not isinstance(c.name, str) or not _NAME.match(c.name):
+        raise TinyaotError(f"{where}: config name {c.name!r} must be letters, digits, '_', '.', '+' or '-'")
+    if not isinstance(c.flags, dict):
+        raise TinyaotError(f"{where}: config {c.name}: flags must be a table")
+    unknown = sorted(set(c.flags) - set(FLAG_KEYS))
+    if unknown:
+        raise TinyaotError(f"{where}: config {c.name}: unknown flag(s) {', '.join(unknown)}; known: "
+                           f"{', '.join(FLAG_KEYS)}")
+    return c
+
+
+def load_grid(path: str | Path | None) -> list[Config]:
+    """The grid file's configs, or DEFAULT_GRID when `path` is None."""
+    if path is None:
+        return list(DEFAULT_GRID)
+    path = Path(path)
+    if not path.exists():
+        raise TinyaotError(f"grid file not found: {path}")
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise TinyaotError(f"{path} is not valid TOML: {exc}") from None
+    entries = data.get("config")
+    if not isinstance(entries, list) or not entries:
+        raise TinyaotError(f"{path}: needs at least one [[config]] table with a name and flags")
+    configs, seen = [], set()
+    for entry in entries:
+        if not isinstance(entry, dict) or "name" not in entry or set(entry) - {"name", "flags"}:
+            raise TinyaotError(f"{path}: each [[config]] takes 'name' and 'flags', got {entry!r}")
+        flags = dict(entry.get("flags", {}))
+        if "compression" in flags:  # a spec file beside the grid
+            flags["compression"] = str((path.parent / flags["compression"]).resolve())
+        c = check_config(Config(entry["name"], flags), str(path))
+        if c.name in seen:
+            raise TinyaotError(f"{path}: config name {c.name} appears twice")
+        seen.add(c.name)
+        configs.append(c)
+    return configs

@@ -1,0 +1,230 @@
+"""Running a sweep's settings: one setting = the same `evaluate` and `deploy` calls a user would make (so every figure
+equals theirs), run in parallel by a process pool or on a Ray cluster, each result written as soon as it is known
+(an interrupted sweep resumes), and cached by content hash.
+
+The cache key of a setting is a hash of everything its figures depend on: the bytes of the model, calibration and
+data files (and of a per-layer spec), the board, the flags, whether QEMU runs, and a fingerprint of the compiler
+itself (tinyaot's sources, templates and board files, the versions of arm-none-eabi-gcc, qemu-system-arm, numpy and
+onnxruntime). Equal keys mean equal figures, because every step is deterministic (fixed seeds, bit-exact integer
+code). The cache lives in $TINYAOT_CACHE/sweep (default ~/.cache/tinyaot/sweep); past its size cap
+(TINYAOT_SWEEP_CACHE_MB, default 64) the least recently used entries go. Host libraries have their own
+content-hash cache (toolchain/host.py), which is what makes a cold setting's `evaluate` cheap after its first run.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Callable
+
+from tinyaot import __version__
+from tinyaot.errors import TinyaotError
+from tinyaot.paths import TEMPLATES
+
+from .grid import Config
+
+PACKAGE = Path(__file__).resolve().parent.parent
+CACHE_CAP_MB = 64
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _tool_version(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "missing"
+    return out.splitlines()[0] if out else "missing"
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """A hash of the compiler: tinyaot's sources, templates and board files, and the tools and libraries whose
+    versions could change a figure."""
+    import numpy
+    import onnxruntime
+
+    h = hashlib.sha256(__version__.encode())
+    roots = [PACKAGE, TEMPLATES, PACKAGE.parent / "boards" if (PACKAGE.parent / "boards").is_dir() else None]
+    for root in [r for r in roots if r is not None]:
+        for f in sorted(Path(root).rglob("*")):
+            if f.is_file() and f.suffix in (".py", ".j2", ".c", ".h", ".toml", ".json", ".ld", ".s", ".S", ".yaml"):
+                h.update(str(f.relative_to(root)).encode())
+                h.update(_sha256_file(f).encode())
+    for tool in (["arm-none-eabi-gcc", "--version"], ["qemu-system-arm", "--version"]):
+        h.update(_tool_version(tool).encode())
+    h.update(f"numpy {numpy.__version__} onnxruntime {onnxruntime.__version__}".encode())
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TINYAOT_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "tinyaot") / "sweep"
+
+
+def config_key(config: Config, inputs: dict[str, str], board: str, qemu: bool, limit: int | None) -> str:
+    """The content hash of one setting (see the module's docstring). `inputs`: file role -> sha256."""
+    flags = dict(config.flags)
+    if "compression" in flags:
+        flags["compression"] = _sha256_file(Path(flags["compression"]))
+    blob = json.dumps({"inputs": inputs, "board": board, "flags": flags, "qemu": qemu, "limit": limit,
+                       "compiler": fingerprint()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResultCache:
+    """JSON results by key, least recently used evicted past `cap_bytes` (a hit refreshes the entry's mtime)."""
+
+    def __init__(self, folder: Path | None = None, cap_bytes: int | None = None):
+        self.folder = Path(folder) if folder is not None else cache_dir()
+        mb = os.environ.get("TINYAOT_SWEEP_CACHE_MB")
+        self.cap = cap_bytes if cap_bytes is not None else int(float(mb) * 2**20) if mb else CACHE_CAP_MB * 2**20
+
+    def get(self, key: str) -> dict | None:
+        path = self.folder / f"{key}.json"
+        try:
+            data = json.loads(path.read_text())
+            os.utime(path)
+        except (OSError, json.JSONDecodeError):
+            return None
+        return data
+
+    def put(self, key: str, result: dict) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump(result, f)
+            os.replace(tmp, self.folder / f"{key}.json")  # atomic: parallel sweeps never read half an entry
+            self.evict()
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+
+    def evict(self) -> None:
+        entries = []
+        for p in self.folder.glob("*.json"):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            entries.append((st.st_mtime, st.st_size, p))
+        total = sum(e[1] for e in entries)
+        for _, size, p in sorted(entries, key=lambda e: e[0]):
+            if total <= self.cap:
+                break
+            p.unlink(missing_ok=True)
+            total -= size
+
+
+def measure(job: dict) -> dict:
+    """One setting's figures, from the public API: top-1 from `evaluate` (host-compiled C, as `tinyaot evaluate`),
+    bytes and instructions from `deploy` (arm-none-eabi-size, QEMU). Never raises: a failure is the result's
+    `error`. Runs in a worker process (or a Ray task): `job` is plain data."""
+    from tinyaot.api import deploy, evaluate
+    from tinyaot.compress.options import options_from_flags
+
+    flags = dict(job["flags"])
+    result = {"name": job["name"], "flags": job["flags"], "command_line": job["command_line"], "key": job["key"],
+              "top1": None, "float_top1": None, "weights_bytes": None, "flash_bytes": None, "arena_bytes": None,
+              "instructions": None, "macs": None, "samples": None, "verified": False, "error": None}
+    scratch = tempfile.mkdtemp(prefix="tinyaot-sweep-")
+    try:
+        files = _materialize(job, Path(scratch))
+        spec = flags.pop("compression", None)
+        if spec is not None:
+            spec = files.get("compression", spec)
+        options = options_from_flags(spec, **flags)
+        ev = evaluate(files["model"], files["calibration"], files["data"], limit=job["limit"],
+                      compare_onnxruntime=False, compression=options)
+        out = Path(job["deploy_dir"]) if job.get("deploy_dir") else Path(scratch) / "deploy"
+        dep = deploy(files["model"], job["board"], files["calibration"], out, verify=job["qemu"],
+                     compression=options)
+        r = dep.report
+        result.update(top1=ev["int8_top1"], float_top1=ev["float_top1"], samples=ev["samples"],
+                      weights_bytes=r["memory"]["weights_bytes"], flash_bytes=r["memory"]["flash_bytes"],
+                      arena_bytes=r["memory"]["arena_bytes"], macs=r["macs"], verified=bool(r["verify"]["ran"]),
+                      instructions=r["verify"].get("instructions") if r["verify"]["ran"] else None)
+        if ev["weights_bytes"] != result["weights_bytes"]:  # one setting, one compilation: they must agree
+            raise TinyaotError(f"evaluate and deploy disagree on weights bytes ({ev['weights_bytes']} vs "
+                               f"{result['weights_bytes']}); a tinyaot bug")
+    except TinyaotError as exc:
+        result["error"] = str(exc)
+    except Exception as exc:  # a bug in one setting must not lose the others' figures
+        result["error"] = f"internal error: {type(exc).__name__}: {exc}"
+        result["traceback"] = traceback.format_exc()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _materialize(job: dict, scratch: Path) -> dict[str, str]:
+    """The job's input files: its paths, or (a Ray task on another machine) the bytes it carries, written out."""
+    files = {role: job["files"][role] for role in job["files"]}
+    for role, blob in (job.get("blobs") or {}).items():
+        if not Path(files[role]).exists():
+            dest = scratch / Path(files[role]).name
+            dest.write_bytes(blob)
+            files[role] = str(dest)
+    return files
+
+
+Done = Callable[[dict, dict], None]
+
+
+def run_process_pool(jobs: list[dict], workers: int, on_done: Done) -> None:
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            on_done(job, measure(job))
+        return
+    # fork: the workers start with tinyaot already imported (spawn would import it again in each worker)
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("fork")) as pool:
+        futures = {pool.submit(measure, job): job for job in jobs}
+        for fut in as_completed(futures):
+            on_done(futures[fut], fut.result())
+
+
+def run_ray(jobs: list[dict], workers: int, on_done: Done) -> None:
+    """The jobs as Ray tasks: on the cluster at $RAY_ADDRESS, else on a local instance with `workers` CPUs.
+    Each task carries its input files' bytes, so workers need no shared file system."""
+    try:
+        import ray
+    except ImportError:
+        raise TinyaotError("--executor ray needs Ray: pip install 'tinyaot[ray]'") from None
+    address = os.environ.get("RAY_ADDRESS") or None
+    started = not ray.is_initialized()
+    if started:
+        kwargs = {"address": address} if address else {"num_cpus": workers, "include_dashboard": False}
+        ray.init(log_to_driver=False, **kwargs)
+    try:
+        task = ray.remote(num_cpus=1)(measure)
+        pending = {}
+        for job in jobs:
+            job = dict(job, deploy_dir=None,  # a worker may be another machine: its deploy folder is scratch
+                       blobs={role: Path(p).read_bytes() for role, p in job["files"].items()})
+            pending[task.remote(job)] = job
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                job = pending.pop(ref)
+                job.pop("blobs", None)
+                on_done(job, ray.get(ref))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+EXECUTORS = {"process": run_process_pool, "ray": run_ray}
