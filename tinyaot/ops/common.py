@@ -94,8 +94,8 @@ def activation_nodes(node: Node, x: str) -> tuple[list, list, str]:
     return [helper.make_node("Clip", [x, x + "_lo", x + "_hi"], [x + "_act"])], inits, x + "_act"
 
 
-__all__ = ["set_const", "output_qparams", "record_raised", "out_params", "spatial_out", "nhwc_oracle", "activation_nodes", "dequantized_const",
-           "oracle_operands"]
+__all__ = ["set_const", "output_qparams", "record_raised", "out_params", "spatial_out", "nhwc_oracle",
+           "activation_nodes", "dequantized_const", "oracle_operands"]
 
 
 def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, list[str]]:

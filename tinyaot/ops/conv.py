@@ -16,7 +16,8 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, nhwc_oracle, out_params, set_const, spatial_out
+from tinyaot.ops.common import (activation_nodes, dequantized_const, nhwc_oracle, out_params, record_raised, set_const,
+                                spatial_out)
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.core.fixedpoint import quantize_multiplier_array
@@ -167,8 +168,8 @@ def _per_channel(values, channels: int) -> np.ndarray:
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
 @register("Conv", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, weighted_layer=True,
                           scratch=True, kernels=(
-                     "tinyaot_convolve_s8", "tinyaot_convolve_s4", "tinyaot_convolve_s8_clustered", "tinyaot_convolve_s8_sparse",
-                     "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8", "tinyaot_depthwise_conv_s4",
+                     "tinyaot_convolve_s8", "tinyaot_convolve_s4", "tinyaot_convolve_s8_clustered",
+                     "tinyaot_convolve_s8_sparse", "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8", "tinyaot_depthwise_conv_s4",
                      "tinyaot_depthwise_conv_s8_clustered", "tinyaot_depthwise_conv_s8_sparse",
                      "tinyaot_depthwise_conv_s8_rle")))
 class Conv(OpSpec):

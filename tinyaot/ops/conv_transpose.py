@@ -17,7 +17,7 @@ from onnx import helper
 
 from tinyaot.core.quant import layer_weights
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, nhwc_oracle, out_params, set_const
+from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, record_raised, set_const
 from tinyaot.core.fixedpoint import quantize_multiplier_array, requantize_to_int8
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 

@@ -13,7 +13,7 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import activation_nodes, dequantized_const, record_raised, out_params, set_const
+from tinyaot.ops.common import activation_nodes, dequantized_const, out_params, record_raised, set_const
 from tinyaot.ops.compressed import compressed_filter
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
