@@ -15,6 +15,8 @@ command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)  # examples/two_models and its test build with CMake
 command -v make >/dev/null 2>&1 || need_apt+=(make)    # CMake's default generator; the generated Makefile
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# the sweep's report.html is checked in a real headless browser (playwright drives this chromium, not its own)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
