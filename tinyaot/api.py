@@ -23,6 +23,7 @@ from tinyaot.pipeline.compile import (RANDOM_SAMPLES, RANDOM_SEED, Compiled, Ech
 from tinyaot.pipeline.evaluate import evaluate, load_labelled  # noqa: F401
 from tinyaot.pipeline.report import build_report, compression_line, report_md, summary, weights_bytes  # noqa: F401
 from tinyaot.pipeline.stage import FIRMWARE_DIR, folder_files, stage_model, staging
+from tinyaot.pipeline.timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
 from tinyaot.pipeline.verify import check_verification, not_verified, uncompressed_costs, verify_under_qemu
 
 # The names tests and scripts used before the pipeline was split into modules.
@@ -68,6 +69,9 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
         tidy_firmware_dir(tmp)
         report = build_report(compiled, b, model, emitted, per_layer, sizes, section, uncompressed,
                               folder_files(tmp, emitted))
+        report["memory"]["timeline"] = timeline(compiled)  # the memory plan as text in report.md, and a PNG
+        timeline_png(report["memory"]["timeline"], tmp / TIMELINE_PNG, f"{model.name} on {b.name}: arena timeline")
+        report["files"]["report"].append(TIMELINE_PNG)
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (tmp / "report.md").write_text(report_md(report))
     return DeployResult(Path(out_dir), report, summary(report, Path(out_dir)))

@@ -13,6 +13,7 @@ from tinyaot.ir import Graph
 from tinyaot.ops.registry import get_op
 
 from .compile import Compiled
+from .timeline import timeline_text
 
 
 def weights_bytes(g: Graph) -> int:
@@ -88,7 +89,9 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
 def report_md(r: dict) -> str:
     """report.md from report.json's dict."""
     comp = compression_line(r["compression"]) if "options" in r["compression"] else None
-    return render_report_md(r, model_file=Path(r["model"]["path"]).name, compression_text=comp)
+    tl = r["memory"].get("timeline")
+    return render_report_md(r, model_file=Path(r["model"]["path"]).name, compression_text=comp,
+                            timeline_text=timeline_text(tl) if tl else None)
 
 
 def compression_line(c: dict) -> str:
