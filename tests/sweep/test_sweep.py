@@ -101,10 +101,14 @@ def test_default_and_example_grids():
 def test_bad_input_is_one_line(small_sweep, tmp_path):
     grid = tmp_path / "g.toml"
     grid.write_text('[[config]]\nname = "x"\nflags = { cluster = 16 }\n')
+    bad_value = tmp_path / "v.toml"  # refused before any setting runs, naming the setting
+    bad_value.write_text('[[config]]\nname = "ok"\nflags = {}\n[[config]]\nname = "k1"\nflags = { clusters = 1 }\n')
     base = ["sweep", str(MODEL), "-c", str(CALIBRATION), "-d", str(small_sweep["data"]), "--out", str(tmp_path / "o")]
     for extra, message in ((["--grid", str(grid)], "unknown flag(s) cluster"),
+                           (["--grid", str(bad_value)], "setting k1: --clusters must be from 2 to 256"),
                            (["--board", "nope"], "nope"),
                            (["--executor", "slurm"], "unknown executor 'slurm'")):
         r = CliRunner().invoke(app, base + extra)
         assert r.exit_code == 1, r.output
         assert r.output.strip().startswith("Error: ") and message in r.output and "Traceback" not in r.output
+        assert not list((tmp_path / "o").glob("configs/*.json"))  # nothing measured

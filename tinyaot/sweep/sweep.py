@@ -10,6 +10,7 @@ from typing import Callable
 
 from tinyaot import __version__
 from tinyaot.boards import load_board
+from tinyaot.compress.options import options_from_flags
 from tinyaot.errors import TinyaotError
 
 from .grid import Config
@@ -45,6 +46,14 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
     for role, path in files.items():
         if not path.is_file():
             raise TinyaotError(f"{role} file not found: {path}")
+    for c in configs:  # bad flags fail now, in one line naming the setting, not after the others ran
+        flags = dict(c.flags)
+        try:
+            options_from_flags(flags.pop("compression", None), **flags)
+        except TinyaotError as exc:
+            raise TinyaotError(f"setting {c.name}: {exc}") from None
+        except TypeError as exc:  # a flag of the wrong type (e.g. a list where a number goes)
+            raise TinyaotError(f"setting {c.name}: bad flags {c.flags}: {exc}") from None
     inputs = {role: _sha256_file(p) for role, p in files.items()}
     out = Path(out)
     results_dir = out / CONFIGS_DIR
