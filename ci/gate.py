@@ -42,8 +42,8 @@ def main() -> int:
     np.savez(data, x=x[:EVAL_SAMPLES], y=y[:EVAL_SAMPLES])
     if out.exists():
         shutil.rmtree(out)  # a fresh measurement, not a resumed one
-    tinyaot = Path(sys.executable).parent / "tinyaot"
-    cmd = [str(tinyaot), "sweep", "examples/kws_dscnn.onnx", "--board", "stm32",
+    # `python -m tinyaot` from the checkout's root: the gate measures this checkout's tinyaot, whichever is installed
+    cmd = [sys.executable, "-m", "tinyaot", "sweep", "examples/kws_dscnn.onnx", "--board", "stm32",
            "--calibration", "calibration_data/kws_dscnn.npz", "--data", str(data.relative_to(ROOT))
            if data.is_relative_to(ROOT) else str(data), "--out", str(out), "--grid", "ci/gate/grid.toml",
            "--no-cache"]
