@@ -112,3 +112,16 @@ def test_bad_input_is_one_line(small_sweep, tmp_path):
         assert r.exit_code == 1, r.output
         assert r.output.strip().startswith("Error: ") and message in r.output and "Traceback" not in r.output
         assert not list((tmp_path / "o").glob("configs/*.json"))  # nothing measured
+
+
+def test_interrupted_sweep_measures_only_what_is_missing(small_sweep, tmp_path):
+    """A sweep stopped after its first setting: the rerun keeps that one and measures the other (no cache)."""
+    import shutil
+
+    out = tmp_path / "o"
+    shutil.copytree(small_sweep["out"] / "configs", out / "configs")
+    (out / "configs" / "clusters16.json").unlink()
+    lines = []
+    r = run_sweep(MODEL, "stm32", CALIBRATION, small_sweep["data"], out, GRID, use_cache=False, echo=lines.append)
+    assert lines == [f"1 settings already in {out / 'configs'}, 0 from the cache; measuring 1"]
+    assert r["configs"] == small_sweep["report"]["configs"]
