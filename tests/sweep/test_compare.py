@@ -98,3 +98,11 @@ def test_not_a_report(tmp_path):
     assert r.exit_code == 1 and "is not a sweep report" in r.output
     r = CliRunner().invoke(app, ["compare", str(tmp_path / "none.json"), str(BASELINE)])
     assert r.exit_code == 1 and "sweep report not found" in r.output
+
+
+def test_different_inputs_are_noted(tmp_path):
+    current = _report()
+    current["samples"] = 40
+    r = _compare(tmp_path, _report(), current)
+    assert r.exit_code == 0
+    assert r.output.splitlines()[0] == "note: different number of evaluation samples: baseline 300, current 40"

@@ -277,7 +277,7 @@ def sweep(
 ) -> None:
     """Measure MODEL over a grid of compression settings: top-1, weights, flash, arena, instructions; reports and
     Pareto plots in --out."""
-    from tinyaot.sweep.compare import compare as run_compare, failures, load_report, load_tolerances, table
+    from tinyaot.sweep.compare import compare as run_compare, failures, input_notes, load_report, load_tolerances, table
     from tinyaot.sweep.grid import load_grid
     from tinyaot.sweep.sweep import run_sweep
 
@@ -291,7 +291,8 @@ def sweep(
     for c in report["configs"]:
         figures = "failed: " + c["error"] if c["error"] else (
             f"top-1 {100 * c['top1']:.2f} %, weights {c['weights_bytes']} B, flash {c['flash_bytes']} B, "
-            f"arena {c['arena_bytes']} B, instructions {c['instructions']}")
+            f"arena {c['arena_bytes']} B, instructions "
+            f"{c['instructions'] if c['instructions'] is not None else '- (--no-qemu)'}")
         typer.echo(f"{c['name']:<24} {figures}")
     typer.echo(f"reports: {out / 'report.md'}, {out / 'report.html'}; Pareto (flash): "
                f"{', '.join(report['pareto']['flash_bytes']) or '-'}")
@@ -302,6 +303,8 @@ def sweep(
         code = 1
     if base is not None:
         rows = run_compare(base, report, tol)
+        for line in input_notes(base, report):
+            typer.echo(line)
         typer.echo(table(rows))
         bad = failures(rows)
         if bad:
@@ -324,12 +327,15 @@ def compare(
     current: Annotated[Path, typer.Argument(help="the current sweep report (report.json)", show_default=False)],
     tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances (.toml)")] = None,
 ) -> None:
-    from tinyaot.sweep.compare import compare as run_compare, failures, load_report, load_tolerances, table
+    from tinyaot.sweep.compare import compare as run_compare, failures, input_notes, load_report, load_tolerances, table
 
     try:
-        rows = run_compare(load_report(baseline), load_report(current), load_tolerances(tolerances))
+        base, cur = load_report(baseline), load_report(current)
+        rows = run_compare(base, cur, load_tolerances(tolerances))
     except TinyaotError as exc:
         _fail(exc)
+    for line in input_notes(base, cur):
+        typer.echo(line)
     typer.echo(table(rows))
     bad = failures(rows)
     if bad:

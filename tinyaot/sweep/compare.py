@@ -144,6 +144,17 @@ def compare(baseline: dict, current: dict, tolerances: dict[str, tuple[str, floa
     return rows
 
 
+def input_notes(baseline: dict, current: dict) -> list[str]:
+    """Lines saying where the two reports were measured differently (model, board, samples): the comparison still
+    runs, but a reader should know that a top-1 change may come from the data rather than the compiler."""
+    notes = []
+    for key, what in (("model_sha256", "model file contents"), ("board", "board"), ("samples", "number of "
+                      "evaluation samples"), ("qemu", "QEMU runs")):
+        if key in baseline and key in current and baseline[key] != current[key]:
+            notes.append(f"note: different {what}: baseline {baseline[key]}, current {current[key]}")
+    return notes
+
+
 def table(rows: list[Row]) -> str:
     """The rows as a fixed-width text table."""
     head = ("config", "metric", "baseline", "current", "change", "tolerance", "status")
