@@ -54,6 +54,13 @@ def main() -> int:
     if rc == 0 and args.update:
         shutil.copy(out / "report.json", BASELINE)
         print(f"baseline written: {BASELINE}")
+    elif (out / "report.json").exists():
+        # The gate's checks as a plain closing line (.ci/run's last output): one per config and metric compared.
+        from tinyaot.sweep.compare import compare, load_report
+
+        rows = compare(load_report(BASELINE), load_report(out / "report.json"))
+        bad = sum(not r.ok for r in rows)
+        print(f"gate: {len(rows) - bad} passed, {bad} failed")
     return rc
 
 
