@@ -277,7 +277,7 @@ def sweep(
 ) -> None:
     """Measure MODEL over a grid of compression settings: top-1, weights, flash, arena, instructions; reports and
     Pareto plots in --out."""
-    from tinyaot.sweep.compare import compare as run_compare, failures, input_notes, load_report, load_tolerances, table
+    from tinyaot.sweep.compare import gate, load_report, load_tolerances
     from tinyaot.sweep.grid import load_grid
     from tinyaot.sweep.sweep import run_sweep
 
@@ -302,18 +302,9 @@ def sweep(
         typer.echo(f"Error: {len(failed)} setting(s) failed: {', '.join(failed)}", err=True)
         code = 1
     if base is not None:
-        rows = run_compare(base, report, tol)
-        for line in input_notes(base, report):
-            typer.echo(line)
-        typer.echo(table(rows))
-        bad = failures(rows)
-        if bad:
-            typer.echo(f"FAIL: {len(bad)} regression(s) against {baseline}:")
-            for line in bad:
-                typer.echo(f"  {line}")
-            code = 1
-        else:
-            typer.echo(f"OK: within tolerance of {baseline}")
+        passed, text = gate(base, report, tol, str(baseline))
+        typer.echo(text)
+        code = code if passed else 1
     if code:
         raise typer.Exit(code)
 
@@ -327,23 +318,15 @@ def compare(
     current: Annotated[Path, typer.Argument(help="the current sweep report (report.json)", show_default=False)],
     tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances (.toml)")] = None,
 ) -> None:
-    from tinyaot.sweep.compare import compare as run_compare, failures, input_notes, load_report, load_tolerances, table
+    from tinyaot.sweep.compare import gate, load_report, load_tolerances
 
     try:
-        base, cur = load_report(baseline), load_report(current)
-        rows = run_compare(base, cur, load_tolerances(tolerances))
+        passed, text = gate(load_report(baseline), load_report(current), load_tolerances(tolerances), str(baseline))
     except TinyaotError as exc:
         _fail(exc)
-    for line in input_notes(base, cur):
-        typer.echo(line)
-    typer.echo(table(rows))
-    bad = failures(rows)
-    if bad:
-        typer.echo(f"FAIL: {len(bad)} regression(s) against {baseline}:")
-        for line in bad:
-            typer.echo(f"  {line}")
+    typer.echo(text)
+    if not passed:
         raise typer.Exit(1)
-    typer.echo(f"OK: {len({r.config for r in rows})} configs within tolerance of {baseline}")
 
 
 @app.command()

@@ -22,11 +22,11 @@ did not (e.g. instructions after --no-qemu), fails too: a gate that silently sto
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinyaot.errors import TinyaotError
+from tinyaot.sweep.grid import read_toml
 
 # metric -> (kind, allowed change). "drop": absolute decrease allowed; "growth": relative increase allowed.
 DEFAULT_TOLERANCES: dict[str, tuple[str, float]] = {
@@ -52,13 +52,7 @@ def load_tolerances(path: str | Path | None) -> dict[str, tuple[str, float]]:
     if path is None:
         return tol
     path = Path(path)
-    if not path.exists():
-        raise TinyaotError(f"tolerances file not found: {path}")
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise TinyaotError(f"{path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "tolerances file")
     for metric, entry in data.items():
         if metric not in tol:
             raise TinyaotError(f"{path}: unknown metric {metric!r}; known: {', '.join(METRICS)}")
@@ -181,3 +175,17 @@ def failures(rows: list[Row]) -> list[str]:
             out.append(f"config {r.config}: {r.metric} {_fmt(r.metric, r.baseline)} -> {_fmt(r.metric, r.current)}"
                        f" ({r.change}; allowed {r.allowed})")
     return out
+
+
+def gate(baseline: dict, current: dict, tolerances: dict[str, tuple[str, float]], baseline_name: str) -> tuple[bool, str]:
+    """(passed, the text to print) of comparing `current` against `baseline`: notes on differing inputs, the table,
+    then either one line per regression or an OK line. The `compare` command and `sweep --baseline` print this."""
+    rows = compare(baseline, current, tolerances)
+    lines = input_notes(baseline, current) + [table(rows)]
+    bad = failures(rows)
+    if bad:
+        lines.append(f"FAIL: {len(bad)} regression(s) against {baseline_name}:")
+        lines += [f"  {line}" for line in bad]
+    else:
+        lines.append(f"OK: {len({r.config for r in rows})} configs within tolerance of {baseline_name}")
+    return not bad, "\n".join(lines)

@@ -67,18 +67,23 @@ def check_config(c: Config, where: str) -> Config:
     return c
 
 
+def read_toml(path: Path, what: str) -> dict:
+    """A TOML file's contents, or a one-line TinyaotError saying it is missing or not valid TOML."""
+    if not path.exists():
+        raise TinyaotError(f"{what} not found: {path}")
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise TinyaotError(f"{path} is not valid TOML: {exc}") from None
+
+
 def load_grid(path: str | Path | None) -> list[Config]:
     """The grid file's configs, or DEFAULT_GRID when `path` is None."""
     if path is None:
         return list(DEFAULT_GRID)
     path = Path(path)
-    if not path.exists():
-        raise TinyaotError(f"grid file not found: {path}")
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise TinyaotError(f"{path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "grid file")
     entries = data.get("config")
     if not isinstance(entries, list) or not entries:
         raise TinyaotError(f"{path}: needs at least one [[config]] table with a name and flags")
