@@ -87,8 +87,6 @@ TINYAOT_LIMITS: list[tuple[str, str, str]] = [
      "Gemm whose C is computed by another node: tinyaot's fully connected bias is a constant"),
     (r"matmul_(3d|4d|bcast|1d_3d|4d_1d|1d_1d)", r"only X\[M,K\] @ constant W\[K,N\]",
      "batched, broadcast or 1-D MatMul: tinyaot's MatMul is X[M,K] @ constant W[K,N] (a fully connected layer)"),
-    (r"softmax_axis_[01]", r"only the innermost axis",
-     "Softmax over a non-innermost axis (of a 3-D tensor): the int8 kernel normalises rows of the last axis"),
     (r"(?i)convtranspose_(1d|3d)", r"only 2-D transpose convolution",
      "1-D or 3-D ConvTranspose: tinyaot's transpose convolution is 2-D"),
     (r"(?i)convtranspose_dilations", r"dilations .* not supported",

@@ -48,7 +48,6 @@ ALL_KERNEL_SOURCES = sorted(KERNELS_DIR.glob("*.c"))
 
 IMPLEMENTED_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected", "avgpool", "maxpool", "add", "softmax")
 NOT_IMPLEMENTED = {
-    "batch_matmul": "batch_matmul (MatMul of two activations) is not used by the issue-2 models; arrives with issue 3",
     "mul": "checked in tests/ops/test_elementwise_kernels.py (reference and host C of tinyaot_elementwise_binary_s8)",
     "pad": "checked in tests/ops/test_elementwise_kernels.py (reference and host C of tinyaot_pad_s8)",
     "transpose": "transpose: the issue-2 models stay NHWC after import, no layout change at run time; issue 3",
@@ -81,7 +80,8 @@ def _arrays(case: dict) -> dict[str, np.ndarray]:
 
 IMPLEMENTED_CASES = _cases(IMPLEMENTED_KINDS)
 # Kinds another file adopts in this file's manner (reference, host C and Cortex-M C under QEMU, all ==).
-TESTED_ELSEWHERE = {"transpose_conv2d": "tests/ops/test_transpose_conv_vectors.py"}
+TESTED_ELSEWHERE = {"transpose_conv2d": "tests/ops/test_transpose_conv_vectors.py",
+                    "batch_matmul": "tests/ops/test_batch_matmul.py"}
 UNIMPLEMENTED_CASES = [c for c in _index()["cases"] if c["kind"] not in (*IMPLEMENTED_KINDS, *TESTED_ELSEWHERE)]
 
 

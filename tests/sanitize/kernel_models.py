@@ -97,7 +97,14 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
         if kind != "rle":
             nodes.append(n("Relu", [cur], [f"rf_{kind}"]))
             cur = f"rf_{kind}"
-    nodes.append(n("Softmax", [cur], ["y"], axis=1))
+    # attention-style tail: an outer product of two activations (BatchMatMul), a Softmax over a middle axis (the
+    # strided kernel), a second BatchMatMul back to [1, 10]
+    inits += [numpy_helper.from_array(np.array(shape, np.int64), f"shape_{k}")
+              for k, shape in (("col", [1, 10, 1]), ("row", [1, 1, 10]), ("flat", [1, 10]))]
+    nodes += [n("Reshape", [cur, "shape_col"], ["att_col"]), n("Reshape", [cur, "shape_row"], ["att_row"]),
+              n("MatMul", ["att_col", "att_row"], ["att_outer"]), n("Softmax", ["att_outer"], ["att_sm"], axis=1),
+              n("MatMul", ["att_row", "att_sm"], ["att_mix"]), n("Reshape", ["att_mix", "shape_flat"], ["att_out"])]
+    nodes.append(n("Softmax", ["att_out"], ["y"], axis=1))
     graph = helper.make_graph(nodes, path.stem, [helper.make_tensor_value_info("x", TensorProto.FLOAT, X_SHAPE)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

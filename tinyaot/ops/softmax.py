@@ -51,10 +51,12 @@ def softmax_s8(input: np.ndarray, *, input_mult: int, input_left_shift: int, dif
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Softmax", traits=Traits(kernels=("tinyaot_softmax_s8",)))
+@register("Softmax", traits=Traits(kernels=("tinyaot_softmax_s8", "tinyaot_softmax_strided_s8")))
 class Softmax(OpSpec):
-    """ONNX Softmax over the last physical axis (the `to_nhwc` pass guarantees it). The output parameters are
-    TFLite's fixed ones, scale 1/256 and zero point -128, so the 256 levels span [0, 1)."""
+    """ONNX Softmax over any axis (opset 13+ semantics: that one axis; `to_nhwc` maps it to the physical axis).
+    Over the innermost axis the rows are contiguous (tinyaot_softmax_s8); over another one the strided kernel reads
+    each row `inner` elements apart, so no transpose is ever emitted. The output parameters are TFLite's fixed ones,
+    scale 1/256 and zero point -128, so the 256 levels span [0, 1)."""
 
     alias_output_to_input = True  # each row is read (max, sum) before any of it is written
     # Measured against onnxruntime's float softmax on the shared models' real inputs (see tests/ops):
@@ -67,31 +69,37 @@ class Softmax(OpSpec):
     def quantize(self, node, graph, ranges):
         x = graph.tensors[node.inputs[0]]
         axis = int(node.attrs.get("axis", -1)) % len(x.shape)
-        if any(d != 1 for d in x.shape[axis + 1:]):
-            raise TinyaotError(f"Softmax node {node.name!r}: only the innermost axis is supported")
+        if x.shape[axis] > MAX_ROW_SIZE:
+            raise TinyaotError(f"Softmax node {node.name!r}: axis of {x.shape[axis]} > {MAX_ROW_SIZE} elements would "
+                               "overflow the Q12.19 sum")
         graph.tensors[node.outputs[0]].quant = QuantParams.per_tensor(1.0 / 256, -128)
         mult, shift, diff_min = softmax_params(x.quant.s, 1.0)
         node.attrs.update(input_mult=mult, input_left_shift=shift, diff_min=diff_min)
 
     def _rows(self, node, graph):
+        """(outer, axis_len, inner): the tensor seen as [outer, axis_len, inner], softmax along the middle."""
         x = graph.tensors[node.inputs[0]].shape
         axis = int(node.attrs.get("axis", -1)) % len(x)
-        row = int(np.prod(x[axis:]))
-        return int(np.prod(x)) // row, row
+        return int(np.prod(x[:axis])), int(x[axis]), int(np.prod(x[axis + 1:]))
 
     def reference(self, node, graph, inputs):
-        rows, row = self._rows(node, graph)
+        outer, n, inner = self._rows(node, graph)
         a = node.attrs
-        y = softmax_s8(inputs[0].reshape(rows, row), input_mult=a["input_mult"],
-                       input_left_shift=a["input_left_shift"], diff_min=a["diff_min"])
-        return [y.reshape(inputs[0].shape)]
+        rows = inputs[0].reshape(outer, n, inner).transpose(0, 2, 1).reshape(-1, n)
+        y = softmax_s8(rows, input_mult=a["input_mult"], input_left_shift=a["input_left_shift"],
+                       diff_min=a["diff_min"])
+        return [y.reshape(outer, inner, n).transpose(0, 2, 1).reshape(inputs[0].shape)]
 
     def render(self, node, graph, cname):
-        rows, row = self._rows(node, graph)
+        outer, n, inner = self._rows(node, graph)
         a = node.attrs
-        return KernelCall("tinyaot_softmax_s8", [IN0, rows, row, a["input_mult"], a["input_left_shift"], a["diff_min"],
-                                                 OUT0], ["tinyaot_softmax_s8.c"], returns_status=False)
+        q = [a["input_mult"], a["input_left_shift"], a["diff_min"], OUT0]
+        if inner == 1:
+            return KernelCall("tinyaot_softmax_s8", [IN0, outer, n, *q], ["tinyaot_softmax_s8.c"],
+                              returns_status=False)
+        return KernelCall("tinyaot_softmax_strided_s8", [IN0, outer, n, inner, *q],
+                          ["tinyaot_softmax_strided_s8.c"], returns_status=False)
 
     def oracle(self, node, graph):
-        return OracleLayer([helper.make_node("Softmax", [node.inputs[0]], ["sm_out"],
-                                             axis=len(graph.tensors[node.inputs[0]].shape) - 1)], [], "sm_out")
+        axis = int(node.attrs.get("axis", -1)) % len(graph.tensors[node.inputs[0]].shape)
+        return OracleLayer([helper.make_node("Softmax", [node.inputs[0]], ["sm_out"], axis=axis)], [], "sm_out")

@@ -28,6 +28,9 @@ def _replace(graph: Graph, old: Node, new: Node) -> None:
 def _from_matmul(graph: Graph, node: Node) -> None:
     a, b = node.inputs
     wt = graph.tensors[b]
+    if not wt.is_const and not graph.tensors[a].is_const:
+        node.op = "BatchMatMul"  # two activations: tinyaot/ops/batch_matmul.py
+        return
     if not wt.is_const or wt.data.ndim != 2 or len(graph.tensors[a].shape) != 2:
         raise TinyaotError(f"MatMul node {node.name!r}: only X[M,K] @ constant W[K,N] is supported")
     n_out = wt.data.shape[1]
