@@ -124,6 +124,9 @@ ClustersBudgetOpt = Annotated[Optional[float], typer.Option(
     "(default: the index bits + 10 %); finer codebooks go where the measured output error gains most")]
 WeightBitsOpt = Annotated[Optional[int], typer.Option(
     "--weight-bits", help="8 (default) or 4: per-channel symmetric 4-bit weights, two per byte")]
+CalibrateOpt = Annotated[Optional[str], typer.Option(
+    "--calibrate", help="calibration method: minmax (default), percentile[:P] (P default 99.99), entropy, mse, "
+    "auto (per tensor, the least quantization error); see tinyaot/compress/ranges.py")]
 CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
     "--compression", help="per-layer compression spec (.toml, or .yaml with PyYAML); flags override its defaults")]
 
@@ -163,6 +166,7 @@ def deploy(
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
+    calibrate: CalibrateOpt = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -174,7 +178,8 @@ def deploy(
                                clusters_budget)
         result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
-                            print_ir_after=print_ir_after or (), compression=options, echo=_echo)
+                            print_ir_after=print_ir_after or (), compression=options, echo=_echo,
+                            calibrate=calibrate)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:
@@ -195,6 +200,7 @@ def evaluate(
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
+    calibrate: CalibrateOpt = None,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
     from tinyaot.api import evaluate as api_evaluate
@@ -204,7 +210,7 @@ def evaluate(
         options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
                                clusters_budget)
         r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
-                         compare_onnxruntime=onnxruntime, compression=options)
+                         compare_onnxruntime=onnxruntime, compression=options, calibrate=calibrate)
         if json_out is not None:
             try:
                 json_out.write_text(json.dumps(r, indent=2) + "\n")

@@ -77,9 +77,15 @@ def float_session(model: onnx.ModelProto, extra_outputs: list[str] = ()) -> ort.
 
 
 def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
-                   tensor_names: list[str]) -> dict[str, tuple[float, float]]:
-    """Min/max of each named float tensor over all samples (plain min/max: it keeps every calibration value
-    representable, which is what a small int8 model with ReLUs needs; outliers are rare in these models)."""
+                   tensor_names: list[str], method: str | None = None,
+                   chosen: dict[str, str] | None = None) -> dict[str, tuple[float, float]]:
+    """Range of each named float tensor over all samples. `method` (compress/ranges.py, `--calibrate`): None or
+    'minmax' is plain min/max (every calibration value representable); the others clip by a histogram of the
+    values gathered in the same onnxruntime pass. `chosen`, when given, receives tensor -> the method that set it."""
+    from tinyaot.compress.ranges import Histogram, choose_range, parse_method
+
+    name_, pct = parse_method(method)
+    keep = name_ != "minmax"
     # onnxruntime can refuse a model that ONNX's checker accepts (an opset newer than it knows, an op version it
     # lacks); its pybind errors share no useful base class, and the user must see one line, not a traceback.
     try:
@@ -90,6 +96,7 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
     lo = {n: np.inf for n in outs}
     hi = {n: -np.inf for n in outs}
     count = len(next(iter(samples.values())))
+    kept: dict[str, list[np.ndarray]] = {n: [] for n in outs} if keep else {}
     for k in range(count):
         feed = {name: arr[k] for name, arr in samples.items()}
         try:
@@ -102,9 +109,30 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
             if v.dtype.kind == "f" and v.size:
                 lo[name] = min(lo[name], float(v.min()))
                 hi[name] = max(hi[name], float(v.max()))
+                if keep:
+                    kept[name].append(_thin(v.ravel(), count))
     for name, arr in samples.items():
         lo[name], hi[name] = float(arr.min()), float(arr.max())
-    return {n: (lo[n], hi[n]) for n in lo if np.isfinite(lo[n])}
+        if keep:
+            kept[name] = [_thin(arr.ravel(), 1)]
+    out = {n: (lo[n], hi[n]) for n in lo if np.isfinite(lo[n])}
+    if keep:
+        for n in out:
+            if kept.get(n):
+                (out[n], used) = choose_range(Histogram(np.concatenate(kept[n]), *out[n]), name_, pct)
+                if chosen is not None:
+                    chosen[n] = used
+    return out
+
+
+MAX_VALUES = 1 << 21  # calibration values kept per tensor for its histogram (8 MB of float32)
+
+
+def _thin(v: np.ndarray, count: int) -> np.ndarray:
+    """A sample's values, every k-th one when all samples together would pass MAX_VALUES (a regular stride,
+    so the histogram's shape is kept; its exact min/max are tracked separately)."""
+    step = max(1, -(-v.size * count // MAX_VALUES))
+    return v[::step].astype(np.float32, copy=False)
 
 
 def _first_line(exc: Exception, limit: int = 300) -> str:

@@ -68,7 +68,8 @@ class Compiled:
 
 
 def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
-                  disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet) -> Compiled:
+                  disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet,
+                  calibrate: str | None = None) -> Compiled:
     """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory.
 
     `compression` (CompressionOptions, a dict of its fields, or a spec file path; None: none) prunes the float
@@ -88,7 +89,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     ranges: dict[str, tuple[float, float]] = {}
     if not prequantized:
         names = [n for n, t in graph.tensors.items() if not t.is_const]
-        ranges = collect_ranges(onnx_model, samples, names)
+        ranges = collect_ranges(onnx_model, samples, names, calibrate)  # --calibrate: compress/ranges.py
     graph = run_passes(graph, set(disable_passes), set(print_ir_after), echo)
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)
