@@ -258,6 +258,33 @@ def passes() -> None:
 
 
 @app.command()
+def analyze(
+    model: ModelArg,
+    calibration: Annotated[Path, typer.Option("--calibration", "-c", help="calibration samples (.npz)")],
+    data: Annotated[Path, typer.Option("--data", "-d", help="labelled samples (.npz with x and integer y)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for report.json, report.md and sqnr.png")],
+    limit: Annotated[Optional[int], typer.Option(min=1, help="use only the first N samples")] = None,
+    input_shape: InputShapeOpt = None,
+    calibrate: CalibrateOpt = None,
+) -> None:
+    """Per layer: SQNR of its int8 output and the top-1 with only that layer quantized, worst first."""
+    from tinyaot.frontend import parse_input_shapes
+    from tinyaot.pipeline.analyze import analyze as run_analyze
+
+    try:
+        r = run_analyze(model, calibration, data, out, input_shapes=parse_input_shapes(input_shape),
+                        calibrate=calibrate, limit=limit)
+    except TinyaotError as exc:
+        _fail(exc)
+    typer.echo(f"{r['samples']} samples, float top-1 {100 * r['float_top1']:.2f} %; worst layers:")
+    for row in r["layers"][:5]:
+        sq = row["sqnr_db"]
+        typer.echo(f"  {row['name']} ({row['op']}): sqnr {'exact' if sq == float('inf') else f'{sq:.1f} dB'}, "
+                   f"top-1 only this layer {100 * row['top1_only_this_layer']:.2f} %")
+    typer.echo(f"report: {out / 'report.md'}")
+
+
+@app.command()
 def sweep(
     model: ModelArg,
     calibration: Annotated[Path, typer.Option("--calibration", "-c", help="calibration samples (.npz)")],

@@ -1,0 +1,211 @@
+"""`tinyaot analyze`: which layer's int8 quantization costs accuracy.
+
+For every layer of the quantized graph whose output tensor is also a tensor of the float ONNX model:
+
+- `sqnr_db`: signal-to-quantization-noise ratio of the layer's output in the int8 model as deployed (the numpy
+  int8 reference, bit-exact with the C, dequantized) against the float model's same tensor (onnxruntime), over
+  the first SQNR_SAMPLES data samples: 10 log10(sum f^2 / sum (f - q)^2). It includes the noise every earlier
+  layer passed on.
+- `sqnr_db_this_layer`: the same for the float tensor quantized alone with its int8 parameters (only this
+  layer's own rounding and clipping).
+- `top1_only_this_layer`: top-1 of the float model (onnxruntime) with only this tensor fake-quantized: a
+  QuantizeLinear/DequantizeLinear pair with tinyaot's scale and zero point inserted after its producer.
+
+Writes DIR/report.json (`layers`, worst first: lowest top1_only_this_layer, then lowest sqnr_db_this_layer),
+DIR/report.md and DIR/sqnr.png.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from tinyaot.compress.calibrate import float_session
+from tinyaot.compress.ort_baseline import top1
+from tinyaot.core.quant import dequantize_values, quantize_values
+from tinyaot.errors import TinyaotError
+from tinyaot.frontend import import_onnx_model
+from tinyaot.oracle.reference import run_reference
+
+from .compile import compile_model
+from .evaluate import load_labelled
+
+SQNR_SAMPLES = 100  # samples for the SQNR columns (the int8 reference runs in numpy, per sample)
+PNG_NAME = "sqnr.png"
+
+
+def _sqnr_db(f: np.ndarray, q: np.ndarray) -> float:
+    signal = float(np.sum(np.square(f, dtype=np.float64)))
+    noise = float(np.sum(np.square(np.asarray(f, np.float64) - q)))
+    if noise == 0.0:
+        return float("inf")
+    if signal == 0.0:
+        return float("-inf")
+    return 10.0 * np.log10(signal / noise)
+
+
+def _to_onnx_layout(value: np.ndarray, onnx_shape: tuple[int, ...]) -> np.ndarray | None:
+    """The IR tensor's values in the ONNX tensor's layout: the same shape, a reshape of it, or NHWC -> NCHW
+    (to_nhwc moves channels last; tensor names survive the passes)."""
+    if value.shape == onnx_shape:
+        return value
+    if value.ndim == len(onnx_shape) and value.ndim >= 3:
+        perm = (0, value.ndim - 1, *range(1, value.ndim - 1))
+        t = np.transpose(value, perm)
+        if t.shape == onnx_shape:
+            return t
+    if value.size == int(np.prod(onnx_shape)) and value.ndim <= 2:
+        return value.reshape(onnx_shape)
+    return None
+
+
+def _fake_quant_model(model: onnx.ModelProto, tensor: str, scale: float, zp: int) -> onnx.ModelProto:
+    """The float model with `tensor` quantized and dequantized where it is produced: the producer writes
+    `<tensor>__float`, and Q/DQ nodes give `<tensor>` back, so consumers and graph outputs are untouched."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    raw, q = tensor + "__float", tensor + "__q"
+    nodes = list(g.node)
+    at = next(i for i, n in enumerate(nodes) if tensor in n.output)
+    out = list(nodes[at].output)
+    out[out.index(tensor)] = raw
+    del nodes[at].output[:]
+    nodes[at].output.extend(out)
+    g.initializer.extend([numpy_helper.from_array(np.asarray(scale, np.float32), tensor + "__scale"),
+                          numpy_helper.from_array(np.asarray(zp, np.int8), tensor + "__zp")])
+    qdq = [helper.make_node("QuantizeLinear", [raw, tensor + "__scale", tensor + "__zp"], [q]),
+           helper.make_node("DequantizeLinear", [q, tensor + "__scale", tensor + "__zp"], [tensor])]
+    del g.node[:]
+    g.node.extend(nodes[:at + 1] + qdq + nodes[at + 1:])
+    return m
+
+
+def _predict(sess, x: np.ndarray) -> np.ndarray:
+    name = sess.get_inputs()[0].name
+    out = sess.get_outputs()[0].name
+    return np.stack([np.asarray(sess.run([out], {name: x[k]})[0]) for k in range(len(x))])
+
+
+def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_dir: str | Path, *,
+            input_shapes=None, calibrate: str | None = None, limit: int | None = None) -> dict:
+    model = Path(model)
+    compiled = compile_model(model, calibration, input_shapes=input_shapes, calibrate=calibrate)
+    if compiled.prequantized:
+        raise TinyaotError("analyze needs a float model (a pre-quantized model has no float tensors to compare)")
+    g = compiled.graph
+    _, onnx_model = import_onnx_model(model, input_shapes)
+    x, y = load_labelled(data, g.meta["inputs"])
+    if limit is not None:
+        x, y = x[:limit], y[:limit]
+    produced = {o for n in onnx_model.graph.node for o in n.output}
+    layers = [(n, n.outputs[0]) for n in g.nodes if n.outputs and n.outputs[0] in produced
+              and g.tensors[n.outputs[0]].quant is not None]
+    if not layers:
+        raise TinyaotError("analyze found no layer whose output is a tensor of the float model")
+    names = [t for _, t in layers]
+    sess = float_session(onnx_model, names)
+    outs = [o.name for o in sess.get_outputs()]
+    inp = sess.get_inputs()[0].name
+    n_sqnr = min(len(x), SQNR_SAMPLES)
+    f_acc = {t: [] for t in names}
+    q_acc = {t: [] for t in names}
+    for k in range(n_sqnr):
+        fv = dict(zip(outs, sess.run(outs, {inp: x[k]})))
+        qv = run_reference(g, {g.inputs[0]: compiled.quantize_input(x[k])})
+        for t in names:
+            fval = np.asarray(fv[t], np.float64)
+            qval = _to_onnx_layout(dequantize_values(qv[t], g.tensors[t].quant).astype(np.float64), fval.shape)
+            if qval is None:
+                continue
+            f_acc[t].append(fval.ravel())
+            q_acc[t].append(qval.ravel())
+    float_sess = float_session(onnx_model)
+    float_top1 = top1(_predict(float_sess, x), y)
+    rows = []
+    for node, t in layers:
+        qp = g.tensors[t].quant
+        f = np.concatenate(f_acc[t]) if f_acc[t] else None
+        row = {"name": node.name, "op": node.op, "tensor": t,
+               "sqnr_db": None if f is None else _sqnr_db(f, np.concatenate(q_acc[t])),
+               "sqnr_db_this_layer": None if f is None else
+               _sqnr_db(f, dequantize_values(quantize_values(f, qp), qp).astype(np.float64)),
+               "scale": float(qp.s), "zero_point": int(qp.zp)}
+        fq = _fake_quant_model(onnx_model, t, float(np.float32(qp.s)), int(qp.zp))
+        row["top1_only_this_layer"] = top1(_predict(float_session(fq), x), y)
+        rows.append(row)
+    rows.sort(key=lambda r: (r["top1_only_this_layer"], _key(r["sqnr_db_this_layer"])))
+    report = {"model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
+              "sqnr_samples": n_sqnr, "calibrate": calibrate or "minmax", "float_top1": float_top1,
+              "layers": rows}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(_finite(report), indent=2) + "\n")
+    (out / "report.md").write_text(report_md(report))
+    _plot(report, out / PNG_NAME)
+    return report
+
+
+def _key(v):
+    return np.inf if v is None else v
+
+
+def _finite(obj):
+    """JSON has no infinities: an exact tensor's SQNR (no noise at all) is written as null with `exact`."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else ("exact" if v == float("inf") else f"{v:.1f}")
+
+
+def report_md(report: dict) -> str:
+    lines = [f"# Per-layer quantization sensitivity: {Path(report['model']).name}", "",
+             f"{report['samples']} labelled samples (SQNR over the first {report['sqnr_samples']}); calibration "
+             f"method `{report['calibrate']}`; float top-1 {100 * report['float_top1']:.2f} %.", "",
+             "Worst first. `sqnr_db`: the int8 model's output of the layer against float (noise of all layers up "
+             "to it); `this layer`: the float tensor quantized alone; top-1: float model with only this layer's "
+             "output quantized.", "",
+             "| layer | op | sqnr_db | sqnr_db this layer | top-1 only this layer |", "|---|---|---|---|---|"]
+    for r in report["layers"]:
+        lines.append(f"| {r['name']} | {r['op']} | {_fmt(r['sqnr_db'])} | {_fmt(r['sqnr_db_this_layer'])} | "
+                     f"{100 * r['top1_only_this_layer']:.2f} % |")
+    lines.append(f"\n![SQNR per layer]({PNG_NAME})\n")
+    return "\n".join(lines)
+
+
+def _plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["layers"]
+    names = [r["name"] for r in rows]
+    cap = lambda v: np.nan if v is None or not np.isfinite(v) else v  # noqa: E731
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(rows) + 2), 4.5))
+    pos = np.arange(len(rows))
+    ax.bar(pos - 0.2, [cap(r["sqnr_db"]) for r in rows], 0.4, label="int8 model (accumulated)")
+    ax.bar(pos + 0.2, [cap(r["sqnr_db_this_layer"]) for r in rows], 0.4, label="this layer alone")
+    ax.set_ylabel("SQNR (dB)")
+    ax.set_xticks(pos, names, rotation=60, ha="right", fontsize=7)
+    ax2 = ax.twinx()
+    ax2.plot(pos, [100 * r["top1_only_this_layer"] for r in rows], "k.-", label="top-1, only this layer int8")
+    ax2.axhline(100 * report["float_top1"], color="grey", ls="--", lw=0.8)
+    ax2.set_ylabel("top-1 (%)")
+    ax.set_title(f"{Path(report['model']).name}: per-layer quantization (worst first)")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
