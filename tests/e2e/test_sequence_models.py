@@ -1,0 +1,52 @@
+"""Sequence models made by tests/models/make_models_rnn.py (torch is not imported here): each deploys on
+mps2-an386 with the first 100 samples as calibration and verifies under QEMU (outputs == the numpy reference,
+every layer within its tolerance of onnxruntime), and on the other 200 samples tinyaot's int8 top-1 stays within
+1.5 points of the float model's (issue 13's bound)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from tinyaot.api import deploy, evaluate
+
+HERE = Path(__file__).resolve().parent.parent / "models"
+N_CAL = 100
+
+# name -> ONNX ops its export must contain, and the tinyaot kernels its deploy must run
+MODELS = {
+    "pt_frames_attention": ({"Gemm", "MatMul", "Transpose", "Softmax", "Mul", "Relu", "Reshape"},
+                            {"tinyaot_batch_matmul_s8", "tinyaot_softmax_s8"}),
+}
+
+
+def _split(name: str, tmp: Path) -> tuple[Path, Path]:
+    with np.load(HERE / f"{name}_data.npz") as z:
+        x, y = z["x"], z["y"]
+    assert x.dtype == np.float32 and y.dtype == np.int64 and len(x) == len(y) == 300
+    cal, data = tmp / "cal.npz", tmp / "eval.npz"
+    np.savez(cal, x=x[:N_CAL])
+    np.savez(data, x=x[N_CAL:], y=y[N_CAL:])
+    return cal, data
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_sequence_model_deploys_and_keeps_accuracy(name, tmp_path):
+    ops, kernels = MODELS[name]
+    got = {n.op_type for n in onnx.load(str(HERE / f"{name}.onnx")).graph.node}
+    assert ops <= got, f"{name}: missing {sorted(ops - got)}"
+    cal, data = _split(name, tmp_path)
+    report = deploy(HERE / f"{name}.onnx", "mps2-an386", cal, tmp_path / "out").report
+    v = report["verify"]
+    assert v["ran"] and v["exit_code"] == 0 and v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0
+    bad = [l for l in v["layers_vs_onnxruntime"] if l["max_abs_diff"] > l["tolerance"]]
+    assert not bad, bad
+    assert kernels <= {l["kernel"] for l in report["layers"]}
+    assert v["instructions"] > 0
+
+    r = evaluate(HERE / f"{name}.onnx", cal, data, compare_onnxruntime=False)
+    assert r["samples"] == 200 and r["host_c_matches_reference"]
+    assert r["float_top1"] > 0.9
+    assert abs(r["int8_top1"] - r["float_top1"]) <= 0.015, r

@@ -1,0 +1,104 @@
+"""Build tinyaot's sequence test models (attention, LSTM): small classifiers over frames, trained here on synthetic
+data, exported with PyTorch.
+
+Run by hand (it needs torch, which is NOT a tinyaot dependency and which the tests never import):
+
+    pip install torch==2.13.0 numpy onnx
+    python tests/models/make_models_rnn.py [--only NAME ...]   # writes tests/models/<name>.onnx and <name>_data.npz
+
+Task: the `chirps` spectrogram-like maps of make_models.py (5 sounds: steady tone, rising chirp, falling chirp, two
+tones, click) read as a sequence of 16 frames of 16 frequency bins, input [16 frames, 16 bins]. Models:
+
+- pt_frames_attention: one self-attention block over the frames (Q, K, V projections, scores Q @ K^T scaled by
+  1/sqrt(16), Softmax over the keys, weights @ V: two MatMuls of activations), flattened, one linear layer, Softmax.
+
+Each data file holds `x` (float32 [300, 16, 16]) and `y` (int64 [300]) of samples the model was NOT trained on: the
+first 100 are the calibration set, the last 200 the evaluation set. The networks train batched ([B, 16, 16]); the
+export traces one sample ([1, 16, 16], reshaped to [16, 16] first), so every projection is a Gemm and no shape is
+computed in the graph.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+
+from make_models import N_SAVED, N_TRAIN, accuracy, make_chirps, train
+
+HERE = Path(__file__).resolve().parent
+FRAMES, BINS = 16, 16
+
+
+def make_frames(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    x, y = make_chirps(n, rng)  # [n, 1, bins, frames]
+    return np.ascontiguousarray(x[:, 0].transpose(0, 2, 1)), y
+
+
+class FramesAttention(nn.Module):
+    def __init__(self, classes: int = 5, d: int = 16):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(BINS, d), nn.Linear(BINS, d), nn.Linear(BINS, d)
+        self.scale = 1.0 / float(np.sqrt(d))
+        self.head = nn.Linear(FRAMES * d, classes)
+
+    def forward(self, x):
+        single = not self.training and x.shape[0] == 1  # the export: one sample, [1, frames, bins] -> 2-D
+        if single:
+            x = x.reshape(FRAMES, BINS)
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale
+        o = torch.matmul(torch.softmax(scores, dim=-1), torch.relu(v))
+        o = o.reshape(1, FRAMES * o.shape[-1]) if single else o.reshape(o.shape[0], -1)
+        return torch.softmax(self.head(o), dim=-1)
+
+
+SPECS = {
+    # name: (model class, seed, epochs)
+    "pt_frames_attention": (FramesAttention, 1301, 20),
+}
+
+
+def export(model: nn.Module, path: Path) -> None:
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, FRAMES, BINS),), buf, opset_version=13, dynamo=False,
+                          input_names=["x"], output_names=["probs"])
+    m = onnx.load_from_string(buf.getvalue())
+    m.producer_name, m.doc_string = "tinyaot tests/models/make_models_rnn.py", "trained by tinyaot on synthetic data"
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=HERE)
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    for name, (cls, seed, epochs) in SPECS.items():
+        if args.only and name not in args.only:
+            continue
+        rng = np.random.default_rng(seed)
+        x_train, y_train = make_frames(N_TRAIN, rng)
+        x_saved, y_saved = make_frames(N_SAVED, rng)
+        torch.manual_seed(seed)
+        model = cls()
+        train(model, x_train, y_train, epochs, seed)
+        path = args.out / f"{name}.onnx"
+        export(model, path)
+        np.savez_compressed(args.out / f"{name}_data.npz", x=x_saved, y=y_saved)
+        ops = sorted({n.op_type for n in onnx.load(str(path)).graph.node})
+        print(f"{name}: train top-1 {accuracy(model, x_train, y_train):.4f}, calibration top-1 "
+              f"{accuracy(model, x_saved[:100], y_saved[:100]):.4f}, evaluation top-1 "
+              f"{accuracy(model, x_saved[100:], y_saved[100:]):.4f}; {path.stat().st_size} B onnx, ops {', '.join(ops)}")
+
+
+if __name__ == "__main__":
+    main()
