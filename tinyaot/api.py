@@ -41,13 +41,15 @@ class DeployResult:
 def deploy(model: str | Path, board: str, calibration: str | Path | None, out_dir: str | Path, *,
            verify: bool = True, verify_samples: int = 8, input_shapes=None, disable_passes=(), print_ir_after=(),
            qemu_timeout_s: float = 120.0, compression=None, echo: Echo = _quiet,
-           calibrate: str | None = None) -> DeployResult:
+           calibrate: str | None = None, cle: bool | None = None,
+           bias_correction: bool | None = None) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
     build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs."""
     b = load_board(board)
     model = Path(model)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
-                             print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate)
+                             print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate,
+                             cle=cle, bias_correction=bias_correction)
     check_fits(compiled, b)
     with staging(Path(out_dir)) as tmp:
         emitted = stage_model(compiled, b, tmp)

@@ -127,6 +127,11 @@ WeightBitsOpt = Annotated[Optional[int], typer.Option(
 CalibrateOpt = Annotated[Optional[str], typer.Option(
     "--calibrate", help="calibration method: minmax (default), percentile[:P] (P default 99.99), entropy, mse, "
     "auto (per tensor, the least quantization error); see tinyaot/compress/ranges.py")]
+CleOpt = Annotated[Optional[bool], typer.Option(
+    "--cle/--no-cle", help="cross-layer equalization with high-bias absorption (compress/equalize.py; default off)")]
+BiasCorrectionOpt = Annotated[Optional[bool], typer.Option(
+    "--bias-correction/--no-bias-correction", help="take each layer's weight-rounding mean shift back in its int32 "
+    "bias, from the calibration data (default on)")]
 CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
     "--compression", help="per-layer compression spec (.toml, or .yaml with PyYAML); flags override its defaults")]
 
@@ -166,7 +171,7 @@ def deploy(
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
-    calibrate: CalibrateOpt = None,
+    calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -179,7 +184,7 @@ def deploy(
         result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo,
-                            calibrate=calibrate)
+                            calibrate=calibrate, cle=cle, bias_correction=bias_correction)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:
@@ -200,7 +205,7 @@ def evaluate(
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
-    calibrate: CalibrateOpt = None,
+    calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
     from tinyaot.api import evaluate as api_evaluate
@@ -210,7 +215,8 @@ def evaluate(
         options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
                                clusters_budget)
         r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
-                         compare_onnxruntime=onnxruntime, compression=options, calibrate=calibrate)
+                         compare_onnxruntime=onnxruntime, compression=options, calibrate=calibrate,
+                         cle=cle, bias_correction=bias_correction)
         if json_out is not None:
             try:
                 json_out.write_text(json.dumps(r, indent=2) + "\n")

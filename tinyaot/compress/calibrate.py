@@ -78,10 +78,13 @@ def float_session(model: onnx.ModelProto, extra_outputs: list[str] = ()) -> ort.
 
 def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
                    tensor_names: list[str], method: str | None = None,
-                   chosen: dict[str, str] | None = None) -> dict[str, tuple[float, float]]:
+                   chosen: dict[str, str] | None = None, transforms: dict | None = None
+                   ) -> dict[str, tuple[float, float]]:
     """Range of each named float tensor over all samples. `method` (compress/ranges.py, `--calibrate`): None or
     'minmax' is plain min/max (every calibration value representable); the others clip by a histogram of the
-    values gathered in the same onnxruntime pass. `chosen`, when given, receives tensor -> the method that set it."""
+    values gathered in the same onnxruntime pass. `chosen`, when given, receives tensor -> the method that set it.
+    `transforms`: tensor -> (per-channel divisor, per-channel offset or None) applied on the ONNX tensor's axis 1
+    before anything is measured: cross-layer equalization's exact change of that tensor (compress/equalize.py)."""
     from tinyaot.compress.ranges import Histogram, choose_range, parse_method
 
     name_, pct = parse_method(method)
@@ -106,6 +109,8 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
                                f"{_first_line(exc)}") from None
         for name, value in zip(outs, values):
             v = np.asarray(value)
+            if transforms and name in transforms:
+                v = _transform(v, *transforms[name])
             if v.dtype.kind == "f" and v.size:
                 lo[name] = min(lo[name], float(v.min()))
                 hi[name] = max(hi[name], float(v.max()))
@@ -123,6 +128,43 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
                 if chosen is not None:
                     chosen[n] = used
     return out
+
+
+def _transform(v: np.ndarray, divisor: np.ndarray, offset: np.ndarray | None) -> np.ndarray:
+    shape = [1] * v.ndim
+    shape[1] = -1
+    out = v.astype(np.float64) / np.asarray(divisor, np.float64).reshape(shape)
+    if offset is not None:
+        out = out - np.asarray(offset, np.float64).reshape(shape)
+    return out.astype(np.float32)
+
+
+def channel_extremes(model: onnx.ModelProto, samples: dict[str, np.ndarray], tensor_names: list[str],
+                     transforms: dict | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per-channel (ONNX axis 1) minimum and maximum of each named tensor over all samples, after `transforms`."""
+    try:
+        sess = float_session(model, tensor_names)
+    except Exception as exc:
+        raise TinyaotError(f"onnxruntime cannot load the float model: {_first_line(exc)}") from None
+    lo: dict[str, np.ndarray] = {}
+    hi: dict[str, np.ndarray] = {}
+    count = len(next(iter(samples.values())))
+    for k in range(count):
+        feed = {name: arr[k] for name, arr in samples.items()}
+        try:
+            values = sess.run(tensor_names, feed)
+        except Exception as exc:
+            raise TinyaotError(f"onnxruntime failed to run the float model on calibration sample {k}: "
+                               f"{_first_line(exc)}") from None
+        for name, value in zip(tensor_names, values):
+            v = np.asarray(value)
+            if transforms and name in transforms:
+                v = _transform(v, *transforms[name])
+            axes = tuple(a for a in range(v.ndim) if a != 1)
+            a, b = v.min(axis=axes).astype(np.float64), v.max(axis=axes).astype(np.float64)
+            lo[name] = a if name not in lo else np.minimum(lo[name], a)
+            hi[name] = b if name not in hi else np.maximum(hi[name], b)
+    return lo, hi
 
 
 MAX_VALUES = 1 << 21  # calibration values kept per tensor for its histogram (8 MB of float32)

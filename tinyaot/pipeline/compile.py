@@ -14,7 +14,11 @@ import numpy as np
 
 from tinyaot.boards import Board
 from tinyaot.compress.calibrate import collect_ranges, load_samples
+from tinyaot.compress.equalize import (DEFAULT_BIAS_CORRECTION, DEFAULT_CLE, correct_biases,
+                                       equalize_for_calibration)
+from tinyaot.compress.hessian import MAX_SAMPLES
 from tinyaot.compress.options import CompressionOptions
+from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.pipeline import prune_step, storage_step
 from tinyaot.compress.quantize import quantize_graph, quantize_values
 from tinyaot.errors import TinyaotError
@@ -69,7 +73,8 @@ class Compiled:
 
 def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
                   disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet,
-                  calibrate: str | None = None) -> Compiled:
+                  calibrate: str | None = None, cle: bool | None = None,
+                  bias_correction: bool | None = None) -> Compiled:
     """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory.
 
     `compression` (CompressionOptions, a dict of its fields, or a spec file path; None: none) prunes the float
@@ -87,15 +92,27 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
                            "FILE.npz (one array per input name, or an 'x' array; first axis = sample)")
     samples = load_samples(Path(calibration), graph.meta["inputs"]) if calibration is not None else None
     ranges: dict[str, tuple[float, float]] = {}
-    if not prequantized:
-        names = [n for n, t in graph.tensors.items() if not t.is_const]
-        ranges = collect_ranges(onnx_model, samples, names, calibrate)  # --calibrate: compress/ranges.py
+    names = [n for n, t in graph.tensors.items() if not t.is_const]
     graph = run_passes(graph, set(disable_passes), set(print_ir_after), echo)
+    if not prequantized:
+        # cross-layer equalization on the float graph (compress/equalize.py); calibration then measures the
+        # equalized tensors through the exact per-channel change it made
+        transforms = equalize_for_calibration(graph, onnx_model, samples) if (
+            DEFAULT_CLE if cle is None else cle) else {}
+        ranges = collect_ranges(onnx_model, samples, names, calibrate,  # --calibrate: compress/ranges.py
+                                transforms=transforms)
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)
     if options is not None and options.active:
         graph = prune_step(graph, options, None if samples is None else samples[graph.inputs[0]])
+    float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
     graph = quantize_graph(graph, ranges)
+    if (not prequantized and samples is not None and not (options is not None and options.active)
+            and (DEFAULT_BIAS_CORRECTION if bias_correction is None else bias_correction)):
+        # compression's own fitting corrects its layers' biases (compress/pipeline.storage_step)
+        first = graph.tensors[graph.inputs[0]]
+        graph.meta["bias_corrected"] = correct_biases(graph, float_weights, [
+            quantize_values(x.reshape(first.shape), first.quant) for x in samples[graph.inputs[0]][:MAX_SAMPLES]])
     if options is not None and options.active:
         # the calibration samples, quantized as the deployed model will see them, let clustering weigh each
         # layer's errors by its real inputs

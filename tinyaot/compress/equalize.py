@@ -1,0 +1,244 @@
+"""Cross-layer equalization (CLE) with high-bias absorption, on the float graph after the passes, and bias
+correction of every quantized layer (Nagel et al. 2019, "Data-free quantization through weight equalization and
+bias correction"; written for tinyaot's IR, not taken from any implementation).
+
+CLE. Two weighted layers joined by a tensor T that only the second reads, with no activation or a plain ReLU
+(lo 0, hi inf) fused into the first: ReLU(z / s) = ReLU(z) / s for s > 0, so dividing output channel k of the
+first layer (weights and bias) by s_k and multiplying input channel k of the second by s_k leaves the float
+function unchanged. s_k = sqrt(r1_k / r2_k) (r1_k: max |w| of the first layer's channel k, r2_k: of the second
+layer's input channel k) makes both ranges sqrt(r1_k r2_k): per-tensor-friendly weights for depthwise layers
+whose channels differ by orders of magnitude. Pairs: Conv (groups 1) or depthwise (multiplier 1) or
+FullyConnected, into Conv (groups 1) / depthwise (multiplier 1) / FullyConnected, T of the same channel count.
+ReLU6 (and any other finite clamp) is not equalized: clip(z, 0, 6) / s is clip(z / s, 0, 6 / s), a per-channel
+clamp no int8 kernel has, so the function would change. The sweep over all pairs repeats SWEEPS times, since a
+layer in a chain (dw -> pw -> dw) is rescaled from both sides.
+
+T's values change by the exact per-channel factor 1/S_k, so calibration does not run the equalized graph: it
+runs the original ONNX model and divides T's channels (ONNX axis 1) by S (compress/calibrate.collect_ranges
+`transforms`).
+
+High-bias absorption. Where the first layer has a ReLU and, over every calibration sample, channel k of T never
+goes below c_k > 0, then ReLU(z - c_k) = ReLU(z) - c_k on all that data: c_k leaves the first layer's bias, and
+the second layer's bias gains W2[:, k] . c_k (summed over its taps). Only when the second layer has no zero
+padding (padding would feed it 0 where the absorbed term assumes c_k). T's range then shrinks to what varies.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyaot.ir import Graph, Node
+
+SWEEPS = 4
+S_MIN, S_MAX = 1e-4, 1e4  # a channel with (nearly) no weights on one side keeps a bounded scale
+
+
+def _weights(graph: Graph, node: Node) -> np.ndarray | None:
+    if node.op not in ("Conv", "FullyConnected") or len(node.inputs) < 2 or not node.inputs[1]:
+        return None
+    t = graph.tensors[node.inputs[1]]
+    return None if not t.is_const or t.data is None else np.asarray(t.data, np.float64)
+
+
+def _kind(graph: Graph, node: Node) -> str | None:
+    """'fc', 'conv' (groups 1) or 'dw' (multiplier 1), or None when CLE does not handle the layer."""
+    w = _weights(graph, node)
+    if w is None:
+        return None
+    if node.op == "FullyConnected":
+        return "fc" if w.ndim == 2 else None
+    cin = graph.tensors[node.inputs[0]].shape[-1]
+    if node.attrs.get("depthwise"):
+        return "dw" if w.shape[-1] == cin else None  # 1HWC, multiplier 1
+    return "conv" if w.ndim == 4 and w.shape[3] == cin else None  # OHWI, groups 1
+
+
+def _out_range(w: np.ndarray, kind: str) -> np.ndarray:
+    return np.abs(w).reshape(-1, w.shape[-1]).max(axis=0) if kind == "dw" else \
+        np.abs(w).reshape(w.shape[0], -1).max(axis=1)
+
+
+def _in_range(w: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "fc":
+        return np.abs(w).max(axis=0)
+    return np.abs(w).reshape(-1, w.shape[-1]).max(axis=0)  # conv OHWI and dw 1HWC: input channel last
+
+
+def _relu_or_identity(node: Node) -> bool:
+    act = node.attrs.get("activation")
+    if act is None:
+        return True
+    lo, hi = act
+    return lo == 0.0 and not np.isfinite(hi)
+
+
+def equalizable_pairs(graph: Graph) -> list[tuple[Node, Node, str, str]]:
+    """(first, second, kind1, kind2) for every pair CLE handles, in schedule order."""
+    consumers: dict[str, list[Node]] = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            if i:
+                consumers.setdefault(i, []).append(n)
+    weight_users = {}
+    for n in graph.nodes:
+        for i in n.inputs[1:]:
+            if i:
+                weight_users[i] = weight_users.get(i, 0) + 1
+    pairs = []
+    for a in graph.nodes:
+        k1 = _kind(graph, a)
+        if k1 is None or not _relu_or_identity(a) or len(a.outputs) != 1:
+            continue
+        t = a.outputs[0]
+        users = consumers.get(t, [])
+        if t in graph.outputs or len(users) != 1:
+            continue
+        b = users[0]
+        k2 = _kind(graph, b)
+        if k2 is None or b.inputs[0] != t:
+            continue
+        if k1 == "fc" and graph.tensors[t].shape[-1] != _weights(graph, a).shape[0]:
+            continue
+        if k2 == "fc" and len(graph.tensors[t].shape) != 2:
+            continue
+        if any(weight_users.get(n.inputs[k], 0) != 1 for n in (a, b) for k in (1, 2) if len(n.inputs) > k and
+               n.inputs[k]):
+            continue  # a weight or bias shared with another node cannot be rescaled for one of them
+        pairs.append((a, b, k1, k2))
+    return pairs
+
+
+def _scale_out(graph: Graph, node: Node, kind: str, s: np.ndarray) -> None:
+    """Output channel k of `node` divided by s_k (weights and bias)."""
+    w = _weights(graph, node)
+    graph.tensors[node.inputs[1]].data = (w / (s if kind == "dw" else s.reshape(-1, *[1] * (w.ndim - 1)))
+                                          ).astype(np.float32)
+    if len(node.inputs) > 2 and node.inputs[2]:
+        b = graph.tensors[node.inputs[2]]
+        b.data = (np.asarray(b.data, np.float64) / s).astype(np.float32)
+
+
+def _scale_in(graph: Graph, node: Node, s: np.ndarray) -> None:
+    """Input channel k of `node` multiplied by s_k (its last weight axis for every kind)."""
+    w = _weights(graph, node)
+    graph.tensors[node.inputs[1]].data = (w * s).astype(np.float32)
+
+
+def equalize(graph: Graph, known: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Cross-layer equalization in place. Returns tensor -> the per-channel factor S its values were divided by.
+    `known`: the tensors calibration can see (the ONNX model's); a pair joined by another tensor is left alone."""
+    pairs = [p for p in equalizable_pairs(graph) if known is None or p[0].outputs[0] in known]
+    total: dict[str, np.ndarray] = {}
+    for _ in range(SWEEPS):
+        for a, b, k1, k2 in pairs:
+            r1 = _out_range(_weights(graph, a), k1)
+            r2 = _in_range(_weights(graph, b), k2)
+            if r1.shape != r2.shape:
+                continue
+            ok = (r1 > 0) & (r2 > 0)
+            s = np.ones_like(r1)
+            s[ok] = np.clip(np.sqrt(r1[ok] / r2[ok]), S_MIN, S_MAX)
+            _scale_out(graph, a, k1, s)
+            _scale_in(graph, b, s)
+            t = a.outputs[0]
+            total[t] = total.get(t, np.ones_like(s)) * s
+    return total
+
+
+def _no_padding(node: Node) -> bool:
+    return node.op == "FullyConnected" or not any(node.attrs.get("pads", (0, 0, 0, 0)))
+
+
+def absorption_candidates(graph: Graph) -> list[str]:
+    """Tensors T of CLE pairs where high-bias absorption may apply (ReLU first layer, unpadded second layer)."""
+    return [a.outputs[0] for a, b, _, _ in equalizable_pairs(graph)
+            if a.attrs.get("activation") is not None and _no_padding(b)
+            and len(a.inputs) > 2 and a.inputs[2]]
+
+
+def absorb_high_bias(graph: Graph, channel_min: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Moves c_k = max(0, min over the calibration data of T's channel k, in the equalized graph's units) from the
+    first layer's bias into the second's. `channel_min`: tensor -> per-channel minimum. Returns tensor -> c (the
+    offset T's values are lowered by)."""
+    done = {}
+    pairs = {a.outputs[0]: (a, b, k2) for a, b, _, k2 in equalizable_pairs(graph)}
+    for t in absorption_candidates(graph):
+        if t not in channel_min:
+            continue
+        a, b, k2 = pairs[t]
+        c = np.maximum(np.asarray(channel_min[t], np.float64), 0.0)
+        if not c.any():
+            continue
+        ba = graph.tensors[a.inputs[2]]
+        ba.data = (np.asarray(ba.data, np.float64) - c).astype(np.float32)
+        w2 = _weights(graph, b)
+        # every output of the second layer sums W2 over its taps and input channels: the absorbed constant input
+        # c contributes sum_taps W2[o, ..., k] * c_k
+        add = w2 @ c if k2 == "fc" else (
+            (w2.reshape(-1, w2.shape[-1]) * c).sum(axis=0) if k2 == "dw" else
+            (w2.reshape(w2.shape[0], -1, w2.shape[-1]) * c).sum(axis=(1, 2)))
+        if len(b.inputs) > 2 and b.inputs[2]:
+            bb = graph.tensors[b.inputs[2]]
+            bb.data = (np.asarray(bb.data, np.float64) + add).astype(np.float32)
+        else:
+            name = graph.add_const(b.name + "_absorbed_bias", add.astype(np.float32))
+            while len(b.inputs) < 3:
+                b.inputs.append("")
+            b.inputs[2] = name
+        done[t] = c
+    return done
+
+
+def channel_minimums(graph: Graph, model, samples: dict[str, np.ndarray], scales: dict[str, np.ndarray]
+                     ) -> dict[str, np.ndarray]:
+    """Per-channel minimum over the calibration samples of each absorption candidate, in the equalized graph's
+    units (the ONNX tensor's channel axis 1 divided by CLE's factor)."""
+    from tinyaot.compress.calibrate import channel_extremes
+
+    names = [t for t in absorption_candidates(graph) if t in scales]
+    if not names:
+        return {}
+    return channel_extremes(model, samples, names, {t: (scales[t], None) for t in names})[0]
+
+
+def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: list[np.ndarray]) -> list[str]:
+    """Bias correction of every quantized layer with a bias (the quantized graph, no compression): layer by layer in
+    schedule order, while the int8 reference runs the quantized calibration samples, the mean shift its weight
+    rounding puts on its accumulator, (W_float / s_w - W_int8) . E[x] over the int8 inputs it really receives, is
+    taken back in its int32 bias (compress/pipeline._correct_bias, which compression's fitted layers use).
+    Only int32 biases change, so the numpy reference and the C stay bit-exact. Returns the corrected layers."""
+    from tinyaot.compress.bounds import check_graph
+    from tinyaot.compress.hessian import SampleRunner, layer_statistics
+    from tinyaot.compress.pipeline import _correct_bias
+    from tinyaot.compress.storage import rows
+
+    runner = SampleRunner(graph, inputs)
+    info: dict = {}
+    for node in list(graph.nodes):
+        if (node.name in float_weights and len(node.inputs) > 2 and node.inputs[2]
+                and graph.tensors[node.inputs[1]].quant is not None):
+            stats = layer_statistics(node, graph, runner.inputs_of(node))
+            if stats is not None:
+                scale = np.asarray(graph.tensors[node.inputs[1]].quant.scale, np.float64).reshape(-1)
+                goal = rows(float_weights[node.name], bool(node.attrs.get("depthwise"))) / scale[:, None]
+                _correct_bias(graph, node, goal, stats[1], info)
+        runner.run(node)
+    check_graph(graph)
+    return sorted(info.get("bias_shift", {}))
+
+
+DEFAULT_CLE = False
+DEFAULT_BIAS_CORRECTION = False
+
+
+def equalize_for_calibration(graph: Graph, model, samples: dict[str, np.ndarray] | None) -> dict:
+    """CLE, then (with calibration samples) high-bias absorption, on the float graph after the passes. Returns the
+    `transforms` for compress/calibrate.collect_ranges (tensor -> (divisor, offset)); the record of what was done
+    is kept in graph.meta["equalization"]."""
+    known = {o for n in model.graph.node for o in n.output}
+    scales = equalize(graph, known)
+    offsets = {}
+    if samples is not None and scales:
+        offsets = absorb_high_bias(graph, channel_minimums(graph, model, samples, scales))
+    graph.meta["equalization"] = {"pairs": len(scales), "tensors": sorted(scales),
+                                  "absorbed": sorted(offsets)}
+    return {t: (scales[t], offsets.get(t)) for t in scales}
