@@ -12,6 +12,7 @@ from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
 from tinyaot.ops.registry import get_op, is_registered, registered_ops
 
+from .fold_shapes import fold_shape_arithmetic
 from .normalize import check_dtype, dtype_name, float16_to_float32, unique_node_names
 
 
@@ -78,11 +79,15 @@ def _static_model(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...
                                for d in dims)
             raise TinyaotError(f"input {inp.name!r} has dynamic dimension(s) at axis {dyn}; give a static shape "
                                f"with --input-shape {inp.name}:{example} (N replaced by a number)")
-    try:
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise TinyaotError(f"ONNX shape inference failed: {first}") from None
+    def infer(m: onnx.ModelProto) -> onnx.ModelProto:
+        try:
+            return shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise TinyaotError(f"ONNX shape inference failed: {first}") from None
+
+    # shape arithmetic inference could not resolve (frontend/fold_shapes.py): folded, then inferred again
+    return fold_shape_arithmetic(infer(model), infer)
 
 
 def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
@@ -192,6 +197,7 @@ def import_onnx_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | Non
     graph = Graph(name=_model_name(path), tensors=tensors, nodes=nodes, inputs=inputs,
                   outputs=[o.name for o in g.output])
     graph.meta.update(
+        opset=next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13),
         path=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         inputs=[{"name": i, "shape": list(tensors[i].shape), "dtype": "float32"} for i in inputs],
         outputs=[{"name": o, "shape": list(tensors[o].shape), "dtype": "float32"} for o in graph.outputs],

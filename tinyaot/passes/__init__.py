@@ -19,6 +19,7 @@ from .fold_constants import fold_constants
 from .fuse_activation import fuse_activation
 from .fuse_bias_add import fuse_bias_add
 from .fuse_fully_connected import fuse_fully_connected
+from .lower_1d import lower_1d
 from .remove_dead import remove_dead
 from .to_nhwc import to_nhwc
 
@@ -26,6 +27,7 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("drop_identity", drop_identity),
     ("fold_constants", fold_constants),
     ("absorb_qdq", absorb_qdq),
+    ("lower_1d", lower_1d),
     ("fold_batchnorm", fold_batchnorm),
     ("fuse_fully_connected", fuse_fully_connected),
     ("fuse_bias_add", fuse_bias_add),

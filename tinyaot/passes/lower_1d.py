@@ -1,0 +1,223 @@
+"""1-D layers (Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, ReduceMean over L, BatchNormalization,
+Pad, Resize over [N, C, L]) become the 2-D layers over [N, C, 1, L]: every kernel, compression option and layout
+rule that exists for images then applies unchanged, and no 1-D kernel is needed.
+
+The lift is done per tensor, not per node: a 3-D activation that a 1-D layer reads or writes is given the shape
+[N, C, 1, L] in place, and so is every 3-D activation connected to one through elementwise ops (Relu, Clip, Add
+of two such tensors...) and channel Concats. A chain conv -> relu -> pool -> conv therefore stays 4-D from end to
+end, with no reshape between its layers: in NHWC the bytes of [N, C, 1, L] are [N, L, C], the order every 1-D
+layer reads. Where a lifted tensor meets something that is not lifted (a graph input or output, a Flatten, a
+Transpose...), a Reshape between [N, C, L] and [N, C, 1, L] is inserted; `to_nhwc` makes it an alias or a
+transpose exactly as it would for any other reshape.
+
+Attributes move with the axes: a 1-D kernel of size k is a 1 x k kernel, pads [b, e] become [0, b, 0, e],
+strides/dilations gain a leading 1, a weight [O, I/g, k] becomes [O, I/g, 1, k] (the same bytes).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyaot.errors import TinyaotError
+from tinyaot.ir import Graph, Node, Tensor
+from tinyaot.ops.pad import onnx_pad_spec
+from tinyaot.ops.registry import traits_of
+
+# Ops whose 3-D form is a 1-D layer over [N, C, L].
+LAYERS_1D = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Pad",
+             "Resize", "ReduceMean")
+
+MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+
+
+def _is_3d(graph: Graph, name: str) -> bool:
+    return bool(name) and not graph.tensors[name].is_const and len(graph.tensors[name].shape) == 3
+
+
+def _is_1d_layer(graph: Graph, node: Node) -> bool:
+    if node.op not in LAYERS_1D or not _is_3d(graph, node.inputs[0]):
+        return False
+    if node.op == "ReduceMean":
+        return _reduce_axes(graph, node) == [2]
+    return True
+
+
+def _reduce_axes(graph: Graph, node: Node) -> list[int] | None:
+    axes = node.attrs.get("axes")
+    if len(node.inputs) > 1 and node.inputs[1]:
+        t = graph.tensors[node.inputs[1]]
+        axes = [int(v) for v in np.asarray(t.data).reshape(-1)] if t.is_const else None
+    return None if not axes else sorted(int(a) % 3 for a in axes)
+
+
+def _liftable_elementwise(graph: Graph, node: Node) -> bool:
+    """An elementwise op (or a Concat over channels) whose activations are all 3-D: lifting it is free."""
+    if node.op == "Concat":
+        acts = [i for i in node.inputs if i and not graph.tensors[i].is_const]
+        return (len(acts) == len(node.inputs) and all(_is_3d(graph, i) for i in acts)
+                and int(node.attrs.get("axis", 0)) % 3 == 1)
+    if traits_of(node.op).layout != "elementwise":
+        return False
+    acts = [i for i in node.inputs if i and not graph.tensors[i].is_const] + list(node.outputs[:1])
+    return all(_is_3d(graph, i) for i in acts)
+
+
+def lower_1d(graph: Graph) -> Graph:
+    layers = [n for n in graph.nodes if _is_1d_layer(graph, n)]
+    if not layers:
+        return graph
+    # The tensors to lift: those of the 1-D layers, grown through elementwise neighbours to a fixed point.
+    lift: set[str] = set()
+    lifted_nodes = {id(n) for n in layers}
+    for n in layers:
+        lift.add(n.inputs[0])
+        lift.update(o for o in n.outputs[:1] if _is_3d(graph, o))
+    changed = True
+    while changed:
+        changed = False
+        for n in graph.nodes:
+            if id(n) in lifted_nodes or not _liftable_elementwise(graph, n):
+                continue
+            acts = [i for i in n.inputs if i and not graph.tensors[i].is_const] + list(n.outputs[:1])
+            if any(a in lift for a in acts):
+                lift.update(acts)
+                lifted_nodes.add(id(n))
+                changed = True
+    # Graph inputs/outputs keep their 3-D shape: a lifted one gets a 4-D twin joined by a Reshape.
+    renamed: dict[str, str] = {}
+    for name in list(lift):
+        if graph.is_graph_io(name):
+            renamed[name] = graph.add_tensor(name + "_2d", (1,))
+            lift.discard(name)
+            lift.add(renamed[name])
+    old_shapes = {}
+    for name in lift:
+        src = next((k for k, v in renamed.items() if v == name), name)
+        n_, c, length = graph.tensors[src].shape
+        old_shapes[name] = (n_, c, length)
+        graph.tensors[name].shape = (n_, c, 1, length)
+        graph.tensors[name].quant = graph.tensors[src].quant
+    new_nodes: list[Node] = []
+    back: dict[str, str] = {}  # lifted tensor -> its 3-D twin for readers that are not lifted
+    for name, twin in renamed.items():
+        if name in graph.inputs:
+            new_nodes.append(Node("Reshape", graph.fresh_node_name(f"{name}_to_2d"), [name], [twin], {}))
+    for node in graph.nodes:
+        lifted = id(node) in lifted_nodes
+        node.inputs = [renamed.get(i, i) for i in node.inputs]
+        node.outputs = [renamed.get(o, o) for o in node.outputs]
+        if lifted:
+            _lift_attrs(graph, node)
+        elif node.op in MOVES and node.inputs[0] in lift:
+            # [N, C, 1, L] holds its values in the order of [N, C, L]: a reshape of either is the same reshape
+            # (dynamo's adaptive pooling Unsqueezes to 4-D and back), so it reads the lifted tensor directly.
+            node.op, node.inputs, node.attrs = "Reshape", node.inputs[:1], {}
+        else:
+            for k, i in enumerate(node.inputs):
+                if i in lift:
+                    if i not in back:
+                        back[i] = graph.add_tensor(f"{i}_1d", old_shapes[i])
+                        graph.tensors[back[i]].quant = graph.tensors[i].quant
+                        new_nodes.append(Node("Reshape", graph.fresh_node_name(f"{i}_to_1d",
+                                                                                [m.name for m in new_nodes]),
+                                              [i], [back[i]], {}))
+                    node.inputs[k] = back[i]
+        new_nodes.append(node)
+        for o in node.outputs:
+            orig = next((k for k, v in renamed.items() if v == o), None)
+            if orig is not None and orig in graph.outputs:
+                new_nodes.append(Node("Reshape", graph.fresh_node_name(f"{orig}_to_1d",
+                                                                        [m.name for m in new_nodes]),
+                                      [o], [orig], {}))
+    graph.nodes = new_nodes
+    graph.remove_unused_tensors()
+    return graph
+
+
+def _int_const(graph: Graph, name: str, values) -> str:
+    name = graph.fresh_name(name)
+    arr = np.asarray(values, np.int64)
+    graph.tensors[name] = Tensor(name, tuple(arr.shape), "int64", arr)
+    return name
+
+
+def _float_const(graph: Graph, name: str, values) -> str:
+    name = graph.fresh_name(name)
+    arr = np.asarray(values, np.float32)
+    graph.tensors[name] = Tensor(name, tuple(arr.shape), "float32", arr)
+    return name
+
+
+def _lift_attrs(graph: Graph, node: Node) -> None:
+    a = node.attrs
+    where = f"{node.op} node {node.name!r}"
+    if node.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
+        if node.op in ("Conv", "ConvTranspose"):
+            w = graph.tensors[node.inputs[1]]
+            if not w.is_const:
+                raise TinyaotError(f"{where}: the weight must be a constant")
+            new = graph.add_const(node.inputs[1] + "_2d", w.data.reshape(w.data.shape[:2] + (1,) + w.data.shape[2:]))
+            graph.tensors[new].quant = w.quant  # per output channel (axis 0 or 1): unchanged by the new axis
+            node.inputs[1] = new
+            a.setdefault("kernel_shape", [int(w.data.shape[2])])
+        if len(a.get("kernel_shape", [])) != 1:
+            raise TinyaotError(f"{where}: kernel_shape {a.get('kernel_shape')} for a 1-D input")
+        a["kernel_shape"] = [1, int(a["kernel_shape"][0])]
+        for key in ("strides", "dilations"):
+            if key in a:
+                a[key] = [1, int(a[key][0])]
+        if "pads" in a:
+            b, e = (int(v) for v in a["pads"])
+            a["pads"] = [0, b, 0, e]
+        if "output_padding" in a:
+            a["output_padding"] = [0, int(a["output_padding"][0])]
+        if "output_shape" in a:
+            a["output_shape"] = [1, int(a["output_shape"][-1])]
+    elif node.op == "ReduceMean":
+        node.inputs[:] = node.inputs[:1]
+        a["axes"] = [2, 3]
+    elif node.op == "Pad":
+        begins, ends, value = onnx_pad_spec(node, graph, 3)
+        node.inputs = [node.inputs[0], _int_const(graph, f"{node.name}_pads_2d", begins[:2] + [0] + begins[2:]
+                                                  + ends[:2] + [0] + ends[2:]),
+                       _float_const(graph, f"{node.name}_value", value)]
+        a.pop("pads", None)
+        a.pop("value", None)
+    elif node.op == "Resize":
+        if "axes" in a:
+            a["axes"] = [3 if int(x) % 3 == 2 else int(x) % 3 for x in a["axes"]]
+        else:
+            for k, fill in ((1, None), (2, 1.0), (3, 1)):
+                name = node.inputs[k] if len(node.inputs) > k else ""
+                if not name or graph.tensors[name].data is None or graph.tensors[name].data.size == 0:
+                    continue
+                v = np.asarray(graph.tensors[name].data).reshape(-1)
+                if k == 1 and len(node.inputs) > 2:  # roi: [begins..., ends...]
+                    if v.size == 6:
+                        v = np.concatenate([v[:2], [0], v[2:5], [1], v[5:]])
+                    node.inputs[k] = _float_const(graph, name + "_2d", v)
+                    continue
+                if k == 1:  # Resize-10: (X, scales)
+                    fill = 1.0
+                v = np.concatenate([v[:2], [fill], v[2:]])
+                node.inputs[k] = (_int_const if k == 3 else _float_const)(graph, name + "_2d", v)
+    elif node.op == "Concat":
+        a["axis"] = 1
+    # BatchNormalization, GlobalAveragePool and elementwise ops read per-channel or per-element: no attributes.
+    if traits_of(node.op).broadcast:
+        # broadcast constants: right-aligned to rank 3, then the new H axis of size 1 before L
+        for k, i in enumerate(node.inputs):
+            t = graph.tensors[i] if i else None
+            if t is None or not t.is_const or t.data.ndim == 0:
+                continue
+            if t.data.ndim > 3:
+                raise TinyaotError(f"{where}: constant {i!r} has a higher rank than the 1-D data")
+            lead = 3 - t.data.ndim
+            c = t.data.reshape((1,) * lead + t.data.shape)
+            name = graph.fresh_name(i + "_2d")
+            c = c.reshape(c.shape[:2] + (1,) + c.shape[2:])
+            quant = t.quant
+            if quant is not None and quant.axis is not None:
+                axis = quant.axis + lead
+                quant = type(quant)(quant.scale, quant.zero_point, axis + 1 if axis >= 2 else axis)
+            graph.tensors[name] = Tensor(name, c.shape, t.dtype, c, quant)
+            node.inputs[k] = name
