@@ -11,6 +11,8 @@ tones, click) read as a sequence of 16 frames of 16 frequency bins, input [16 fr
 
 - pt_frames_attention: one self-attention block over the frames (Q, K, V projections, scores Q @ K^T scaled by
   1/sqrt(16), Softmax over the keys, weights @ V: two MatMuls of activations), flattened, one linear layer, Softmax.
+- pt_frames_lstm: one LSTM layer (20 hidden units, zero initial states) over the 16 frames, its 16 outputs
+  flattened, one linear layer, Softmax.
 
 Each data file holds `x` (float32 [300, 16, 16]) and `y` (int64 [300]) of samples the model was NOT trained on: the
 first 100 are the calibration set, the last 200 the evaluation set. The networks train batched ([B, 16, 16]); the
@@ -58,9 +60,34 @@ class FramesAttention(nn.Module):
         return torch.softmax(self.head(o), dim=-1)
 
 
+class FramesLSTM(nn.Module):
+    def __init__(self, classes: int = 5, hidden: int = 20):
+        super().__init__()
+        self.hidden = hidden
+        self.lstm = nn.LSTM(BINS, hidden)  # [steps, batch, features]
+        # zero initial states as constants: the export carries them as initializers, so the graph computes no
+        # shape (an nn.LSTM called without states makes its zeros from the input's runtime shape)
+        self.register_buffer("h0", torch.zeros(1, 1, hidden))
+        self.register_buffer("c0", torch.zeros(1, 1, hidden))
+        self.head = nn.Linear(FRAMES * hidden, classes)
+
+    def forward(self, x):
+        single = not self.training and x.shape[0] == 1
+        if single:
+            y, _ = self.lstm(x.reshape(FRAMES, 1, BINS), (self.h0, self.c0))
+            o = y.reshape(1, FRAMES * self.hidden)
+        else:
+            b = x.shape[0]
+            hx = (self.h0.expand(1, b, self.hidden).contiguous(), self.c0.expand(1, b, self.hidden).contiguous())
+            y, _ = self.lstm(x.permute(1, 0, 2), hx)
+            o = y.permute(1, 0, 2).reshape(b, -1)
+        return torch.softmax(self.head(o), dim=-1)
+
+
 SPECS = {
     # name: (model class, seed, epochs)
     "pt_frames_attention": (FramesAttention, 1301, 20),
+    "pt_frames_lstm": (FramesLSTM, 1302, 15),
 }
 
 

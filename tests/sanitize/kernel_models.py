@@ -97,6 +97,16 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
         if kind != "rle":
             nodes.append(n("Relu", [cur], [f"rf_{kind}"]))
             cur = f"rf_{kind}"
+    # a bidirectional LSTM over [5 steps, 1, 2 features], 1 unit per direction: [5, 2, 1, 1] -> [1, 10]
+    rng_l = np.random.default_rng(seed + 1)
+    inits += [numpy_helper.from_array(np.array([5, 1, 2], np.int64), "shape_seq"),
+              numpy_helper.from_array(np.array([1, 10], np.int64), "shape_seq_out"),
+              _init(rng_l, "lstm_w", (2, 4, 2), 0.8), _init(rng_l, "lstm_r", (2, 4, 1), 0.8),
+              _init(rng_l, "lstm_b", (2, 8), 0.2)]
+    nodes += [n("Reshape", [cur, "shape_seq"], ["seq"]),
+              n("LSTM", ["seq", "lstm_w", "lstm_r", "lstm_b"], ["lstm_y"], hidden_size=1, direction="bidirectional"),
+              n("Reshape", ["lstm_y", "shape_seq_out"], ["lstm_flat"])]
+    cur = "lstm_flat"
     # attention-style tail: an outer product of two activations (BatchMatMul), a Softmax over a middle axis (the
     # strided kernel), a second BatchMatMul back to [1, 10]
     inits += [numpy_helper.from_array(np.array(shape, np.int64), f"shape_{k}")
