@@ -35,7 +35,7 @@ static int16_t lstm_tanh_q15(int32_t v26)
 }
 
 void tinyaot_lstm_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps, int32_t batch, int32_t in_size,
-                     int32_t hidden, int32_t dirs, int32_t reverse, int32_t x_offset, const int8_t *w, const int8_t *rw,
+                     int32_t hidden, int32_t dirs, int32_t reverse, int32_t last_only, int32_t x_offset, const int8_t *w, const int8_t *rw,
                      const int32_t *bias, const int32_t *mult_x, const int32_t *shift_x, const int32_t *mult_h,
                      const int32_t *shift_h, const int8_t *h0, const int16_t *c0)
 {
@@ -55,9 +55,11 @@ void tinyaot_lstm_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps,
             const int32_t t_prev = backwards ? t + 1 : t - 1;
             for (b = 0; b < batch; b++) {
                 const int8_t *xt = x + (t * batch + b) * in_size;
+                /* last_only (ONNX Y_h): y is [dirs, batch, hidden] and holds h itself, rewritten each step; safe
+                   because all gates of the row are computed (into scratch) before any of h is written */
+                int8_t *yt = last_only ? y + (d * batch + b) * hidden : y + ((t * dirs + d) * batch + b) * hidden;
                 const int8_t *hp = s == 0 ? h0 + (d * batch + b) * hidden
-                                          : y + ((t_prev * dirs + d) * batch + b) * hidden;
-                int8_t *yt = y + ((t * dirs + d) * batch + b) * hidden;
+                                   : last_only ? yt : y + ((t_prev * dirs + d) * batch + b) * hidden;
                 int16_t *c = cell + b * hidden;
                 for (row = 0; row < rows; row++) {
                     const int8_t *wr = wd + row * in_size;

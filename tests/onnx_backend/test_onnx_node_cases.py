@@ -92,6 +92,8 @@ TINYAOT_LIMITS: list[tuple[str, str, str]] = [
     (r"(?i)gather|slice|expand|range|GLU|operator_index", r"reads activation",
      "Gather/Slice/Expand/Split/Range of an activation (not of constants or static shapes): tinyaot folds shape "
      "plumbing at compile time and has no data-movement kernel for these"),
+    (r"lstm_with_peepholes", r"peepholes \(P\) are not supported",
+     "LSTM with peepholes: tinyaot's integer LSTM (as CMSIS-NN's) has no peephole connections"),
     (r"(?i)convtranspose_dilations", r"dilations .* not supported",
      "dilated ConvTranspose: not supported by tinyaot's transpose convolution kernel"),
     (r"(?i)convtranspose_group", r"group=\d+ is not supported",

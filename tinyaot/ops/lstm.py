@@ -113,10 +113,24 @@ class LSTM(OpSpec):
         return t, b, i, int(node.attrs["hidden_size"]), dirs
 
     def infer_shapes(self, node, graph):
+        name = f"{node.op} node {node.name!r}"
         if len(graph.tensors[node.inputs[0]].shape) != 3:
-            raise TinyaotError(f"LSTM node {node.name!r}: X must be [seq_length, batch, input_size]")
+            raise TinyaotError(f"{name}: X must be [seq_length, batch, input_size]")
+        used = {i for n in graph.nodes for i in n.inputs} | set(graph.outputs)
+        outs = list(node.outputs) + [""] * (3 - len(node.outputs))
+        if len(node.inputs) > 7 and node.inputs[7]:
+            p = graph.tensors[node.inputs[7]]
+            if not p.is_const or np.any(np.asarray(p.data) != 0):  # all-zero peepholes are no peepholes
+                raise TinyaotError(f"{name}: peepholes (P) are not supported")
+        if outs[2] in used and outs[2] or (outs[0] in used and outs[0] and outs[1] in used and outs[1]):
+            raise TinyaotError(f"{name}: one output only, Y or Y_h (Y_c, the last cell state, is not supported)")
         t, b, _, h, dirs = self._dims(node, graph)
-        return [(t, dirs, b, h), (dirs, b, h), (dirs, b, h)][:len(node.outputs)]
+        # The unused outputs (often named "") are dropped here, where the IR first meets the node, so no pass has
+        # to handle nameless outputs. Y_h alone: the kernel keeps h in the output buffer itself (last_only).
+        if "last_only" not in node.attrs:  # decided once, at import
+            node.attrs["last_only"] = int(not (outs[0] and outs[0] in used))
+            node.outputs[:] = [outs[node.attrs["last_only"]]]
+        return [(dirs, b, h)] if node.attrs["last_only"] else [(t, dirs, b, h)]
 
     def _check(self, node, graph):
         name = f"LSTM node {node.name!r}"
@@ -135,14 +149,9 @@ class LSTM(OpSpec):
             if ins[k] and not graph.tensors[ins[k]].is_const:
                 what = {1: "W", 2: "R", 3: "B", 4: "sequence_lens", 5: "initial_h", 6: "initial_c", 7: "P"}[k]
                 raise TinyaotError(f"{name}: {what} must be a constant")
-        if ins[7]:
-            raise TinyaotError(f"{name}: peepholes (P) are not supported")
         t = graph.tensors[node.inputs[0]].shape[0]
         if ins[4] and np.any(np.asarray(graph.tensors[ins[4]].data) != t):
             raise TinyaotError(f"{name}: sequence_lens must equal the static sequence length {t}")
-        used = {i for n in graph.nodes for i in n.inputs} | set(graph.outputs)
-        if any(o and o in used for o in node.outputs[1:]):
-            raise TinyaotError(f"{name}: only the output Y is supported (Y_h, Y_c are Y's last step)")
         return ins
 
     def quantize(self, node, graph, ranges):
@@ -166,7 +175,6 @@ class LSTM(OpSpec):
                   ("h0", h0q, "int8", None), ("c0", c0q.astype(np.int32), "int32", None)]  # int16 in C
         names = [set_const(graph, f"{node.name}_{k}", v, dt, q) for k, v, dt, q in consts]
         node.inputs = [node.inputs[0], *names]
-        node.outputs = node.outputs[:1]
         graph.tensors[node.outputs[0]].quant = QuantParams.per_tensor(H_SCALE, 0)
         shape = (dirs, 4 * h)
         node.attrs.update(x_offset=-xq.zp, reverse=int(node.attrs.get("direction", "forward") == "reverse"), mult_x=mx.reshape(shape), shift_x=sx.reshape(shape),
@@ -175,8 +183,11 @@ class LSTM(OpSpec):
     def reference(self, node, graph, inputs):
         a = node.attrs
         x, w, r, bias, h0, c0 = inputs
-        return [lstm_s8(x, w, r, bias, a["mult_x"], a["shift_x"], a["mult_h"], a["shift_h"], h0, c0,
-                        x_offset=a["x_offset"], reverse=a["reverse"])]
+        y = lstm_s8(x, w, r, bias, a["mult_x"], a["shift_x"], a["mult_h"], a["shift_h"], h0, c0,
+                    x_offset=a["x_offset"], reverse=a["reverse"])
+        if a["last_only"]:  # Y_h: each direction's last step (step 0 of a direction that runs backwards)
+            y = np.stack([y[0 if (d == 1 or a["reverse"]) else -1, d] for d in range(y.shape[1])])
+        return [y]
 
     def scratch_bytes(self, node, graph):
         t, b, i, h, dirs = self._dims(node, graph)
@@ -205,7 +216,7 @@ class LSTM(OpSpec):
                   ConstArray("int32_t", f"{cname}_sh", np.asarray(a["shift_h"]).ravel()),
                   ConstArray("int8_t", f"{cname}_h0", data["h0"].ravel()),
                   ConstArray("int16_t", f"{cname}_c0", data["c0"].astype(np.int16).ravel())]
-        args = [IN0, OUT0, SCRATCH, t, b, i, h, dirs, a["reverse"], a["x_offset"]] + [c.name for c in consts]
+        args = [IN0, OUT0, SCRATCH, t, b, i, h, dirs, a["reverse"], a["last_only"], a["x_offset"]] + [c.name for c in consts]
         return KernelCall(KERNEL, args, [KERNEL + ".c"], consts=consts, returns_status=False)
 
     def oracle(self, node, graph):
@@ -218,6 +229,7 @@ class LSTM(OpSpec):
             ("h0", h0.astype(np.float64) * H_SCALE), ("c0", c0.astype(np.float64) / 2**CELL_BITS))]
         names = [x.name for x in inits]
         direction = node.attrs.get("direction", "forward")
-        lstm = helper.make_node("LSTM", [node.inputs[0], *names[:3], "", *names[3:]], ["lstm_out"], hidden_size=h,
+        outs = ["", "lstm_out"] if a["last_only"] else ["lstm_out"]
+        lstm = helper.make_node("LSTM", [node.inputs[0], *names[:3], "", *names[3:]], outs, hidden_size=h,
                                 direction=direction)
         return OracleLayer([lstm], inits, "lstm_out")
