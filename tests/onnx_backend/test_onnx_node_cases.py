@@ -89,9 +89,9 @@ TINYAOT_LIMITS: list[tuple[str, str, str]] = [
      "batched, broadcast or 1-D MatMul: tinyaot's MatMul is X[M,K] @ constant W[K,N] (a fully connected layer)"),
     (r"(?i)convtranspose_3d", r"only 2-D transpose convolution",
      "3-D ConvTranspose: tinyaot's transpose convolution is 2-D (1-D is lowered to it)"),
-    (r"(?i)gather|slice|expand|range|GLU|operator_index", r"reads activation",
-     "Gather/Slice/Expand/Split/Range of an activation (not of constants or static shapes): tinyaot folds shape "
-     "plumbing at compile time and has no data-movement kernel for these"),
+    (r"(?i)range", r"Range node .* reads activation",
+     "Range whose start/limit/delta is the model input: its output length would depend on run-time values; tinyaot "
+     "folds Range over constants only"),
     (r"lstm_with_peepholes", r"peepholes \(P\) are not supported",
      "LSTM with peepholes: tinyaot's integer LSTM (as CMSIS-NN's) has no peephole connections"),
     (r"(?i)convtranspose_dilations", r"dilations .* not supported",

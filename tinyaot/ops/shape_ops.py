@@ -1,7 +1,9 @@
 """ONNX shape plumbing (Shape, Size, Gather, Expand, ConstantOfShape, Slice, Split, Range, Cast, Equal, Where):
-accepted at import because with static shapes it is compile-time arithmetic. `passes/fold_constants.py` turns Shape/Size of an activation into constants and evaluates every node whose inputs are then all constants, so
-none of these reaches code generation. One that reads an activation (a Gather or Slice of real data) has no
-kernel: the layout pass's shape check names it, as a one-line error, instead of failing later."""
+accepted at import because with static shapes it is compile-time arithmetic. `passes/fold_constants.py` turns
+Shape/Size of an activation into constants and evaluates every node whose inputs are then all constants, so none of
+these reaches code generation. Slice, Split, Gather and Expand of real data become IndexCopy moves
+(passes/index_moves.py); any other one that reads an activation (a Cast or Range of run-time values) has no
+kernel: the shape check after the layout pass names it, as a one-line error, instead of failing later."""
 from __future__ import annotations
 
 from tinyaot.core.errors import TinyaotError

@@ -19,6 +19,7 @@ from .fold_constants import fold_constants
 from .fuse_activation import fuse_activation
 from .fuse_bias_add import fuse_bias_add
 from .fuse_fully_connected import fuse_fully_connected
+from .index_moves import index_moves
 from .lower_1d import lower_1d
 from .remove_dead import remove_dead
 from .to_nhwc import to_nhwc
@@ -26,6 +27,7 @@ from .to_nhwc import to_nhwc
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("drop_identity", drop_identity),
     ("fold_constants", fold_constants),
+    ("index_moves", index_moves),
     ("absorb_qdq", absorb_qdq),
     ("lower_1d", lower_1d),
     ("fold_batchnorm", fold_batchnorm),
