@@ -114,7 +114,11 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
     nodes += [n("Reshape", [cur, "shape_col"], ["att_col"]), n("Reshape", [cur, "shape_row"], ["att_row"]),
               n("MatMul", ["att_col", "att_row"], ["att_outer"]), n("Softmax", ["att_outer"], ["att_sm"], axis=1),
               n("MatMul", ["att_row", "att_sm"], ["att_mix"]), n("Reshape", ["att_mix", "shape_flat"], ["att_out"])]
-    nodes.append(n("Softmax", ["att_out"], ["y"], axis=1))
+    # a reversing Slice of an activation: the IndexCopy kernel (tinyaot_index_copy_s8)
+    inits += [numpy_helper.from_array(np.array(v, np.int64), k)
+              for k, v in (("sl_st", [-1]), ("sl_en", [-100]), ("sl_ax", [1]), ("sl_sp", [-1]))]
+    nodes.append(n("Slice", ["att_out", "sl_st", "sl_en", "sl_ax", "sl_sp"], ["att_rev"]))
+    nodes.append(n("Softmax", ["att_rev"], ["y"], axis=1))
     graph = helper.make_graph(nodes, path.stem, [helper.make_tensor_value_info("x", TensorProto.FLOAT, X_SHAPE)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
