@@ -20,6 +20,7 @@ MODELS = {
     "pt_frames_attention": ({"Gemm", "MatMul", "Transpose", "Softmax", "Mul", "Relu", "Reshape"},
                             {"tinyaot_batch_matmul_s8", "tinyaot_softmax_s8"}),
     "pt_frames_lstm": ({"LSTM", "Squeeze", "Reshape", "Gemm", "Softmax"}, {"tinyaot_lstm_s8"}),
+    "pt_frames_gru": ({"GRU", "Reshape", "Gemm", "Softmax"}, {"tinyaot_gru_s8"}),
 }
 
 

@@ -13,6 +13,8 @@ tones, click) read as a sequence of 16 frames of 16 frequency bins, input [16 fr
   1/sqrt(16), Softmax over the keys, weights @ V: two MatMuls of activations), flattened, one linear layer, Softmax.
 - pt_frames_lstm: one LSTM layer (20 hidden units, zero initial states) over the 16 frames, its 16 outputs
   flattened, one linear layer, Softmax.
+- pt_frames_gru: one GRU layer (20 hidden units, zero initial state) over the 16 frames, its last state (Y_h), one
+  linear layer, Softmax.
 
 Each data file holds `x` (float32 [300, 16, 16]) and `y` (int64 [300]) of samples the model was NOT trained on: the
 first 100 are the calibration set, the last 200 the evaluation set. The networks train batched ([B, 16, 16]); the
@@ -84,10 +86,31 @@ class FramesLSTM(nn.Module):
         return torch.softmax(self.head(o), dim=-1)
 
 
+class FramesGRU(nn.Module):
+    def __init__(self, classes: int = 5, hidden: int = 20):
+        super().__init__()
+        self.hidden = hidden
+        self.gru = nn.GRU(BINS, hidden)  # exported with linear_before_reset=1
+        self.register_buffer("h0", torch.zeros(1, 1, hidden))  # constant zero state, as FramesLSTM
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        single = not self.training and x.shape[0] == 1
+        if single:
+            _, h = self.gru(x.reshape(FRAMES, 1, BINS), self.h0)  # the last state: ONNX GRU's Y_h
+            o = h.reshape(1, self.hidden)
+        else:
+            b = x.shape[0]
+            _, h = self.gru(x.permute(1, 0, 2), self.h0.expand(1, b, self.hidden).contiguous())
+            o = h.reshape(b, self.hidden)
+        return torch.softmax(self.head(o), dim=-1)
+
+
 SPECS = {
     # name: (model class, seed, epochs)
     "pt_frames_attention": (FramesAttention, 1301, 20),
     "pt_frames_lstm": (FramesLSTM, 1302, 15),
+    "pt_frames_gru": (FramesGRU, 1303, 15),
 }
 
 

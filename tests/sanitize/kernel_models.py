@@ -106,7 +106,13 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
     nodes += [n("Reshape", [cur, "shape_seq"], ["seq"]),
               n("LSTM", ["seq", "lstm_w", "lstm_r", "lstm_b"], ["lstm_y"], hidden_size=1, direction="bidirectional"),
               n("Reshape", ["lstm_y", "shape_seq_out"], ["lstm_flat"])]
-    cur = "lstm_flat"
+    # the same shape through a bidirectional GRU (linear_before_reset=0, ONNX's default)
+    inits += [_init(rng_l, "gru_w", (2, 3, 2), 0.8), _init(rng_l, "gru_r", (2, 3, 1), 0.8),
+              _init(rng_l, "gru_b", (2, 6), 0.2)]
+    nodes += [n("Reshape", ["lstm_flat", "shape_seq"], ["gru_seq"]),
+              n("GRU", ["gru_seq", "gru_w", "gru_r", "gru_b"], ["gru_y"], hidden_size=1, direction="bidirectional"),
+              n("Reshape", ["gru_y", "shape_seq_out"], ["gru_flat"])]
+    cur = "gru_flat"
     # attention-style tail: an outer product of two activations (BatchMatMul), a Softmax over a middle axis (the
     # strided kernel), a second BatchMatMul back to [1, 10]
     inits += [numpy_helper.from_array(np.array(shape, np.int64), f"shape_{k}")
