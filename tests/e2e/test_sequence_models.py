@@ -1,5 +1,5 @@
 """Sequence models made by tests/models/make_models_rnn.py (torch is not imported here): each deploys on
-mps2-an386 with the first 100 samples as calibration and verifies under QEMU (outputs == the numpy reference,
+stm32 with the first 100 samples as calibration and verifies under QEMU (outputs == the numpy reference,
 every layer within its tolerance of onnxruntime), and on the other 200 samples tinyaot's int8 top-1 stays within
 1.5 points of the float model's (issue 13's bound)."""
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_sequence_model_deploys_and_keeps_accuracy(name, tmp_path):
     got = {n.op_type for n in onnx.load(str(HERE / f"{name}.onnx")).graph.node}
     assert ops <= got, f"{name}: missing {sorted(ops - got)}"
     cal, data = _split(name, tmp_path)
-    report = deploy(HERE / f"{name}.onnx", "mps2-an386", cal, tmp_path / "out").report
+    report = deploy(HERE / f"{name}.onnx", "stm32", cal, tmp_path / "out").report
     v = report["verify"]
     assert v["ran"] and v["exit_code"] == 0 and v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0
     bad = [l for l in v["layers_vs_onnxruntime"] if l["max_abs_diff"] > l["tolerance"]]
