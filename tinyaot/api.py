@@ -62,7 +62,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
             check_verification(section)
             if compiled.compressed:
                 uncompressed = uncompressed_costs(model, calibration, b, qemu_timeout_s, input_shapes=input_shapes,
-                                                  disable_passes=disable_passes)
+                                                  disable_passes=disable_passes, calibrate=calibrate, cle=cle,
+                                                  bias_correction=bias_correction)
         else:
             # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
             try:

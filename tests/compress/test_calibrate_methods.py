@@ -103,3 +103,10 @@ def test_collect_ranges_histograms_in_the_onnxruntime_pass():
     assert pc["r"][0] == 0.0 and 0.9 < pc["r"][1] < 1.1
     assert -1.1 < pc["y"][0] < -0.9 and pc["y"][1] == 0.0
     assert chosen["r"] == "percentile"
+
+
+def test_sweep_grid_takes_the_quantization_settings():
+    from tinyaot.sweep.grid import Config, check_config
+
+    c = check_config(Config("q", {"calibrate": "percentile:99.9", "cle": True, "bias_correction": False}), "grid")
+    assert c.command_line == "--calibrate percentile:99.9 --cle --no-bias-correction"

@@ -1,9 +1,10 @@
 """Calibration methods: from a tensor's calibration values to the range (lo, hi) its int8 parameters come from.
 
-    minmax            every calibration value representable (the default; see README "Calibration methods")
+    minmax            every calibration value representable
     percentile[:P]    the P-th percentile at the top and the (100 - P)-th at the bottom (P default 99.99)
     entropy           the range whose quantized histogram has the least KL divergence from the float one
-    mse               the range with the least expected squared quantization error over the histogram
+    mse               the range with the least expected squared quantization error over the histogram (the
+                      default, chosen by measurement: README "Calibration methods")
     auto              per tensor, whichever of the above has the least measured quantization error
 
 All methods but minmax work on one histogram per tensor of HIST_BINS bins over [min(lo, 0), max(hi, 0)] (the
@@ -26,7 +27,8 @@ HIST_BINS = 2048
 METHODS = ("minmax", "percentile", "entropy", "mse", "auto")
 DEFAULT_PERCENTILE = 99.99
 SUBPOINTS = 16  # points per bin in `quant_mse`
-MSE_STEPS = 100  # candidate clip fractions tried per side by `mse_range`
+MSE_COARSE, MSE_FINE = 25, 21  # clip fractions tried per side by `mse_range`: a coarse grid, then a fine one
+DEFAULT_METHOD = "mse"  # chosen by measurement: README "Calibration methods"
 
 
 def parse_method(text: str | None) -> tuple[str, float | None]:
@@ -67,12 +69,15 @@ class Histogram:
         self.centres = 0.5 * (self.edges[:-1] + self.edges[1:])
         self._points = None
 
-    def points(self) -> np.ndarray:
-        """[bins, SUBPOINTS]: each bin's values taken as spread evenly over it. With an outlier a bin can be wider
-        than the int8 step of a clipped range, and its centre alone would then misjudge the rounding error."""
+    def points(self) -> tuple[np.ndarray, np.ndarray]:
+        """([non-empty bins, SUBPOINTS], their counts): each bin's values taken as spread evenly over it. With an
+        outlier a bin can be wider than the int8 step of a clipped range, and its centre alone would then
+        misjudge the rounding error."""
         if self._points is None:
+            nz = self.counts > 0
             w = self.edges[1] - self.edges[0]
-            self._points = self.edges[:-1, None] + (np.arange(SUBPOINTS) + 0.5)[None, :] * (w / SUBPOINTS)
+            self._points = (self.edges[:-1][nz, None] + (np.arange(SUBPOINTS) + 0.5)[None, :] * (w / SUBPOINTS),
+                            self.counts[nz])
         return self._points
 
 
@@ -81,10 +86,10 @@ def quant_mse(h: Histogram, lo: float, hi: float) -> float:
     value taken at its bin centre)."""
     qp = activation_qparams(lo, hi)
     s, zp = float(np.float32(qp.scale)), qp.zp
-    x = h.points()
+    x, counts = h.points()
     q = np.clip(np.rint(x / s) + zp, QMIN, QMAX)
     err = (q - zp) * s - x
-    return float(np.sum(h.counts[:, None] * err * err) / SUBPOINTS / max(h.counts.sum(), 1.0))
+    return float(np.sum(counts[:, None] * err * err) / SUBPOINTS / max(h.counts.sum(), 1.0))
 
 
 def percentile_range(h: Histogram, p: float) -> tuple[float, float]:
@@ -100,16 +105,24 @@ def percentile_range(h: Histogram, p: float) -> tuple[float, float]:
 
 def mse_range(h: Histogram) -> tuple[float, float]:
     """The clip range minimising `quant_mse`: each side scaled by a fraction in (0, 1], the sides searched in
-    turn (the top first, then the bottom given the top, then the top again), MSE_STEPS fractions each."""
-    fractions = np.linspace(1.0, 1.0 / MSE_STEPS, MSE_STEPS)
+    turn (the top first, then the bottom given the top, then the top again), on a grid of MSE_COARSE fractions
+    and then MSE_FINE around the best of them."""
     lo, hi = h.lo, h.hi
+    coarse = np.linspace(1.0, 1.0 / MSE_COARSE, MSE_COARSE)
     for side in ("hi", "lo", "hi"):
         base = h.hi if side == "hi" else h.lo
         if base == 0.0:
             continue
-        cands = [(quant_mse(h, lo, f * base) if side == "hi" else quant_mse(h, f * base, hi), -f, f)
-                 for f in fractions]
-        _, _, f = min(cands)  # ties: the widest range (-f sorts the larger fraction first)
+
+        def best(fractions):
+            cands = [(quant_mse(h, lo, f * base) if side == "hi" else quant_mse(h, f * base, hi), -f, f)
+                     for f in fractions]
+            return min(cands)[2]  # ties: the widest range (-f sorts the larger fraction first)
+
+        # coarse grid, then a fine one around its best (the error is smooth in the clip at this resolution)
+        f0 = best(coarse)
+        step = 1.0 / MSE_COARSE
+        f = best(np.clip(np.linspace(f0 - step, f0 + step, MSE_FINE), 1.0 / (MSE_COARSE * MSE_FINE), 1.0))
         if side == "hi":
             hi = f * base
         else:

@@ -19,6 +19,7 @@ from tinyaot.compress.equalize import (DEFAULT_BIAS_CORRECTION, DEFAULT_CLE, cor
 from tinyaot.compress.hessian import MAX_SAMPLES
 from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.prune import layer_nodes
+from tinyaot.compress.ranges import DEFAULT_METHOD
 from tinyaot.compress.pipeline import prune_step, storage_step
 from tinyaot.compress.quantize import quantize_graph, quantize_values
 from tinyaot.errors import TinyaotError
@@ -99,7 +100,8 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
         # equalized tensors through the exact per-channel change it made
         transforms = equalize_for_calibration(graph, onnx_model, samples) if (
             DEFAULT_CLE if cle is None else cle) else {}
-        ranges = collect_ranges(onnx_model, samples, names, calibrate,  # --calibrate: compress/ranges.py
+        ranges = collect_ranges(onnx_model, samples, names,  # --calibrate: compress/ranges.py
+                                DEFAULT_METHOD if calibrate is None else calibrate,
                                 transforms=transforms)
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)

@@ -6,7 +6,8 @@
 
 `flags` takes the compression flags of `deploy` / `evaluate` by their Python names (prune, prune_scope,
 prune_exclude, prune_channels, clusters, weight_bits, clusters_budget) and `compression`, a per-layer spec file
-(relative paths are relative to the grid file). An empty table is plain int8.
+(relative paths are relative to the grid file), and the quantization settings calibrate ("mse", "minmax",
+"percentile:99.9", ...), cle and bias_correction (true/false). An empty table is plain int8 with the defaults.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from pathlib import Path
 from tinyaot.errors import TinyaotError
 
 FLAG_KEYS = ("prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits", "clusters_budget",
-             "compression")
+             "compression", "calibrate", "cle", "bias_correction")
+QUANT_KEYS = ("calibrate", "cle", "bias_correction")  # quantization settings (compress/ranges.py, equalize.py)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class Config:
             if key not in self.flags:
                 continue
             values = self.flags[key] if isinstance(self.flags[key], list) else [self.flags[key]]
-            parts += [f"--{key.replace('_', '-')} {v}" for v in values]
+            parts += [(f"--{'' if v else 'no-'}{key.replace('_', '-')}" if isinstance(v, bool) else
+                       f"--{key.replace('_', '-')} {v}") for v in values]
         return " ".join(parts) or "(int8)"
 
 

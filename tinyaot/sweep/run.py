@@ -147,12 +147,13 @@ def measure(job: dict) -> dict:
         spec = flags.pop("compression", None)
         if spec is not None:
             spec = files.get("compression", spec)
+        quant = {k: flags.pop(k) for k in ("calibrate", "cle", "bias_correction") if k in flags}
         options = options_from_flags(spec, **flags)
         ev = evaluate(files["model"], files["calibration"], files["data"], limit=job["limit"],
-                      compare_onnxruntime=False, compression=options)
+                      compare_onnxruntime=False, compression=options, **quant)
         out = Path(job["deploy_dir"]) if job.get("deploy_dir") else Path(scratch) / "deploy"
         dep = deploy(files["model"], job["board"], files["calibration"], out, verify=job["qemu"],
-                     compression=options)
+                     compression=options, **quant)
         r = dep.report
         result.update(top1=ev["int8_top1"], float_top1=ev["float_top1"], samples=ev["samples"],
                       weights_bytes=r["memory"]["weights_bytes"], flash_bytes=r["memory"]["flash_bytes"],
