@@ -52,3 +52,19 @@ def test_sequence_model_deploys_and_keeps_accuracy(name, tmp_path):
     assert r["samples"] == 200 and r["host_c_matches_reference"]
     assert r["float_top1"] > 0.9
     assert abs(r["int8_top1"] - r["float_top1"]) <= 0.015, r
+
+
+@pytest.mark.parametrize("name,ops", [("pt_rnn_plumbing", {"Shape", "Gather", "Expand", "LSTM", "GRU"}),
+                                      ("pt_rnn_plumbing_dynamo", {"LSTM", "GRU"})])
+def test_recurrent_layers_called_without_states_deploy_from_both_exporters(name, ops, tmp_path):
+    """nn.LSTM and a bidirectional nn.GRU called without initial states: the TorchScript export builds the zero
+    states from the input's shape at run time (folded at compile time here), the dynamo one (opset 18) does not."""
+    model = onnx.load(str(HERE / f"{name}.onnx"))
+    assert ops <= {n.op_type for n in model.graph.node}
+    cal = tmp_path / "cal.npz"
+    np.savez(cal, x=np.random.default_rng(5).standard_normal((8, 16, 1, 16)).astype(np.float32))
+    report = deploy(HERE / f"{name}.onnx", "stm32", cal, tmp_path / "out").report
+    v = report["verify"]
+    assert v["ran"] and v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0
+    assert not [l for l in v["layers_vs_onnxruntime"] if l["max_abs_diff"] > l["tolerance"]]
+    assert {"tinyaot_lstm_s8", "tinyaot_gru_s8"} <= {l["kernel"] for l in report["layers"]}

@@ -13,6 +13,8 @@ tones, click) read as a sequence of 16 frames of 16 frequency bins, input [16 fr
   1/sqrt(16), Softmax over the keys, weights @ V: two MatMuls of activations), flattened, one linear layer, Softmax.
 - pt_frames_lstm: one LSTM layer (20 hidden units, zero initial states) over the 16 frames, its 16 outputs
   flattened, one linear layer, Softmax.
+- pt_rnn_plumbing (+ _dynamo): an untrained nn.LSTM and bidirectional nn.GRU called without states, input
+  [16, 1, 16], exported with both exporters: the TorchScript one computes the zero states from Shape/Gather/Expand.
 - pt_frames_gru: one GRU layer (20 hidden units, zero initial state) over the 16 frames, its last state (Y_h), one
   linear layer, Softmax.
 
@@ -114,6 +116,38 @@ SPECS = {
 }
 
 
+class PlainRecurrent(nn.Module):
+    """nn.LSTM and a bidirectional nn.GRU called without states, on [16, 1, 16]: the exporters make the zero states
+    from the input's runtime shape (TorchScript: Shape, Gather, Unsqueeze, Concat, Expand), which tinyaot folds.
+    Untrained (seeded initialisation): it checks the export path, not accuracy."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.gru = nn.LSTM(BINS, 8), nn.GRU(BINS, 8, bidirectional=True)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        z, _ = self.gru(x)
+        return torch.cat([y.reshape(1, -1), z.reshape(1, -1)], 1)
+
+
+def export_plain(out: Path) -> None:
+    """pt_rnn_plumbing.onnx (TorchScript, opset 13) and pt_rnn_plumbing_dynamo.onnx (dynamo=True, opset 18)."""
+    torch.manual_seed(1304)
+    model = PlainRecurrent().eval()
+    for suffix, dynamo, opset in (("", False, 13), ("_dynamo", True, 18)):
+        buf = io.BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, (torch.zeros(FRAMES, 1, BINS),), buf, opset_version=opset, dynamo=dynamo,
+                              input_names=["x"], output_names=["y"])
+        m = onnx.load_from_string(buf.getvalue())
+        m.producer_name = "tinyaot tests/models/make_models_rnn.py"
+        onnx.checker.check_model(m)
+        onnx.save(m, str(out / f"pt_rnn_plumbing{suffix}.onnx"))
+        print(f"pt_rnn_plumbing{suffix}: ops {', '.join(sorted({n.op_type for n in m.graph.node}))}")
+
+
 def export(model: nn.Module, path: Path) -> None:
     buf = io.BytesIO()
     with warnings.catch_warnings():
@@ -132,6 +166,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     torch.set_num_threads(2)
+    if not args.only or "pt_rnn_plumbing" in args.only:
+        export_plain(args.out)
     for name, (cls, seed, epochs) in SPECS.items():
         if args.only and name not in args.only:
             continue
