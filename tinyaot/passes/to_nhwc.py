@@ -301,6 +301,10 @@ class _Layout:
         logical = self.logical[x]
         axis = int(node.attrs.get("axis", -1)) % len(logical)
         perm = self.perm[x]
+        if int(self.g.meta.get("opset", 13)) < 13 and any(d != 1 for d in logical[axis + 1:]):
+            # opset < 13 normalises the block of all axes from `axis` on as one row; tinyaot has no such kernel
+            raise TinyaotError(f"Softmax node {node.name!r}: opset < 13 softmax over several trailing axes (flattened "
+                               "from axis) is not supported")
         phys_axis = perm.index(axis)  # any physical axis: ops/softmax.py has a strided kernel, no transpose
         node.inputs[0] = x
         node.attrs["axis"] = phys_axis
