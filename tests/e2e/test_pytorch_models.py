@@ -77,4 +77,6 @@ def test_pytorch_model_deploys_and_keeps_accuracy(name, tmp_path):
     assert r["samples"] == n_eval and r["calibration_samples"] == N_CAL
     assert r["host_c_matches_reference"]
     assert r["float_top1"] > 0.9
-    assert abs(r["int8_top1"] - r["float_top1"]) <= 0.01, r
+    # keeps accuracy: at most 1 point below float (the default mse calibration lands 1 point above it on
+    # pt_shapes_resnet, 97 % against 96 %); 1e-9 for the float subtraction
+    assert r["int8_top1"] >= r["float_top1"] - 0.01 - 1e-9, r
