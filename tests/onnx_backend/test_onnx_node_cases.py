@@ -110,7 +110,12 @@ TINYAOT_LIMITS: list[tuple[str, str, str]] = [
 ]
 
 # Cases tinyaot compiles but gets wrong, with the reason (strict xfail: a fix makes the test fail until removed).
-KNOWN_WRONG: dict[str, str] = {}
+KNOWN_WRONG: dict[str, str] = {
+    "pytorch-converted/test_Conv1d_pad1size1": (
+        "outside the budget by int8 weight rounding, not by a kernel: the numpy reference == host C, and the float "
+        "Conv with this case's per-channel int8 weights dequantized is already 2.2 output steps from ONNX's output "
+        "(the budget allows 0.6 step for weight rounding); the int8 result is 2.54 steps off"),
+}
 
 # Steps fixed by the op, independent of calibration (DESIGN.md numerics contract).
 FIXED_OUTPUT_STEPS = {"Softmax": 1.0 / 256, "Sigmoid": 1.0 / 256, "Tanh": 1.0 / 128}
@@ -162,7 +167,9 @@ def test_onnx_backend_case(case_id, tmp_path, per_case_host_cache):
     np.savez(cal_path, **{prep.input_name: prep.x[None]})  # first axis = sample: one sample
 
     try:
-        compiled = compile_model(model_path, cal_path, input_shapes=prep.input_shapes)
+        # min/max calibration: the tolerance below is derived from steps that cover the case's whole input and
+        # output (the guards check it); a range-clipping method (mse, the default) would loosen them
+        compiled = compile_model(model_path, cal_path, input_shapes=prep.input_shapes, calibrate="minmax")
     except TinyaotError as exc:
         reason = _limitation(case_id, str(exc))
         if reason is None:
