@@ -138,14 +138,19 @@ def test_float16_model_evaluates_against_its_float32_rewrite(tmp_path, conv_cal)
     assert r_half["host_c_matches_reference"] is True and r_half["onnxruntime_int8_top1"] is not None
 
 
-def test_cast_from_an_integer_stays_unsupported(tmp_path):
-    # Only float -> float casts are harmless; an int64 -> float16 Cast is an operator tinyaot does not have.
+def test_cast_of_a_shape_is_folded_and_a_constant_output_refused(tmp_path):
+    # Only float -> float casts are dropped at import; an int64 -> float16 Cast of Shape(x) stays a Cast, which
+    # fold_constants evaluates (static shapes), leaving an output that no int8 layer computes: a clear refusal.
     m = model_of([helper.make_node("Shape", ["x"], ["s"], name="shape"),
                   helper.make_node("Cast", ["s"], ["y"], name="cast_shape", to=TensorProto.FLOAT16)],
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 4])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2])])
-    with pytest.raises(TinyaotError, match=r"unsupported operator\(s\): Shape .*Cast \(node 'cast_shape'\)"):
-        import_onnx(save(m, tmp_path / "m.onnx"))
+    graph = import_onnx(save(m, tmp_path / "m.onnx"))
+    assert [n.op for n in graph.nodes] == ["Shape", "Cast"]
+    cal = tmp_path / "cal.npz"
+    np.savez(cal, x=np.zeros((2, 1, 4), np.float32))
+    with pytest.raises(TinyaotError, match=r"graph output 'y' does not depend on the input data .*\[1\.0, 4\.0\]"):
+        compile_model(tmp_path / "m.onnx", cal)
 
 
 # ---- node names -------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Tensor
 
 
@@ -40,6 +41,12 @@ def fold_constants(graph: Graph) -> Graph:
         graph.nodes.remove(node)
         for name, value in zip(node.outputs, values):
             graph.tensors[name] = Tensor(name, tuple(value.shape), _dtype(value, graph.tensors[name].dtype), value)
+    constant = [o for o in graph.outputs if graph.tensors[o].is_const]
+    if constant:
+        # e.g. a Cast of Shape(x): every value is known at compile time and no int8 layer computes it
+        raise TinyaotError(f"graph output {constant[0]!r} does not depend on the input data (it folds to the "
+                           f"constant {graph.tensors[constant[0]].data.tolist()!r} at compile time); tinyaot "
+                           "compiles models whose outputs are computed from their inputs")
     graph.remove_unused_tensors()
     return graph
 
