@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -159,7 +160,8 @@ def test_standalone_batchnorm_becomes_depthwise_conv(tmp_path):
         assert np.abs(got - want).max() <= 4 * step
 
 
-def test_batchnorm_on_3d_tensor_is_a_clear_error(tmp_path):
+def test_batchnorm_on_3d_tensor_is_lowered_to_2d(tmp_path):
+    # [N, C, L] was refused before issue 13; passes/lower_1d.py now runs it as [N, C, 1, L]
     rng = np.random.default_rng(5)
     graph = helper.make_graph(
         [helper.make_node("BatchNormalization", ["x", "bn_gamma", "bn_beta", "bn_mean", "bn_var"], ["y"],
@@ -167,9 +169,16 @@ def test_batchnorm_on_3d_tensor_is_a_clear_error(tmp_path):
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 7])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 7])], _bn_inits("bn", 3, rng))
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
-    np.savez(tmp_path / "cal.npz", x=rng.normal(0, 1, (4, 1, 3, 7)).astype(np.float32))
-    with pytest.raises(TinyaotError, match=r"'bn3d' on a 3-D tensor is not supported"):
-        compile_model(tmp_path / "m.onnx", tmp_path / "cal.npz")
+    cal = rng.normal(0, 1, (4, 1, 3, 7)).astype(np.float32)
+    np.savez(tmp_path / "cal.npz", x=cal)
+    compiled = compile_model(tmp_path / "m.onnx", tmp_path / "cal.npz")
+    x = cal[0]  # a calibration sample: inside the calibrated ranges, so no clipping
+    got = compiled.dequantize_output(run_reference(compiled.graph, {compiled.input: compiled.quantize_input(x)})
+                                     [compiled.output])
+    want = onnxruntime.InferenceSession(str(tmp_path / "m.onnx")).run(None, {"x": x})[0]
+    step = compiled.graph.tensors[compiled.output].quant.s
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want)) <= 2 * step  # input rounding (half an input step, scaled) + requantization
 
 
 # ---- convolutions writing over their input ---------------------------------------------------------------------

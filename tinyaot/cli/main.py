@@ -125,7 +125,7 @@ ClustersBudgetOpt = Annotated[Optional[float], typer.Option(
 WeightBitsOpt = Annotated[Optional[int], typer.Option(
     "--weight-bits", help="8 (default) or 4: per-channel symmetric 4-bit weights, two per byte")]
 CalibrateOpt = Annotated[Optional[str], typer.Option(
-    "--calibrate", help="calibration method: mse (default), minmax, percentile[:P] (P default 99.99), entropy, mse, "
+    "--calibrate", help="calibration method: minmax (default), mse, percentile[:P] (P default 99.99), entropy, mse, "
     "auto (per tensor, the least quantization error); see tinyaot/compress/ranges.py")]
 CleOpt = Annotated[Optional[bool], typer.Option(
     "--cle/--no-cle", help="cross-layer equalization with high-bias absorption (compress/equalize.py; default off)")]
