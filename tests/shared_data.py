@@ -1,7 +1,7 @@
 """Paths and data for the tests: the reference models, data samples and CMSIS-NN vectors the suite reads, from the
 repository's own copy in tests/fixtures (its README gives origin and licence per file), never from outside the
 repository. The splits themselves are ci/datasets.py's, so the tests calibrate every model on the same samples as
-ci/figures.py (which reads the full sets in ../shared)."""
+ci/figures.py (which reads the full reference sets beside the project)."""
 from __future__ import annotations
 
 from pathlib import Path
