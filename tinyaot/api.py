@@ -42,14 +42,16 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
            verify: bool = True, verify_samples: int = 8, input_shapes=None, disable_passes=(), print_ir_after=(),
            qemu_timeout_s: float = 120.0, compression=None, echo: Echo = _quiet,
            calibrate: str | None = None, cle: bool | None = None,
-           bias_correction: bool | None = None) -> DeployResult:
+           bias_correction: bool | None = None, optimize: str = "speed") -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
-    build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs."""
+    build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs.
+    `optimize`: "speed" (each layer's cheapest kernel variant on the board's core) or "size" (the generic kernels)."""
     b = load_board(board)
+    target = b.target(optimize)
     model = Path(model)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
                              print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate,
-                             cle=cle, bias_correction=bias_correction)
+                             cle=cle, bias_correction=bias_correction, target=target)
     check_fits(compiled, b)
     with staging(Path(out_dir)) as tmp:
         emitted = stage_model(compiled, b, tmp)
@@ -63,7 +65,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
             if compiled.compressed:
                 uncompressed = uncompressed_costs(model, calibration, b, qemu_timeout_s, input_shapes=input_shapes,
                                                   disable_passes=disable_passes, calibrate=calibrate, cle=cle,
-                                                  bias_correction=bias_correction)
+                                                  bias_correction=bias_correction, target=target)
         else:
             # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
             try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from tinyaot import paths
+from tinyaot.core.target import OPTIMIZE, Target
 from tinyaot.errors import TinyaotError
 
 # The M-profile architectures the HAL's startup code knows how to bring up.
@@ -44,6 +45,12 @@ class Board:
             if flag.startswith("-mfloat-abi="):
                 return flag.split("=", 1)[1]
         return "soft"
+
+    def target(self, optimize: str = "speed") -> Target:
+        """The code-generation target of this board: its core and ISA features, and what to optimize for."""
+        if optimize not in OPTIMIZE:
+            raise TinyaotError(f"--optimize must be one of {', '.join(OPTIMIZE)}, got {optimize!r}")
+        return Target(core=self.core, has_dsp=self.has_dsp, has_mve=self.has_mve, optimize=optimize)
 
 
 # Keys of a board file and the Python type each must have (path is filled in by the loader).

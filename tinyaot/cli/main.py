@@ -172,6 +172,8 @@ def deploy(
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
     calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
+    optimize: Annotated[str, typer.Option(help="speed: each layer's fastest kernel variant for the board's core; "
+                                               "size: the generic kernels everywhere")] = "speed",
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -184,7 +186,7 @@ def deploy(
         result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo,
-                            calibrate=calibrate, cle=cle, bias_correction=bias_correction)
+                            calibrate=calibrate, cle=cle, bias_correction=bias_correction, optimize=optimize)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:

@@ -17,6 +17,7 @@ import numpy as np
 from tinyaot.ir.verify import UnknownOp
 
 if TYPE_CHECKING:
+    from tinyaot.core.target import Target
     from tinyaot.ir import Graph, Node
 
 _REGISTRY: dict[str, "OpSpec"] = {}
@@ -49,6 +50,24 @@ class Buffer:
 
 
 IN0, IN1, OUT0, SCRATCH = Buffer("in", 0), Buffer("in", 1), Buffer("out", 0), Buffer("scratch")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way to run a layer: `name` is what `node.attrs["variant"]` holds when it is chosen ("generic" is
+    today's kernel); `cost` is the cost model's estimate of the instructions it executes for this layer on the
+    target (None: unknown, never preferred over a known cost)."""
+
+    name: str
+    cost: float | None = None
+
+
+GENERIC_VARIANT = "generic"
+
+
+def variant_of(node: "Node") -> str:
+    """The kernel variant chosen for `node` (pipeline/variants.choose_variants), "generic" if none was."""
+    return node.attrs.get("variant", GENERIC_VARIANT)
 
 
 @dataclass
@@ -113,6 +132,11 @@ class OpSpec:
 
     def reference(self, node: "Node", graph: "Graph", inputs: list[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError(f"{self.op_type} has no int8 reference")
+
+    def variants(self, node: "Node", graph: "Graph", target: "Target") -> tuple[Variant, ...]:
+        """The kernel variants valid for this layer (its shapes, parameters and storage) on `target`, "generic"
+        always among them. `render`, `scratch_bytes` and `inplace_offset` then follow `variant_of(node)`."""
+        return (Variant(GENERIC_VARIANT),)
 
     def scratch_bytes(self, node: "Node", graph: "Graph") -> int:
         return 0

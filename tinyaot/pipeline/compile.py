@@ -6,7 +6,7 @@ is written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +22,7 @@ from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.ranges import DEFAULT_METHOD
 from tinyaot.compress.pipeline import prune_step, storage_step
 from tinyaot.compress.quantize import quantize_graph, quantize_values
+from tinyaot.core.target import GENERIC, Target
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx_model
 from tinyaot.ir import Graph
@@ -29,6 +30,8 @@ from tinyaot.ops.registry import traits_of
 from tinyaot.passes import run_passes
 from tinyaot.plan import Plan, lower_bound, plan
 from tinyaot.plan.liveness import graph_buffers
+
+from .variants import choose_variants
 
 Echo = Callable[[str], None]
 
@@ -49,6 +52,7 @@ class Compiled:
     peak_tensors: tuple[str, ...]
     prequantized: bool = False  # the model's own Q/DQ parameters were used; `samples` calibrated nothing
     samples_source: str = "calibration data"  # where `samples` come from, for the report
+    target: Target = GENERIC  # what the kernel variants were chosen for (node.attrs["variant"])
 
     @property
     def input(self) -> str:
@@ -75,14 +79,18 @@ class Compiled:
 def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
                   disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet,
                   calibrate: str | None = None, cle: bool | None = None,
-                  bias_correction: bool | None = None) -> Compiled:
+                  bias_correction: bool | None = None, target: Target | None = None,
+                  variant_choices: dict[str, str] | None = None) -> Compiled:
     """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory.
 
     `compression` (CompressionOptions, a dict of its fields, or a spec file path; None: none) prunes the float
     graph after the passes and clusters/packs the int8 weights after quantization (compress/pipeline.py).
 
     A pre-quantized (QDQ) model needs no calibration: its own scales and zero points are used, and the samples,
-    if given, only feed verification; without them verification uses random int8 inputs (fixed seed)."""
+    if given, only feed verification; without them verification uses random int8 inputs (fixed seed).
+
+    `target` (None: GENERIC, every layer its generic kernel) and `variant_choices` ({node name: variant}, e.g. from
+    tuning) choose each layer's kernel variant (pipeline/variants.py) before the plan, which depends on them."""
     graph, onnx_model = import_onnx_model(Path(model), input_shapes)
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise TinyaotError(f"models with {len(graph.inputs)} inputs and {len(graph.outputs)} outputs are not "
@@ -126,10 +134,18 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     if samples is None:
         samples = _random_inputs(graph, RANDOM_SAMPLES, RANDOM_SEED)
         source = f"random int8 inputs (numpy default_rng seed {RANDOM_SEED}; no calibration data given)"
-    buffers = graph_buffers(graph)
-    p = plan(buffers)
+    return with_variants(Compiled(graph, samples, None, 0, None, (), prequantized, source),  # type: ignore[arg-type]
+                         GENERIC if target is None else target, variant_choices)
+
+
+def with_variants(compiled: Compiled, target: Target, choices: dict[str, str] | None = None) -> Compiled:
+    """`compiled` with its kernel variants chosen for `target` (and `choices`) and the arena planned for them.
+    The graph is shared, its nodes' `variant` attributes rewritten: the returned Compiled replaces the old one."""
+    choose_variants(compiled.graph, target, choices)
+    buffers = graph_buffers(compiled.graph)
     lb = lower_bound(buffers)
-    return Compiled(graph, samples, p, lb.bytes, lb.step, lb.names, prequantized, source)
+    return replace(compiled, plan=plan(buffers), lower_bound=lb.bytes, peak_step=lb.step, peak_tensors=lb.names,
+                   target=target)
 
 
 RANDOM_SAMPLES, RANDOM_SEED = 16, 0

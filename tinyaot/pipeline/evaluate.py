@@ -44,13 +44,14 @@ def load_labelled(path: str | Path, inputs: list[dict]) -> tuple[np.ndarray, np.
 def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path, *, input_shapes=None,
              limit: int | None = None, compare_onnxruntime: bool = True, compression=None,
              echo: Echo = _quiet, calibrate: str | None = None, cle: bool | None = None,
-             bias_correction: bool | None = None) -> dict:
+             bias_correction: bool | None = None, target=None) -> dict:
     """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled), and of
     onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples.
     `compression` as for compile_model: the int8 figure is then the compressed model's, and `weights_bytes` /
-    `compression` say what it costs in flash."""
+    `compression` say what it costs in flash. `target` (a tinyaot.core.target.Target; None: generic kernels) picks
+    the kernel variants the host-compiled C runs: every variant is bit-exact, so top-1 does not depend on it."""
     compiled = compile_model(model, calibration, input_shapes=input_shapes, compression=compression, echo=echo,
-                             calibrate=calibrate, cle=cle, bias_correction=bias_correction)
+                             calibrate=calibrate, cle=cle, bias_correction=bias_correction, target=target)
     g = compiled.graph
     x, y = load_labelled(data, g.meta["inputs"])
     if limit is not None:

@@ -10,7 +10,7 @@ from tinyaot.boards import Board
 from tinyaot.codegen.project import render_report_md
 from tinyaot.compress.pipeline import compression_report, layer_report
 from tinyaot.ir import Graph
-from tinyaot.ops.registry import get_op
+from tinyaot.ops.registry import get_op, variant_of
 
 from .compile import Compiled
 from .timeline import timeline_text
@@ -38,7 +38,7 @@ def layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -
             if per_layer_insns is not None:
                 insns = int(per_layer_insns[k])
             k += 1
-        rows.append({"name": node.name, "op": node.op, "kernel": layer.kernel or "alias",
+        rows.append({"name": node.name, "op": node.op, "kernel": layer.kernel or "alias", "variant": variant_of(node),
                      "output_shape": list(g.tensors[node.outputs[0]].shape), "macs": spec.macs(node, g),
                      "weights_bytes": spec.weights_bytes(node, g), "params_bytes": spec.params_bytes(node, g),
                      "instructions": insns, **layer_report(g, node)})
