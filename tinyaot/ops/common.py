@@ -94,8 +94,25 @@ def activation_nodes(node: Node, x: str) -> tuple[list, list, str]:
     return [helper.make_node("Clip", [x, x + "_lo", x + "_hi"], [x + "_act"])], inits, x + "_act"
 
 
+def fold_input_offset(bias: np.ndarray | None, weights: np.ndarray, input_offset: int) -> np.ndarray:
+    """bias'[o] = bias[o] + input_offset * sum(w[o]) as int32, weights with output channels on axis 0 (any shape
+    after it). A kernel given bias' multiplies raw int8 activations by the weights:
+    bias[o] + sum (x + input_offset) * w = bias'[o] + sum x * w; a padded tap must then hold the input zero point
+    (-input_offset), which takes back its share of the folded term. |bias'| <= |bias| + 128 * sum|w[o]|, within the
+    accumulator bound |bias| + sum|w| * (128 + |input_offset|) that compress/bounds.py checks against int32; it is
+    checked here again so that a layer past it fails by name instead of wrapping."""
+    w = np.asarray(weights).astype(np.int64)
+    w = w.reshape(w.shape[0], -1)
+    b = np.zeros(w.shape[0], np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
+    folded = b + int(input_offset) * w.sum(axis=1)
+    if folded.size and (folded.min() < -2**31 or folded.max() > 2**31 - 1):
+        raise TinyaotError(f"folding the input offset {input_offset} into the bias leaves int32 "
+                           f"(range {int(folded.min())}..{int(folded.max())})")
+    return folded.astype(np.int32)
+
+
 __all__ = ["set_const", "output_qparams", "record_raised", "out_params", "spatial_out", "nhwc_oracle",
-           "activation_nodes", "dequantized_const", "oracle_operands"]
+           "activation_nodes", "dequantized_const", "oracle_operands", "fold_input_offset"]
 
 
 def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, list[str]]:
