@@ -12,6 +12,7 @@ verify (QEMU vs numpy reference vs onnxruntime), report (report.json, report.md)
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,11 +20,12 @@ from tinyaot.boards import load_board
 from tinyaot.errors import TinyaotError
 from tinyaot.pipeline.build import build_verification_firmware, firmware_sizes, tidy_firmware_dir
 from tinyaot.pipeline.compile import (RANDOM_SAMPLES, RANDOM_SEED, Compiled, Echo, _quiet,  # noqa: F401
-                                      check_fits, compile_model)
+                                      check_fits, compile_model, with_variants)
 from tinyaot.pipeline.evaluate import evaluate, load_labelled  # noqa: F401
 from tinyaot.pipeline.report import build_report, compression_line, report_md, summary, weights_bytes  # noqa: F401
 from tinyaot.pipeline.stage import FIRMWARE_DIR, folder_files, stage_model, staging
 from tinyaot.pipeline.timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
+from tinyaot.pipeline.tune import finish as finish_tuning, public as public_tuning, tune_variants
 from tinyaot.pipeline.verify import check_verification, not_verified, uncompressed_costs, verify_under_qemu
 
 # The names tests and scripts used before the pipeline was split into modules.
@@ -42,42 +44,71 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
            verify: bool = True, verify_samples: int = 8, input_shapes=None, disable_passes=(), print_ir_after=(),
            qemu_timeout_s: float = 120.0, compression=None, echo: Echo = _quiet,
            calibrate: str | None = None, cle: bool | None = None,
-           bias_correction: bool | None = None, optimize: str = "speed") -> DeployResult:
+           bias_correction: bool | None = None, optimize: str = "speed", tune: bool = False,
+           tuning_log: str | Path | None = None) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
     build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs.
-    `optimize`: "speed" (each layer's cheapest kernel variant on the board's core) or "size" (the generic kernels)."""
+    `optimize`: "speed" (each layer's cheapest kernel variant on the board's core, by the cost model) or "size" (the
+    generic kernels). `tune`: measure the layers' candidate variants under QEMU and keep the fastest bit-exact one
+    (pipeline/tune.py; results cached, so a second deploy measures nothing); `tuning_log`: a file of tuning records
+    to read choices from (and, with `tune`, to write the measured ones to)."""
     b = load_board(board)
     target = b.target(optimize)
     model = Path(model)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
                              print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate,
                              cle=cle, bias_correction=bias_correction, target=target)
+    tuning = None
+    if tune or tuning_log is not None:
+        compiled, tuning = tune_variants(compiled, b, target, measure=tune, log=tuning_log, timeout=qemu_timeout_s,
+                                         echo=echo)
     check_fits(compiled, b)
     with staging(Path(out_dir)) as tmp:
-        emitted = stage_model(compiled, b, tmp)
-        section, per_layer, sizes, uncompressed = not_verified(b), None, None, None
+        emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, verify, verify_samples,
+                                                               qemu_timeout_s)
+        uncompressed = None
+        if tuning is not None and finish_tuning(tuning, section["instructions"]):
+            # the tuned firmware as a whole ran more instructions than the default did (layer counts are measured
+            # one round at a time): deploy the default choice instead, so tuning is never slower
+            for child in tmp.iterdir():
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            compiled = with_variants(compiled, target, tuning["_default"])
+            emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, verify, verify_samples,
+                                                                   qemu_timeout_s)
+            tuning["reverted_to_default"] = True
+            tuning["instructions_tuned"] = section["instructions"]
         if verify:
-            elf = build_verification_firmware(emitted, b, tmp)
-            sizes = firmware_sizes(elf)
-            section, per_layer = verify_under_qemu(compiled, b, elf, tmp / FIRMWARE_DIR, verify_samples,
-                                                   qemu_timeout_s, len([l for l in emitted.layers if l.code]))
-            check_verification(section)
             if compiled.compressed:
                 uncompressed = uncompressed_costs(model, calibration, b, qemu_timeout_s, input_shapes=input_shapes,
                                                   disable_passes=disable_passes, calibrate=calibrate, cle=cle,
                                                   bias_correction=bias_correction, target=target)
-        else:
-            # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
-            try:
-                sizes = firmware_sizes(build_verification_firmware(emitted, b, tmp, trace=False, werror=False))
-            except TinyaotError:
-                pass
         tidy_firmware_dir(tmp)
         report = build_report(compiled, b, model, emitted, per_layer, sizes, section, uncompressed,
-                              folder_files(tmp, emitted))
+                              folder_files(tmp, emitted),
+                              tuning=public_tuning(tuning) if tuning is not None else None)
         report["memory"]["timeline"] = timeline(compiled)  # the memory plan as text in report.md, and a PNG
         timeline_png(report["memory"]["timeline"], tmp / TIMELINE_PNG, f"{model.name} on {b.name}: arena timeline")
         report["files"]["report"].append(TIMELINE_PNG)
         (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         (tmp / "report.md").write_text(report_md(report))
     return DeployResult(Path(out_dir), report, summary(report, Path(out_dir)))
+
+
+def _stage_and_verify(compiled: Compiled, b, tmp: Path, verify: bool, samples: int, timeout: float):
+    """Stage the folder into `tmp` and, with `verify`, build the firmware and hold it to the reference under QEMU
+    (raises on a mismatch). Returns (emitted, verify section, per-layer instructions or None, sizes or None)."""
+    emitted = stage_model(compiled, b, tmp)
+    section, per_layer, sizes = not_verified(b), None, None
+    if verify:
+        elf = build_verification_firmware(emitted, b, tmp)
+        sizes = firmware_sizes(elf)
+        section, per_layer = verify_under_qemu(compiled, b, elf, tmp / FIRMWARE_DIR, samples, timeout,
+                                               len([l for l in emitted.layers if l.code]))
+        check_verification(section)
+    else:
+        # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
+        try:
+            sizes = firmware_sizes(build_verification_firmware(emitted, b, tmp, trace=False, werror=False))
+        except TinyaotError:
+            pass
+    return emitted, section, per_layer, sizes

@@ -174,6 +174,11 @@ def deploy(
     calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
     optimize: Annotated[str, typer.Option(help="speed: each layer's fastest kernel variant for the board's core; "
                                                "size: the generic kernels everywhere")] = "speed",
+    tune: Annotated[bool, typer.Option("--tune", help="measure each layer's kernel variants under QEMU on the board "
+                                                      "and keep the fastest bit-exact one (cached)")] = False,
+    tuning_log: Annotated[Optional[Path], typer.Option(help="tuning records (JSON lines) to take choices from; "
+                                                            "with --tune, measured records are written to it")]
+    = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -186,7 +191,8 @@ def deploy(
         result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo,
-                            calibrate=calibrate, cle=cle, bias_correction=bias_correction, optimize=optimize)
+                            calibrate=calibrate, cle=cle, bias_correction=bias_correction, optimize=optimize,
+                            tune=tune, tuning_log=tuning_log)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:

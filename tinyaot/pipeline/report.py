@@ -26,6 +26,23 @@ def macs(g: Graph) -> int:
     return int(sum(get_op(n.op).macs(n, g) for n in g.nodes))
 
 
+POOLING = ("MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean")
+
+
+def layer_class(node, graph: Graph) -> str:
+    """The layer's class for per-class speed figures: "conv 1x1", "depthwise", "conv" (other kernel sizes),
+    "fully connected", "add", "pooling", else the op name in lower case."""
+    if node.op == "Conv":
+        if node.attrs.get("depthwise"):
+            return "depthwise"
+        return "conv 1x1" if tuple(node.attrs.get("kernel_shape", ())) == (1, 1) else "conv"
+    if node.op in ("FullyConnected", "BatchMatMul"):
+        return "fully connected"
+    if node.op in POOLING:
+        return "pooling"
+    return node.op.lower()
+
+
 def layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -> list[dict]:
     """report.json's `layers`: one row per node, with its first-sample instruction count when measured."""
     g = compiled.graph
@@ -38,18 +55,23 @@ def layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -
             if per_layer_insns is not None:
                 insns = int(per_layer_insns[k])
             k += 1
+        n_macs = spec.macs(node, g)
         rows.append({"name": node.name, "op": node.op, "kernel": layer.kernel or "alias", "variant": variant_of(node),
-                     "output_shape": list(g.tensors[node.outputs[0]].shape), "macs": spec.macs(node, g),
+                     "class": layer_class(node, g),
+                     "output_shape": list(g.tensors[node.outputs[0]].shape), "macs": n_macs,
                      "weights_bytes": spec.weights_bytes(node, g), "params_bytes": spec.params_bytes(node, g),
-                     "instructions": insns, **layer_report(g, node)})
+                     "instructions": insns,
+                     "instructions_per_mac": round(insns / n_macs, 3) if insns is not None and n_macs else None,
+                     **layer_report(g, node)})
     return rows
 
 
 def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section,
-                 uncompressed: dict | None = None, files: dict | None = None) -> dict:
+                 uncompressed: dict | None = None, files: dict | None = None, tuning: dict | None = None) -> dict:
     """report.json. With `uncompressed` (a compressed model, verified), `compression.uncompressed` holds the
     same model's costs without compression and every layer row its `instructions_uncompressed`. `files`: the
-    folder's files by role (stage.folder_files)."""
+    folder's files by role (stage.folder_files). `tuning`: what --tune / --tuning-log did (pipeline/tune.py); None:
+    the variants are the cost model's choice (or generic with --optimize size)."""
     g = compiled.graph
     rows = layer_rows(compiled, emitted, per_layer)
     comp = compression_report(g)
@@ -80,6 +102,11 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
                    "static_ram_bytes": sizes["static_ram_bytes"] if sizes else None,
                    "stack_bytes": b.stack_bytes},
         "macs": int(sum(r["macs"] for r in rows)),
+        "target": {"core": compiled.target.core, "has_dsp": compiled.target.has_dsp,
+                   "has_mve": compiled.target.has_mve, "optimize": compiled.target.optimize},
+        "tuning": tuning if tuning is not None else {
+            "enabled": False, "choice": "generic kernels (--optimize size)" if compiled.target.optimize == "size"
+            else "cost model"},
         "compression": comp,
         "layers": rows,
         "verify": {k: v for k, v in verify_section.items() if not k.startswith("_")},
@@ -123,6 +150,12 @@ def summary(r: dict, out: Path) -> list[str]:
         s.append(f"without compression: {base['instructions']} instructions/inference "
                  f"({100 * (v['instructions'] / base['instructions'] - 1):+.1f} % compressed), flash "
                  f"{base['flash_bytes']} B ({100 * (m['flash_bytes'] / base['flash_bytes'] - 1):+.1f} %)")
+    t = r.get("tuning") or {}
+    if t.get("enabled") or t.get("log"):
+        s.append(f"tuning: {t['layers_tuned']} layers with variants, {t['variants_tried']} variants measured "
+                 f"({t['measured_now']} now in {t['rounds']} rounds, {t['from_cache_layers']} layers from cache/log); "
+                 f"instructions default {t['instructions_default']} -> tuned {t['instructions_tuned']}"
+                 + (" (default kept)" if t.get("reverted_to_default") else ""))
     if v["ran"]:
         s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples "
                  f"({v.get('inputs')}), "

@@ -1,0 +1,150 @@
+"""--tune under QEMU on a tiny two-conv model. Until the kernel helpers' variants exist, the tuned layer gets a
+test-only variant made of two real, bit-exact code paths of the same kernel: "generic" (the first conv, 3 input
+channels, reads its windows through the im2col scratch) and "direct" (no scratch planned: the kernel reads the taps
+in place). The cost model is told "direct" is cheaper, so it is the default; tuning measures both and keeps the one
+that runs fewer instructions; a second deploy takes the choice from the cache without building any firmware; a
+tuning log written by one deploy gives the same choice to another with an empty cache."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from onnx import helper
+
+from tinyaot.api import deploy
+from tinyaot.boards import load_board
+from tinyaot.errors import TinyaotError
+from tinyaot.ops.conv import Conv
+from tinyaot.ops.registry import Variant
+from tinyaot.pipeline import tune as tune_mod
+from tinyaot.pipeline.compile import compile_model
+from tinyaot.pipeline.tune import layer_signature, read_log, write_log
+
+from tests.op_models import calibration, conv_node, save_model
+from tests.shared_data import MODELS, calibration_file
+
+BOARD = "mps2-an386"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune_model")
+    c1, i1 = conv_node("x", "a", "w1", 3, 8, seed=1)
+    c2, i2 = conv_node("r", "y", "w2", 8, 4, seed=2)
+    m = save_model(d / "tiny_tune.onnx", [c1, helper.make_node("Relu", ["a"], ["r"]), c2], [1, 3, 8, 8],
+                   [1, 4, 8, 8], i1 + i2)
+    return m, calibration(d / "cal.npz", (1, 3, 8, 8), n=4)
+
+
+@pytest.fixture
+def direct_variant(monkeypatch):
+    """Offer "direct" (cost 1, below generic's 2) on the first conv when the target has DSP."""
+    original = Conv.scratch_bytes
+
+    def variants(self, node, graph, target):
+        few_channels = graph.tensors[node.inputs[0]].shape[3] < 8
+        if target.has_dsp and few_channels:
+            return (Variant("generic", 2.0), Variant("direct", 1.0))
+        return (Variant("generic"),)
+
+    monkeypatch.setattr(Conv, "variants", variants)
+    monkeypatch.setattr(Conv, "scratch_bytes", lambda self, node, graph: 0 if node.attrs.get("variant") == "direct"
+                        else original(self, node, graph))
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Count the tuning firmware builds (the real build, wrapped)."""
+    calls = []
+    real = tune_mod.build_verification_firmware
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tune_mod, "build_verification_firmware", counted)
+    return calls
+
+
+def test_tune_measures_keeps_the_fastest_and_caches(model, direct_variant, builds, tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYAOT_CACHE", str(tmp_path / "cache"))
+    m, cal = model
+    log = tmp_path / "tuning.jsonl"
+    r = deploy(m, BOARD, cal, tmp_path / "one", verify_samples=2, tune=True, tuning_log=log).report
+    t = r["tuning"]
+    assert len(builds) == 2 and t["rounds"] == 2 and t["firmware_builds"] == 2 and not t["from_cache"]
+    assert t["layers_tuned"] == 1 and t["variants_tried"] == 2 and t["measured_now"] == 2
+    (layer,) = t["layers"]
+    counts = layer["instructions"]
+    assert set(counts) == {"generic", "direct"} and counts["generic"] != counts["direct"]
+    assert layer["default"] == "direct"  # the cost model's pick
+    fastest = min(counts, key=counts.get)
+    assert layer["variant"] == fastest
+    row = next(x for x in r["layers"] if x["name"] == layer["name"])
+    assert row["variant"] == fastest and row["instructions"] == counts[fastest]
+    assert row["instructions_per_mac"] == round(counts[fastest] / row["macs"], 3)
+    # round 0 was the default deploy; the tuned firmware is never slower
+    assert t["instructions_default_source"].startswith("measured")
+    assert t["instructions_tuned"] == r["verify"]["instructions"] <= t["instructions_default"]
+    assert t["instructions_default"] - t["instructions_tuned"] == counts["direct"] - counts[fastest]
+    md = (tmp_path / "one" / "report.md").read_text()
+    assert "## Kernel variants" in md and f"**{fastest}**" in md
+
+    # second deploy: everything from the cache, no tuning firmware
+    builds.clear()
+    r2 = deploy(m, BOARD, cal, tmp_path / "two", verify_samples=2, tune=True).report
+    t2 = r2["tuning"]
+    assert builds == [] and t2["rounds"] == 0 and t2["from_cache"] and t2["measured_now"] == 0
+    assert t2["layers"][0]["variant"] == fastest and t2["instructions_tuned"] == t["instructions_tuned"]
+    assert t2["instructions_default"] == t["instructions_default"]  # from the per-layer records
+
+    # the log alone (empty cache, no --tune) gives the same choice, measuring nothing
+    monkeypatch.setenv("TINYAOT_CACHE", str(tmp_path / "empty_cache"))
+    r3 = deploy(m, BOARD, cal, tmp_path / "three", verify_samples=1, tuning_log=log).report
+    assert builds == [] and r3["tuning"]["from_cache"] and not r3["tuning"]["enabled"]
+    assert next(x for x in r3["layers"] if x["name"] == layer["name"])["variant"] == fastest
+
+    # without --tune or a log the cost model picks; --optimize size keeps generic
+    r4 = deploy(m, BOARD, cal, tmp_path / "four", verify_samples=1, verify=False).report
+    assert r4["tuning"] == {"enabled": False, "choice": "cost model"}
+    assert next(x for x in r4["layers"] if x["name"] == layer["name"])["variant"] == "direct"
+    r5 = deploy(m, BOARD, cal, tmp_path / "five", verify=False, optimize="size").report
+    assert {x["variant"] for x in r5["layers"]} == {"generic"} and r5["target"]["optimize"] == "size"
+
+
+def test_log_round_trip_and_bad_log(tmp_path):
+    log = tmp_path / "log.jsonl"
+    recs = {s: {"signature": s, "variants": ["generic", "fast"], "instructions": {"generic": n, "fast": n - 1},
+                "rejected": {}} for s, n in (("b" * 64, 10), ("a" * 64, 20))}
+    write_log(log, recs)
+    assert read_log(log) == recs
+    lines = log.read_text().splitlines()
+    assert [json.loads(x)["signature"] for x in lines] == ["a" * 64, "b" * 64]  # sorted: diffs stay small
+    # a later write merges: the newer record of a signature replaces the older, the others stay
+    newer = {"a" * 64: {**recs["a" * 64], "instructions": {"generic": 5, "fast": 7}}}
+    write_log(log, newer)
+    assert read_log(log) == {**recs, **newer}
+    assert tune_mod.best_variant(read_log(log)["a" * 64], "fast") == "generic"
+    assert tune_mod.best_variant({"variants": ["generic", "fast"], "instructions": {"generic": 3, "fast": 3}},
+                                 "fast") == "fast"  # ties keep the default
+    assert tune_mod.best_variant({"variants": ["generic", "fast"], "instructions": {"generic": 3, "fast": 1},
+                                  "rejected": {"fast": "outputs differ"}}, "generic") == "generic"
+    log.write_text("not json\n")
+    with pytest.raises(TinyaotError, match="line 1: not a tuning record"):
+        read_log(log)
+
+
+def test_signature_tracks_code_paths_not_weights(tmp_path):
+    """kws_dscnn's four depthwise layers have the same shapes, offsets and clamps but their own weights and
+    multipliers: one signature, so one measurement serves all four (and the four pointwise layers another)."""
+    g = compile_model(MODELS / "kws_dscnn.onnx", calibration_file(tmp_path, "kws_dscnn")).graph
+    b = load_board("mps2-an386")
+    dws = [n for n in g.nodes if n.op == "Conv" and n.attrs["depthwise"]]
+    pws = [n for n in g.nodes if n.op == "Conv" and tuple(n.attrs["kernel_shape"]) == (1, 1)]
+    assert len(dws) == len(pws) == 4
+    sig_dw = {layer_signature(n, g, b, ["generic"])[0] for n in dws}
+    sig_pw = {layer_signature(n, g, b, ["generic"])[0] for n in pws}
+    assert len(sig_dw) == len(sig_pw) == 1 and sig_dw != sig_pw
+    assert layer_signature(dws[0], g, load_board("mps2-an500"), ["generic"])[0] not in sig_dw  # another board
+    dws[0].attrs["act_min"] = 0  # another clamp: another code path (ReLU-like output)
+    assert layer_signature(dws[0], g, b, ["generic"])[0] not in sig_dw

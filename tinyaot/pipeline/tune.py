@@ -1,0 +1,351 @@
+"""`--tune`: each layer's kernel variant chosen by measuring the candidates under QEMU on the target board.
+
+Only layers whose op lists more than one variant (`OpSpec.variants`) are tuned. Rather than one benchmark firmware
+per layer and variant, the whole model is built once per *round*: in round k every such layer runs its k-th
+candidate (the cost model's choice is candidate 0, so round 0 is exactly the default deploy; a layer with fewer
+candidates keeps its last one), re-planned for those variants (a variant's scratch and in-place offset change the
+arena). Each round runs the first verification sample under QEMU with the harness's per-layer instruction marks,
+and its outputs must equal the numpy reference; a round that does not (or does not build or run) rejects the
+variants it tried for the first time, since which of them is wrong cannot be told apart. Per layer the variant with
+the fewest instructions among the bit-exact ones wins (ties keep the cost model's choice), so the tuned model is
+never slower than the default layer by layer; `api.deploy` checks the whole-model count too and falls back to the
+default choice if the tuned firmware runs more instructions than round 0 did.
+
+Results are records keyed by a layer signature: op, tensor shapes and dtypes, the attributes and quantization
+parameters that select code paths (offsets, clamps, the signs of the requantization shifts; not the weight values
+or multipliers), the weight storage kind, the candidate variants with a hash of their kernel sources and the
+shared kernel headers, the board and the tinyaot version. They are kept in $TINYAOT_CACHE/tune/ (one JSON file
+per signature) so a second deploy measures nothing, and `--tuning-log FILE` reads and writes the same records as
+JSON lines (sorted by signature: a committed log diffs cleanly). Without `--tune` a log only supplies choices; the
+layers it does not know keep the cost model's.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinyaot import __version__
+from tinyaot.boards import Board
+from tinyaot.core.target import Target
+from tinyaot.errors import TinyaotError
+from tinyaot.ir import Graph, Node
+from tinyaot.oracle.reference import run_reference
+from tinyaot.ops.registry import get_op, variant_of
+from tinyaot.paths import TEMPLATES
+from tinyaot.toolchain.qemu import cache_dir, run_qemu, split_segments
+
+from .build import build_verification_firmware
+from .compile import Compiled, Echo, _quiet, with_variants
+from .stage import FIRMWARE_DIR, stage_model
+from .variants import candidates
+
+RECORD_FORMAT = 1
+# Firmware builds made for tuning since import: tests count them (a second deploy must make none).
+FIRMWARE_BUILDS = 0
+
+
+def tune_cache_dir() -> Path:
+    return cache_dir() / "tune"
+
+
+# ---- layer signatures --------------------------------------------------------------------------------------
+def _describe(value):
+    """A JSON-able, code-path-relevant description of an attribute value: per-channel arrays (multipliers, shifts)
+    differ between any two models, so only their shape and the signs they contain count (a positive shift takes
+    the requantization's left-shift path)."""
+    if isinstance(value, np.ndarray):
+        if value.size <= 1:
+            return _describe(value.reshape(-1).tolist())
+        return {"array": list(value.shape), "dtype": str(value.dtype),
+                "signs": sorted({int(s) for s in np.sign(value.astype(np.float64)).reshape(-1)})}
+    if isinstance(value, (list, tuple)):
+        return [_describe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _describe(v) for k, v in sorted(value.items())}
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return value.item()
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return type(value).__name__  # an object attribute: its kind, never its address
+
+
+def _tensor(graph: Graph, name: str) -> dict:
+    t = graph.tensors[name]
+    out = {"shape": list(t.shape), "dtype": t.dtype, "const": t.is_const}
+    q = t.quant
+    if q is not None and q.axis is None and not t.is_const:
+        out["zero_point"] = int(q.zp)
+    if t.storage is not None:
+        out["storage"] = {"kind": t.storage.kind, "meta": _describe(t.storage.meta)}
+    return out
+
+
+_HEADERS_HASH: str | None = None
+
+
+def _file_hash(names) -> str:
+    h = hashlib.sha256()
+    for name in sorted(set(names)):
+        path = TEMPLATES / "kernels" / name
+        h.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"<missing>") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _headers_hash() -> str:
+    global _HEADERS_HASH
+    if _HEADERS_HASH is None:
+        _HEADERS_HASH = _file_hash(p.name for p in (TEMPLATES / "kernels").glob("*.h"))
+    return _HEADERS_HASH
+
+
+def _kernel_files(node: Node, graph: Graph, variant: str) -> list[str]:
+    """The kernel files a variant's C call uses (rendered with that variant chosen, then the choice restored)."""
+    saved = node.attrs.get("variant")
+    node.attrs["variant"] = variant
+    try:
+        return list(get_op(node.op).render(node, graph, "sig").files)
+    finally:
+        if saved is None:
+            node.attrs.pop("variant", None)
+        else:
+            node.attrs["variant"] = saved
+
+
+def layer_signature(node: Node, graph: Graph, board: Board, names: list[str]) -> tuple[str, dict]:
+    """(sha256 hex, the described layer) of everything that decides which variant is fastest for this layer."""
+    desc = {"op": node.op,
+            "inputs": [_tensor(graph, i) for i in node.inputs if i],
+            "outputs": [_tensor(graph, o) for o in node.outputs],
+            "attrs": {k: _describe(v) for k, v in sorted(node.attrs.items()) if k != "variant"
+                      and not k.startswith("_")},
+            "variants": {v: _file_hash(_kernel_files(node, graph, v)) for v in names},
+            "headers": _headers_hash(), "board": board.name, "tinyaot_version": __version__,
+            "format": RECORD_FORMAT}
+    blob = json.dumps(desc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest(), desc
+
+
+# ---- records: the cache folder and the tuning log ------------------------------------------------------------
+def read_log(path: Path) -> dict[str, dict]:
+    """The records of a tuning log (JSON lines), by signature; {} when the file does not exist yet."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    records = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise TinyaotError(f"cannot read tuning log {path}: {exc.strerror}") from None
+    for k, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            sig = rec["signature"]
+            if not isinstance(rec["instructions"], dict):
+                raise TypeError
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise TinyaotError(f"tuning log {path}, line {k}: not a tuning record (a JSON object with "
+                               "'signature' and 'instructions')") from None
+        records[sig] = rec
+    return records
+
+
+def write_log(path: Path, records: dict[str, dict]) -> None:
+    """Merge `records` into the tuning log at `path` (theirs replace older ones of the same signature)."""
+    path = Path(path)
+    merged = {**read_log(path), **records}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(merged[s], sort_keys=True) + "\n" for s in sorted(merged)))
+        tmp.replace(path)
+    except OSError as exc:
+        raise TinyaotError(f"cannot write tuning log {path}: {exc.strerror}") from None
+
+
+def _cache_get(sig: str) -> dict | None:
+    try:
+        rec = json.loads((tune_cache_dir() / f"{sig}.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return rec if rec.get("signature") == sig else None
+
+
+def _cache_put(rec: dict) -> None:
+    folder = tune_cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{rec['signature']}.tmp"
+        tmp.write_text(json.dumps(rec, sort_keys=True))
+        tmp.replace(folder / f"{rec['signature']}.json")
+    except OSError:
+        pass  # a cache that cannot be written only costs a re-measure next time
+
+
+def best_variant(rec: dict, default: str) -> str:
+    """The bit-exact variant with the fewest instructions; ties keep `default` (then the first listed)."""
+    measured = {v: n for v, n in rec["instructions"].items() if n is not None and v not in rec.get("rejected", {})}
+    if not measured:
+        return default
+    low = min(measured.values())
+    return default if measured.get(default) == low else next(v for v in rec["variants"] if measured.get(v) == low)
+
+
+# ---- measuring ---------------------------------------------------------------------------------------------
+def _round(compiled: Compiled, board: Board, target: Target, choices: dict[str, str], work: Path,
+           timeout: float, reference: np.ndarray, q_input: np.ndarray) -> tuple[dict[str, int] | None, int | None, str]:
+    """Build and run one round's firmware; ({layer: instructions}, total, "") when its output equals the
+    reference, else (None, None, why)."""
+    global FIRMWARE_BUILDS
+    c = with_variants(compiled, target, choices)
+    folder = work
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        emitted = stage_model(c, board, folder)
+        FIRMWARE_BUILDS += 1
+        elf = build_verification_firmware(emitted, board, folder)
+        fw = folder / FIRMWARE_DIR
+        (fw / "input.bin").write_bytes(q_input.tobytes())
+        result = run_qemu(elf, board, fw, timeout_s=timeout)
+    except TinyaotError as exc:
+        return None, None, f"build or run failed: {str(exc).splitlines()[0][:200]}"
+    if result.exit_code != 0:
+        return None, None, f"firmware exited with code {result.exit_code} ({result.exit_meaning})"
+    out = np.frombuffer((fw / "output.bin").read_bytes(), np.int8)
+    if out.size != reference.size or not np.array_equal(out, reference):
+        return None, None, "outputs differ from the numpy reference"
+    if not result.segments:
+        return None, None, "no instruction counts"
+    first = split_segments(result.segments, 1)[0]
+    coded = [c.graph.nodes[layer.index].name for layer in emitted.layers if layer.code]
+    if len(first) != len(coded) + 2:
+        return None, None, "instruction marks do not match the layers"
+    return dict(zip(coded, (int(n) for n in first[1:-1]))), int(sum(first)), ""
+
+
+def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: bool = True,
+                  log: str | Path | None = None, timeout: float = 120.0,
+                  echo: Echo = _quiet) -> tuple[Compiled, dict]:
+    """Choose the variants of `compiled` (already chosen by the cost model for `target`) from measurements:
+    records from the cache and `log`, and with `measure` QEMU rounds for the layers they do not cover. Returns the
+    re-planned Compiled and report.json's `tuning` section (its `instructions_tuned` is filled in by deploy)."""
+    g = compiled.graph
+    default = {n.name: variant_of(n) for n in g.nodes}
+    section = {"enabled": bool(measure), "log": str(log) if log is not None else None, "layers_tuned": 0,
+               "variants_tried": 0, "measured_now": 0, "rounds": 0, "firmware_builds": 0, "from_cache": False,
+               "from_cache_layers": 0, "instructions_default": None, "instructions_tuned": None,
+               "instructions_default_source": None, "layers": [], "rejected": [], "_default": default}
+    if target.optimize == "size":
+        section["note"] = "--optimize size keeps the generic kernels: nothing to tune"
+        return compiled, section
+    tunable: list[tuple[Node, list[str], str, dict]] = []
+    for node in g.nodes:
+        names = [v.name for v in candidates(node, g, target)]
+        if len(names) > 1:
+            # the cost model's choice first: round 0 is the default deploy
+            names = [default[node.name]] + [v for v in names if v != default[node.name]]
+            sig, desc = layer_signature(node, g, board, names)
+            tunable.append((node, names, sig, desc))
+    section["layers_tuned"] = len(tunable)
+    logged = read_log(Path(log)) if log is not None else {}
+    records: dict[str, dict] = {}
+    for node, names, sig, desc in tunable:
+        rec = logged.get(sig) or _cache_get(sig)
+        if rec is not None and set(rec.get("instructions", {})) | set(rec.get("rejected", {})) >= set(names):
+            records[sig] = rec
+    section["from_cache_layers"] = len(records)
+    missing = [t for t in tunable if t[2] not in records]
+    total_default = None
+    if missing and measure:
+        rounds = max(len(names) for _, names, _, _ in missing)
+        x0 = compiled.samples[compiled.input][0]
+        q0 = compiled.quantize_input(x0)
+        reference = run_reference(g, {compiled.input: q0})[compiled.output].reshape(-1).astype(np.int8)
+        fresh = {sig: {"signature": sig, "op": node.op, "layer": node.name, "board": board.name,
+                       "tinyaot_version": __version__, "variants": names, "default": names[0],
+                       "instructions": {}, "rejected": {}, "shapes": {"in": desc["inputs"][0]["shape"],
+                                                                       "out": desc["outputs"][0]["shape"]}}
+                 for node, names, sig, desc in missing}
+        known = {node.name: best_variant(records[sig], names[0]) for node, names, sig, _ in tunable
+                 if sig in records}
+        with tempfile.TemporaryDirectory(prefix="tinyaot-tune-") as tmp:
+            for k in range(rounds):
+                # round 0: the default everywhere (its total is the default's instruction count)
+                choices = dict(default) if k == 0 else {**default, **known}
+                trying = {}
+                for node, names, sig, _ in missing:
+                    choices[node.name] = names[min(k, len(names) - 1)]
+                    if k < len(names):
+                        trying[node.name] = (sig, names[k])
+                per_layer, total, why = _round(compiled, board, target, choices, Path(tmp) / f"round{k}",
+                                               timeout, reference, q0)
+                section["rounds"] += 1
+                section["firmware_builds"] += 1
+                echo(f"tuning round {k + 1}/{rounds}: " + (f"{total} instructions" if why == "" else why))
+                for name, (sig, variant) in trying.items():
+                    if per_layer is None:
+                        fresh[sig]["rejected"][variant] = why
+                    else:
+                        fresh[sig]["instructions"][variant] = per_layer[name]
+                if k == 0:
+                    if per_layer is None:
+                        # the default choice itself failed: a kernel bug the deploy's own verification reports
+                        raise TinyaotError(f"tuning: the default variants do not verify under QEMU "
+                                           f"{board.qemu_machine}: {why} (a tinyaot bug)")
+                    total_default = total
+        for sig, rec in fresh.items():
+            if rec["default"] in rec["rejected"]:
+                continue  # never cache a verdict against the default choice
+            records[sig] = rec
+            _cache_put(rec)
+        section["measured_now"] = sum(len(r["instructions"]) + len(r["rejected"]) for r in fresh.values())
+    choices = dict(default)
+    for node, names, sig, desc in tunable:
+        rec = records.get(sig)
+        if rec is None:
+            continue
+        pick = best_variant(rec, default[node.name])
+        choices[node.name] = pick
+        section["variants_tried"] += len(rec["instructions"]) + len(rec.get("rejected", {}))
+        section["layers"].append({"name": node.name, "op": node.op, "variant": pick, "default": default[node.name],
+                                  "candidates": names, "instructions": rec["instructions"],
+                                  "rejected": rec.get("rejected", {})})
+        for variant, why in rec.get("rejected", {}).items():
+            section["rejected"].append({"layer": node.name, "variant": variant, "why": why})
+    section["from_cache"] = bool(tunable) and not missing
+    if total_default is not None:
+        section["instructions_default"] = total_default
+        section["instructions_default_source"] = "measured (tuning round 0)"
+    if log is not None and records:
+        write_log(Path(log), {sig: rec for sig, rec in records.items()})
+    return with_variants(compiled, target, choices), section
+
+
+def finish(section: dict, instructions: int | None) -> bool:
+    """Fill in the tuned count from the deploy's verification run; True when the tuned choice ran more
+    instructions than the default did, and the deploy must fall back to the default choice."""
+    section["instructions_tuned"] = instructions
+    if section["instructions_default"] is None and instructions is not None:
+        # every tuned layer came from records: the default's count is the tuned one plus, per layer, what the
+        # records measured for the default minus what they measured for the choice (the rest of the firmware is
+        # the same code)
+        delta = 0
+        for layer in section["layers"]:
+            ins = layer["instructions"]
+            if layer["variant"] != layer["default"] and layer["default"] in ins and layer["variant"] in ins:
+                delta += ins[layer["default"]] - ins[layer["variant"]]
+        section["instructions_default"] = instructions + delta
+        section["instructions_default_source"] = "tuned count + per-layer records"
+    return (instructions is not None and section["instructions_default"] is not None
+            and instructions > section["instructions_default"])
+
+
+def public(section: dict) -> dict:
+    """The section as report.json holds it (private keys dropped)."""
+    return {k: v for k, v in section.items() if not k.startswith("_")}
