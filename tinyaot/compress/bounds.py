@@ -208,6 +208,8 @@ BOUNDS = {"Conv": _layer, "FullyConnected": _layer, "ConvTranspose": _layer, "Av
 def node_bounds(node, graph) -> list[tuple[str, int]]:
     """(what, bound) for every int32 intermediate the node's kernel computes; [] for ops that compute none."""
     fn = BOUNDS.get(node.op)
+    if fn is None:  # an op that states its own bounds (the s16 ops: (what, bound[, limit]), ops/s16.py)
+        fn = getattr(get_op(node.op), "int_bounds", None)
     return fn(node, graph) if fn is not None else []
 
 
@@ -221,11 +223,14 @@ def check_graph(graph) -> dict[str, int]:
     found = {}
     for node in graph.nodes:
         items = node_bounds(node, graph)
-        for what, bound in items:
-            if bound > INT32_MAX:
+        for what, bound, *limit in items:
+            if limit and bound > limit[0]:  # a wider intermediate (the s16 kernels' int64 accumulator)
+                raise TinyaotError(f"{node.op} node {node.name!r}: its {what} can reach {bound:,} for some input, "
+                                   f"past the {limit[0]:,} its kernel computes exactly; the layer is refused")
+            if not limit and bound > INT32_MAX:
                 raise refusal(node, what, bound)
         if items:
-            found[node.name] = max(b for _, b in items)
+            found[node.name] = max(b for _, b, *_ in items)
     graph.meta["accumulator_bounds"] = found
     return found
 

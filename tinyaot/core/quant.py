@@ -35,6 +35,7 @@ class QuantParams:
     scale: np.ndarray  # float64; shape () per tensor, (C,) per channel
     zero_point: np.ndarray  # int64, same shape as scale
     axis: int | None = None
+    bits: int = 8  # activations: 8 (int8, asymmetric) or 16 (int16, symmetric; core/quant16.py)
 
     @staticmethod
     def per_tensor(scale: float, zero_point: int) -> "QuantParams":

@@ -17,7 +17,7 @@ from tinyaot.core.quant import QuantParams
 class Tensor:
     name: str
     shape: tuple[int, ...]
-    dtype: str = "float32"  # "float32" | "int8" | "int32"
+    dtype: str = "float32"  # "float32" | "int8" | "int16" | "int32" | "int64"
     data: np.ndarray | None = None  # constants only
     quant: QuantParams | None = None
     storage: Any = None  # weights only: a tinyaot.compress.storage.WeightStorage once compression decided it
@@ -32,7 +32,7 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * {"float32": 4, "int8": 1, "int32": 4}[self.dtype]
+        return self.size * {"float32": 4, "int8": 1, "int16": 2, "int32": 4, "int64": 8}[self.dtype]
 
 
 @dataclass

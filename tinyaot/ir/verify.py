@@ -84,6 +84,6 @@ def verify(graph: Graph, after: str = "", infer: ShapeInference | None = None) -
     if graph.quantized:
         for name in graph.activations():
             t = graph.tensors[name]
-            if t.dtype != "int8" or t.quant is None or t.quant.axis is not None:
-                fail(f"activation {name!r} is not per-tensor int8 after quantization")
+            if t.dtype not in ("int8", "int16") or t.quant is None or t.quant.axis is not None:
+                fail(f"activation {name!r} is not per-tensor int8 (or int16) after quantization")
     return graph

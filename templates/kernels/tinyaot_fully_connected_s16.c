@@ -1,0 +1,27 @@
+/*
+ * tinyaot_fully_connected_s16: out[b, o] = requant_s64(bias[o] + sum_d in[b, d] * w[o, d]) with int16 input (zero
+ * point 0), int8 per-channel weights [out][depth], int64 bias, TFLite's 16x8 scheme.
+ *
+ * geom = {batches, depth, out_ch, act_min, act_max}. Products fit int32 (32768 * 127); the int64 accumulator's
+ * bound |bias| + sum|w| * 32768 < 2^47 is checked per layer at compile time (tinyaot/compress/bounds.py).
+ */
+#include "tinyaot_s16_support.h"
+
+int tinyaot_fully_connected_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
+                                const int32_t *shift, const int32_t *geom, int16_t *output)
+{
+    const int32_t batches = geom[0], depth = geom[1], out_ch = geom[2], act_min = geom[3], act_max = geom[4];
+    int32_t b, o, d;
+    for (b = 0; b < batches; b++) {
+        const int16_t *x = input + b * depth;
+        for (o = 0; o < out_ch; o++) {
+            const int8_t *w = filter + o * depth;
+            int64_t acc = bias[o];
+            for (d = 0; d < depth; d++) {
+                acc += (int32_t)x[d] * (int32_t)w[d];
+            }
+            output[b * out_ch + o] = tinyaot_requantize_s16(acc, mult[o], shift[o], act_min, act_max);
+        }
+    }
+    return 0;
+}
