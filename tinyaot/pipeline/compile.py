@@ -21,6 +21,7 @@ from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.ranges import DEFAULT_METHOD
 from tinyaot.compress.pipeline import prune_step, storage_step
+from tinyaot.compress.precision import apply_precision
 from tinyaot.compress.quantize import quantize_graph, quantize_values
 from tinyaot.core.target import GENERIC, Target
 from tinyaot.errors import TinyaotError
@@ -80,7 +81,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
                   disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet,
                   calibrate: str | None = None, cle: bool | None = None,
                   bias_correction: bool | None = None, target: Target | None = None,
-                  variant_choices: dict[str, str] | None = None) -> Compiled:
+                  variant_choices: dict[str, str] | None = None, activation_bits=8) -> Compiled:
     """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory.
 
     `compression` (CompressionOptions, a dict of its fields, or a spec file path; None: none) prunes the float
@@ -116,6 +117,12 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     if options is not None and options.active:
         graph = prune_step(graph, options, None if samples is None else samples[graph.inputs[0]])
     float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
+    if activation_bits != 8:  # 16-bit activations, all layers or {node name: bits} (compress/precision.py)
+        if options is not None and options.active:
+            raise TinyaotError("--activation-bits 16 cannot be combined with compression options yet")
+        if bias_correction:
+            raise TinyaotError("--bias-correction cannot be combined with --activation-bits 16 yet")
+        graph = apply_precision(graph, ranges, activation_bits)
     graph = quantize_graph(graph, ranges)
     if (not prequantized and samples is not None and not (options is not None and options.active)
             and (DEFAULT_BIAS_CORRECTION if bias_correction is None else bias_correction)):
