@@ -36,3 +36,192 @@ def run_program(out_dir: Path, source: str, kernel_files=(), board_name: str = "
     elf = build_firmware([src, *[KERNELS / f for f in kernel_files]], [KERNELS], board, out_dir, werror=True,
                          defines=defines)
     return run_qemu(elf, board, out_dir, timeout_s=60, count_instructions=count)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Layer cases for the Helium conv / fully connected kernels: one C program runs every case against the numpy
+# reference's expected bytes; it is built for the host (the portable C path) and for mps3-an547 (the MVE path).
+# ---------------------------------------------------------------------------------------------------------------
+import subprocess  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+from tinyaot.core.fixedpoint import quantize_multiplier_array  # noqa: E402
+from tinyaot.ops.common import fold_input_offset  # noqa: E402
+from tinyaot.ops.conv import conv2d_s8  # noqa: E402
+from tinyaot.ops.fully_connected import fully_connected_s8  # noqa: E402
+from tinyaot.ops.mve import block_filter  # noqa: E402
+
+SENTINEL = 0x5A
+HOST_CC = shutil.which("cc") or shutil.which("gcc")
+
+
+@dataclass
+class Layer:
+    kernel: str                 # C function
+    x: np.ndarray               # int8 input (NHWC, or [batches, depth])
+    w: np.ndarray               # int8 weights (OHWI, or [out, depth])
+    bias: np.ndarray            # int32, unfolded
+    mult: np.ndarray
+    shift: np.ndarray
+    in_off: int
+    out_off: int
+    act: tuple[int, int]
+    expected: np.ndarray
+    geo: dict = field(default_factory=dict)  # conv: stride, pad (top, left), dilation; fc: per_channel
+
+
+def _quant(rng, n: int, positive_shift: bool = False):
+    scales = rng.uniform(0.0004, 0.02, n)
+    if positive_shift:
+        scales[0] = rng.uniform(1.0, 3.0)  # a scale >= 1: a positive shift
+    return quantize_multiplier_array(scales)
+
+
+def _ints(rng, shape, extreme: str | None):
+    if extreme == "max":
+        return np.full(shape, 127, np.int8)
+    if extreme == "min":
+        return np.full(shape, -128, np.int8)
+    return rng.integers(-128, 128, shape, dtype=np.int64).astype(np.int8)
+
+
+def conv_layer(rng, *, h, w, cin, cout, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0), dil=(1, 1), n=1,
+               zp=None, out_zp=None, extreme=None, act=(-128, 127), kernel=None, positive_shift=False) -> Layer:
+    """A random conv layer; pads = (top, left, bottom, right)."""
+    x = _ints(rng, (n, h, w, cin), extreme)
+    wt = _ints(rng, (cout, kh, kw, cin), None if extreme is None else ("min" if extreme == "max" else "max"))
+    bias = rng.integers(-20000, 20000, cout).astype(np.int32)
+    mult, shift = _quant(rng, cout, positive_shift)
+    zp = int(rng.integers(-128, 128)) if zp is None else zp
+    out_zp = int(rng.integers(-128, 128)) if out_zp is None else out_zp
+    oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (w + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    exp = conv2d_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, stride_hw=stride,
+                    pad_top_left=pads[:2], dilation_hw=dil, output_hw=(oh, ow), act_min=act[0], act_max=act[1])
+    if kernel is None:
+        kernel = "tinyaot_convolve_1x1_s8_mve" if kh == kw == 1 and not any(pads) else "tinyaot_convolve_s8_mve"
+    return Layer(kernel, x, wt, bias, mult, shift, -zp, out_zp, act, exp,
+                 dict(stride=stride, pad=pads[:2], dil=dil))
+
+
+def fc_layer(rng, *, batches, depth, out, zp=None, out_zp=None, extreme=None, per_channel=True,
+             act=(-128, 127)) -> Layer:
+    x = _ints(rng, (batches, depth), extreme)
+    wt = _ints(rng, (out, depth), None if extreme is None else ("min" if extreme == "max" else "max"))
+    bias = rng.integers(-20000, 20000, out).astype(np.int32)
+    mult, shift = _quant(rng, out if per_channel else 1)
+    zp = int(rng.integers(-128, 128)) if zp is None else zp
+    out_zp = int(rng.integers(-128, 128)) if out_zp is None else out_zp
+    exp = fully_connected_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, act_min=act[0],
+                             act_max=act[1])
+    return Layer("tinyaot_fully_connected_s8_mve", x, wt, bias, mult, shift, -zp, out_zp, act, exp,
+                 dict(per_channel=int(per_channel)))
+
+
+def _case_c(i: int, c: Layer) -> str:
+    """File-scope arrays and a function `case_<i>` returning the number of wrong output bytes (1000: rejected)."""
+    pre = f"c{i}_"
+    cout = c.w.shape[0]
+    wb = block_filter(c.w.reshape(cout, -1))
+    folded = fold_input_offset(c.bias, c.w, c.in_off)
+    s = (c_array(pre + "x", c.x, "int8_t") + c_array(pre + "w", wb, "int8_t") + c_array(pre + "b", folded, "int32_t")
+         + c_array(pre + "m", c.mult, "int32_t") + c_array(pre + "s", c.shift, "int32_t")
+         + c_array(pre + "e", c.expected, "int8_t"))
+    n_out = c.expected.size
+    s += f"static int case_{i}(void)\n{{\n    int rc;\n"
+    s += f"    const tinyaot_per_channel_quant_params q = {{{pre}m, {pre}s}};\n"
+    if c.kernel == "tinyaot_fully_connected_s8_mve":
+        b, d = c.x.shape
+        s += (f"    const tinyaot_fc_params prm = {{{c.in_off}, 0, {c.out_off}, {{{c.act[0]}, {c.act[1]}}}}};\n"
+              f"    const tinyaot_dims in_d = {{{b}, 1, 1, {d}}}, f_d = {{{d}, 1, 1, {cout}}}, "
+              f"b_d = {{1, 1, 1, {cout}}}, o_d = {{{b}, 1, 1, {cout}}};\n"
+              f"    const tinyaot_context ctx = {{NULL, 0}};\n")
+        call = (f"{c.kernel}(&ctx, &prm, &q, {c.geo['per_channel']}, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, "
+                f"&o_d, out_buf)")
+    else:
+        n, h, w, cin = c.x.shape
+        _, oh, ow, _ = c.expected.shape
+        g = c.geo
+        k = c.w.shape[1] * c.w.shape[2] * cin
+        s += (f"    const tinyaot_conv_params prm = {{{c.in_off}, {c.out_off}, {{{g['stride'][0]}, {g['stride'][1]}}}, "
+              f"{{{g['pad'][0]}, {g['pad'][1]}}}, {{{g['dil'][0]}, {g['dil'][1]}}}, {{{c.act[0]}, {c.act[1]}}}}};\n"
+              f"    const tinyaot_dims in_d = {{{n}, {h}, {w}, {cin}}}, f_d = {{{cout}, {c.w.shape[1]}, "
+              f"{c.w.shape[2]}, {cin}}}, b_d = {{1, 1, 1, {cout}}}, o_d = {{{n}, {oh}, {ow}, {cout}}};\n"
+              # two columns (pairs of pixels) for even cases, one column for odd ones
+              f"    const tinyaot_context ctx = {{scratch_buf, {2 * k if i % 2 == 0 else k}}};\n")
+        call = (f"{c.kernel}(&ctx, &prm, &q, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, &o_d, out_buf)")
+    s += (f"    memset(out_buf, {SENTINEL}, sizeof out_buf);\n"
+          "    __asm__ volatile(\"\" : : \"r\"(out_buf) : \"memory\");\n"
+          f"    rc = {call};\n"
+          f"    if (rc != 0) return 1000;\n"
+          f"    return mismatches(out_buf, {pre}e, {n_out}) + untouched(out_buf + {n_out}, "
+          f"(int)sizeof out_buf - {n_out});\n}}\n")
+    return s
+
+
+def layers_program(cases: list[Layer]) -> str:
+    out_size = max(c.expected.size for c in cases) + 16
+    scratch = max([2 * int(np.prod(c.w.shape[1:])) for c in cases] + [16])
+    parts = ['#include <stddef.h>\n#include <string.h>\n#include "tinyaot_nn_types.h"\n#include "tinyaot_nn_mve.h"\n',
+             "void report(int i, int bad);\n",
+             f"static int8_t out_buf[{out_size}];\nstatic int8_t scratch_buf[{scratch}];\n",
+             "static int mismatches(const int8_t *a, const int8_t *b, int n)\n"
+             "{\n    int bad = 0, i;\n    for (i = 0; i < n; i++) bad += a[i] != b[i];\n    return bad;\n}\n",
+             "static int untouched(const int8_t *a, int n)\n"
+             f"{{\n    int bad = 0, i;\n    for (i = 0; i < n; i++) bad += a[i] != {SENTINEL};\n    return bad;\n}}\n"]
+    for i, c in enumerate(cases):
+        parts.append(_case_c(i, c))
+    parts.append("int run_cases(void)\n{\n    int fails = 0, bad;\n    (void)scratch_buf;\n")
+    for i in range(len(cases)):
+        parts.append(f"    bad = case_{i}();\n    if (bad) {{ report({i}, bad); fails++; }}\n")
+    parts.append("    return fails;\n}\n")
+    return "".join(parts)
+
+
+HOST_MAIN = r"""
+#include <stdio.h>
+int run_cases(void);
+void report(int i, int bad) { printf("case %d: %d wrong bytes\n", i, bad); }
+int main(void) { int f = run_cases(); printf(f ? "SOME FAILED\n" : "ALL PASSED\n"); return f != 0; }
+"""
+
+ARM_MAIN = r"""
+#include "tinyaot_hal.h"
+#include "tinyaot_mve_support.h"
+#if !TINYAOT_USE_MVE
+#error "this program must exercise the Helium path"
+#endif
+int run_cases(void);
+void report(int i, int bad)
+{
+    tinyaot_hal_puts("case ");
+    tinyaot_hal_put_uint((uint32_t)i);
+    tinyaot_hal_puts(": wrong bytes ");
+    tinyaot_hal_put_uint((uint32_t)bad);
+    tinyaot_hal_puts("\n");
+}
+int main(void) { int f = run_cases(); tinyaot_hal_puts(f ? "SOME FAILED\n" : "ALL PASSED\n"); return f != 0; }
+"""
+
+
+def run_host_cases(out_dir: Path, cases: list[Layer], kernel_files) -> tuple[int, str]:
+    """The portable C path: the program compiled with the host compiler (-Werror, UBSan) and run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "cases.c").write_text(layers_program(cases))
+    (out_dir / "main.c").write_text(HOST_MAIN)
+    exe = out_dir / "cases"
+    cmd = [HOST_CC, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=undefined",
+           "-fno-sanitize-recover=all", f"-I{KERNELS}", str(out_dir / "cases.c"), str(out_dir / "main.c"),
+           *[str(KERNELS / f) for f in kernel_files], "-o", str(exe)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    return run.returncode, run.stdout + run.stderr
+
+
+def run_arm_cases(out_dir: Path, cases: list[Layer], kernel_files) -> tuple[int, str]:
+    """The Helium path: the same program on mps3-an547 under QEMU."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "cases.c").write_text(layers_program(cases))
+    res = run_program(out_dir, ARM_MAIN, [*kernel_files, out_dir / "cases.c"])
+    return res.exit_code, res.stdout + res.stderr

@@ -1,0 +1,59 @@
+/*
+ * tinyaot_convolve_1x1_s8_mve: 1x1 convolution without padding, any stride, one group, input offset folded into
+ * the bias (tinyaot_nn_mve.h). Output pixel (y, x) is the matrix product of input pixel (y * sh, x * sw)'s channels
+ * (contiguous in NHWC, read in place) with the filter rows. Helium: four output channels x two pixels per pass
+ * (tinyaot_mve_gemm.h); portable C elsewhere. Pixels are produced in raster order, two at a time, and a pixel's
+ * input is not read after its pair is written (the order tinyaot_nn.h promises the memory planner).
+ */
+#include "tinyaot_nn_mve.h"
+#include "tinyaot_mve_gemm.h"
+
+/* Input pixel of output pixel q (raster order over batch, row, column). */
+static const int8_t *pixel_in(const int8_t *input, const tinyaot_dims *in, const tinyaot_conv_params *cp,
+                              int32_t out_h, int32_t out_w, int32_t q)
+{
+    const int32_t x = q % out_w;
+    const int32_t y = (q / out_w) % out_h;
+    const int32_t b = q / (out_w * out_h);
+    return input + ((b * in->h + y * cp->stride.h) * in->w + x * cp->stride.w) * in->c;
+}
+
+int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                int8_t *output)
+{
+    const int32_t in_c = input_dims->c;
+    const int32_t out_c = output_dims->c;
+    const int32_t out_h = output_dims->h;
+    const int32_t out_w = output_dims->w;
+    const int32_t pixels = output_dims->n * out_h * out_w;
+    tinyaot_mve_requant q;
+    int32_t p;
+    (void)ctx;
+    (void)bias_dims;
+    if (filter_dims->h != 1 || filter_dims->w != 1 || filter_dims->c != in_c || filter_dims->n != out_c ||
+        conv_params->padding.h != 0 || conv_params->padding.w != 0 || output_dims->n != input_dims->n ||
+        out_h < 1 || out_w < 1 || (out_h - 1) * conv_params->stride.h >= input_dims->h ||
+        (out_w - 1) * conv_params->stride.w >= input_dims->w) {
+        return -1;
+    }
+    q.bias = bias;
+    q.mult = quant_params->multiplier;
+    q.shift = quant_params->shift;
+    q.per_channel = 1;
+    q.out_off = conv_params->output_offset;
+    q.act_min = conv_params->activation.min;
+    q.act_max = conv_params->activation.max;
+    for (p = 0; p + 1 < pixels; p += 2) {
+        tinyaot_mve_gemm2_s8(pixel_in(input, input_dims, conv_params, out_h, out_w, p),
+                             pixel_in(input, input_dims, conv_params, out_h, out_w, p + 1), in_c, filter, out_c, &q,
+                             output + p * out_c, output + (p + 1) * out_c);
+    }
+    if (p < pixels) {
+        tinyaot_mve_gemm1_s8(pixel_in(input, input_dims, conv_params, out_h, out_w, p), in_c, filter, out_c, &q,
+                             output + p * out_c);
+    }
+    return 0;
+}

@@ -1,0 +1,43 @@
+/*
+ * tinyaot_fully_connected_s8_mve: out[b, o] = requant(bias[o] + sum_d in[b, d] * w[o, d]) with the input offset
+ * folded into bias (tinyaot_nn_mve.h). Helium: four output channels per pass, two batch rows sharing each weight
+ * load (tinyaot_mve_gemm.h); portable C elsewhere. Filter offset must be 0 (symmetric weights, as tinyaot
+ * quantizes them); a pre-quantized layer with a filter zero point keeps the generic kernel.
+ */
+#include "tinyaot_nn_mve.h"
+#include "tinyaot_mve_gemm.h"
+
+int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                   const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                   const tinyaot_dims *input_dims, const int8_t *input,
+                                   const tinyaot_dims *filter_dims, const int8_t *filter,
+                                   const tinyaot_dims *bias_dims, const int32_t *bias,
+                                   const tinyaot_dims *output_dims, int8_t *output)
+{
+    const int32_t batches = input_dims->n;
+    const int32_t depth = filter_dims->n;
+    const int32_t out_c = filter_dims->c;
+    tinyaot_mve_requant q;
+    int32_t b;
+    (void)ctx;
+    (void)bias_dims;
+    if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c ||
+        fc_params->filter_offset != 0) {
+        return -1;
+    }
+    q.bias = bias;
+    q.mult = quant_params->multiplier;
+    q.shift = quant_params->shift;
+    q.per_channel = per_channel;
+    q.out_off = fc_params->output_offset;
+    q.act_min = fc_params->activation.min;
+    q.act_max = fc_params->activation.max;
+    for (b = 0; b + 1 < batches; b += 2) {
+        tinyaot_mve_gemm2_s8(input + b * depth, input + (b + 1) * depth, depth, filter, out_c, &q,
+                             output + b * out_c, output + (b + 1) * out_c);
+    }
+    if (b < batches) {
+        tinyaot_mve_gemm1_s8(input + b * depth, depth, filter, out_c, &q, output + b * out_c);
+    }
+    return 0;
+}

@@ -1,0 +1,209 @@
+/*
+ * tinyaot int8 kernels: the matrix core of the Helium (MVE) convolution and fully connected kernels
+ * (tinyaot_convolve_s8_mve.c, tinyaot_convolve_1x1_s8_mve.c, tinyaot_fully_connected_s8_mve.c).
+ *
+ * out[o] = requant(bias[o] + sum_{i < k} col[i] * w[o * k + i]) for every output channel o of one or two columns
+ * (an output pixel's im2col window, an input pixel of a 1x1 convolution, a row of a fully connected layer).
+ *
+ * The input offset is folded into the bias at compile time (tinyaot/ops/common.py fold_input_offset:
+ * bias[o] = b[o] + input_offset * sum(w[o])), so raw int8 activations multiply raw int8 weights: VMLADAVA.S8 does
+ * 16 products and their sum into a scalar accumulator per instruction, no offset add and no widening. Four output
+ * channels per pass share each 16-byte activation load, and with two columns each weight load is shared by both
+ * (eight accumulators; the weights pre-arranged so that one pointer serves the four rows, which leaves enough
+ * registers). The last partial 16 values are loaded with a tail predicate (VCTP.8, zeroing loads), so no column
+ * needs padding; when fewer than four channels remain, the block's zero rows are computed and their lanes are not
+ * stored (VCTP.32-predicated narrowing store). Requantization is four lanes at a time
+ * (tinyaot_mve_support.h).
+ *
+ * Overflow: VMLADAVA adds modulo 2^32 and the exact result, bias[o] + sum col * w = b[o] + sum (col + input_offset)
+ * * w over the unfolded taps, lies within the bound |b| + sum|w| * (128 + |input_offset|) that compress/bounds.py
+ * checks against int32 at compile time, so the wrapped int32 sum is exact. The portable path (other cores and the
+ * host) accumulates from 0 and adds the bias last: each partial sum is at most 128 * sum|w| in magnitude and the
+ * final value is the exact one above, so no signed int32 operation overflows.
+ */
+#ifndef TINYAOT_MVE_GEMM_H
+#define TINYAOT_MVE_GEMM_H
+
+#include "tinyaot_mve_support.h"
+
+typedef struct {
+    const int32_t *bias;  /* folded bias, one per output channel; NULL: none */
+    const int32_t *mult;  /* per_channel ? one per output channel : mult[0] for all */
+    const int32_t *shift;
+    int32_t per_channel;
+    int32_t out_off, act_min, act_max;
+} tinyaot_mve_requant;
+
+#if TINYAOT_USE_MVE
+
+/* The epilogue of four channels o .. o+3 (lanes past n_out are neither loaded nor stored). */
+static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32x4_t acc, const tinyaot_mve_requant *q,
+                                                                     int32_t o, mve_pred16_t p, int8_t *out)
+{
+    int32x4_t m;
+    int32x4_t s;
+    if (q->bias) {
+        acc = vaddq_s32(acc, vldrwq_z_s32(q->bias + o, p));
+    }
+    if (q->per_channel) {
+        m = vldrwq_z_s32(q->mult + o, p);
+        s = vldrwq_z_s32(q->shift + o, p);
+    } else {
+        m = vdupq_n_s32(q->mult[0]);
+        s = vdupq_n_s32(q->shift[0]);
+    }
+    acc = tinyaot_mve_offset_clamp(tinyaot_mve_requantize(acc, m, s), q->out_off, q->act_min, q->act_max);
+    vstrbq_p_s32(out + o, acc, p);
+}
+
+static inline __attribute__((always_inline)) int32x4_t tinyaot_mve_lanes(int32_t a0, int32_t a1, int32_t a2,
+                                                                         int32_t a3)
+{
+    int32x4_t v = vdupq_n_s32(a0);
+    v = vsetq_lane_s32(a1, v, 1);
+    v = vsetq_lane_s32(a2, v, 2);
+    return vsetq_lane_s32(a3, v, 3);
+}
+
+/*
+ * The filter is pre-arranged at compile time for the four-channel blocks (tinyaot/ops/mve.py block_filter): output
+ * channels in blocks of four (the last block padded with zero rows), each block of four rows of k values stored
+ * as its whole 16-value chunks, chunk by chunk, each chunk as the four rows' 16 values in turn, then the four rows'
+ * last k % 16 values, row after row. A block is still 4 * k bytes at filter + o * k, and one pointer serves all four
+ * rows at fixed offsets 0, 16, 32, 48 (the tail at 0, t, 2t, 3t for t = k % 16).
+ */
+
+/* One column against all n_out filter rows. */
+static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,
+                                                  const tinyaot_mve_requant *q, int8_t *out)
+{
+    const int32_t t = k & 15;
+    int32_t o;
+    for (o = 0; o < n_out; o += 4) {
+        const int8_t *w = filter + o * k;
+        const int8_t *x = col;
+        int32_t a0 = 0;
+        int32_t a1 = 0;
+        int32_t a2 = 0;
+        int32_t a3 = 0;
+        int32_t n;
+        for (n = k >> 4; n > 0; n--) {
+            const int8x16_t xv = vldrbq_s8(x);
+            x += 16;
+            a0 = vmladavaq_s8(a0, xv, vldrbq_s8(w));
+            a1 = vmladavaq_s8(a1, xv, vldrbq_s8(w + 16));
+            a2 = vmladavaq_s8(a2, xv, vldrbq_s8(w + 32));
+            a3 = vmladavaq_s8(a3, xv, vldrbq_s8(w + 48));
+            w += 64;
+        }
+        if (t > 0) {
+            /* the last t < 16 values: lanes past t load as zero and add nothing */
+            const mve_pred16_t p = vctp8q((uint32_t)t);
+            const int8x16_t xv = vldrbq_z_s8(x, p);
+            a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(w, p));
+            a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(w + t, p));
+            a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(w + 2 * t, p));
+            a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(w + 3 * t, p));
+        }
+        tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), q, o, vctp32q((uint32_t)(n_out - o)), out);
+    }
+}
+
+/* Two columns (two output pixels) against all n_out filter rows: each weight load serves both. */
+static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int8_t *col_b, int32_t k,
+                                                  const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
+                                                  int8_t *out_a, int8_t *out_b)
+{
+    const int32_t t = k & 15;
+    int32_t o;
+    for (o = 0; o < n_out; o += 4) {
+        const int8_t *w = filter + o * k;
+        const int8_t *xa = col_a;
+        const int8_t *xb = col_b;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+        int32_t n;
+        for (n = k >> 4; n > 0; n--) {
+            const int8x16_t va = vldrbq_s8(xa);
+            const int8x16_t vb = vldrbq_s8(xb);
+            int8x16_t wv;
+            xa += 16;
+            xb += 16;
+            wv = vldrbq_s8(w);
+            a0 = vmladavaq_s8(a0, va, wv);
+            b0 = vmladavaq_s8(b0, vb, wv);
+            wv = vldrbq_s8(w + 16);
+            a1 = vmladavaq_s8(a1, va, wv);
+            b1 = vmladavaq_s8(b1, vb, wv);
+            wv = vldrbq_s8(w + 32);
+            a2 = vmladavaq_s8(a2, va, wv);
+            b2 = vmladavaq_s8(b2, vb, wv);
+            wv = vldrbq_s8(w + 48);
+            a3 = vmladavaq_s8(a3, va, wv);
+            b3 = vmladavaq_s8(b3, vb, wv);
+            w += 64;
+        }
+        if (t > 0) {
+            const mve_pred16_t p = vctp8q((uint32_t)t);
+            const int8x16_t va = vldrbq_z_s8(xa, p);
+            const int8x16_t vb = vldrbq_z_s8(xb, p);
+            int8x16_t wv;
+            wv = vldrbq_z_s8(w, p);
+            a0 = vmladavaq_s8(a0, va, wv);
+            b0 = vmladavaq_s8(b0, vb, wv);
+            wv = vldrbq_z_s8(w + t, p);
+            a1 = vmladavaq_s8(a1, va, wv);
+            b1 = vmladavaq_s8(b1, vb, wv);
+            wv = vldrbq_z_s8(w + 2 * t, p);
+            a2 = vmladavaq_s8(a2, va, wv);
+            b2 = vmladavaq_s8(b2, vb, wv);
+            wv = vldrbq_z_s8(w + 3 * t, p);
+            a3 = vmladavaq_s8(a3, va, wv);
+            b3 = vmladavaq_s8(b3, vb, wv);
+        }
+        {
+            const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
+            tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), q, o, p4, out_a);
+            tinyaot_mve_store4(tinyaot_mve_lanes(b0, b1, b2, b3), q, o, p4, out_b);
+        }
+    }
+}
+
+#else /* portable C: the same integers, for the host and cores without MVE */
+
+/* Value i of filter row o in the blocked layout described above. */
+static inline int8_t tinyaot_mve_filter_at(const int8_t *filter, int32_t k, int32_t o, int32_t i)
+{
+    const int32_t full = k & ~15;
+    const int8_t *block = filter + (o & ~3) * k;
+    const int32_t r = o & 3;
+    return i < full ? block[(i >> 4) * 64 + r * 16 + (i & 15)] : block[4 * full + r * (k - full) + (i - full)];
+}
+
+static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,
+                                                  const tinyaot_mve_requant *q, int8_t *out)
+{
+    int32_t o;
+    for (o = 0; o < n_out; o++) {
+        const int32_t qi = q->per_channel ? o : 0;
+        int32_t acc = 0;
+        int32_t i;
+        for (i = 0; i < k; i++) {
+            acc += (int32_t)col[i] * tinyaot_mve_filter_at(filter, k, o, i);
+        }
+        acc += q->bias ? q->bias[o] : 0;
+        out[o] = tinyaot_requantize_s8(acc, q->mult[qi], q->shift[qi], q->out_off, q->act_min, q->act_max);
+    }
+}
+
+static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int8_t *col_b, int32_t k,
+                                                  const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
+                                                  int8_t *out_a, int8_t *out_b)
+{
+    tinyaot_mve_gemm1_s8(col_a, k, filter, n_out, q, out_a);
+    tinyaot_mve_gemm1_s8(col_b, k, filter, n_out, q, out_b);
+}
+
+#endif
+
+#endif /* TINYAOT_MVE_GEMM_H */

@@ -1,0 +1,130 @@
+"""Helium (MVE) variants of standard convolution and fully connected for cores with MVE (Cortex-M55).
+
+Kernels: templates/kernels/tinyaot_convolve_s8_mve.c (any window, int8 im2col), tinyaot_convolve_1x1_s8_mve.c (1x1,
+no padding, in place) and tinyaot_fully_connected_s8_mve.c, all on the matrix core in tinyaot_mve_gemm.h. What
+this module prepares at compile time for them:
+- the input offset folded into the bias (ops/common.py fold_input_offset), so the inner loop multiplies raw int8
+  activations by raw int8 weights (VMLADAVA.S8, 16 products per instruction);
+- the filter rearranged for the kernels' blocks of four output channels (`block_filter`): a permutation of the
+  same bytes, plus zero rows up to a multiple of four channels;
+- one multiplier and shift per output channel (a per-tensor pair is repeated).
+Variants are offered only when the target has MVE and the layer fits: int8 activations, dense (uncompressed)
+weights, one group (conv), no filter offset (fully connected). The numbers the kernels compute are the generic
+kernels' integers (the reference in ops/conv.py and ops/fully_connected.py), so the variants need no reference of
+their own; tests/mve checks the C against it on the host and under QEMU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyaot.ops.common import fold_input_offset
+from tinyaot.ops.compressed import is_compressed
+from tinyaot.ops.registry import ConstArray, KernelCall, Variant, variant_of
+
+MVE_CONV = "mve_conv"  # tinyaot_convolve_s8_mve: any window, one im2col column (or two) of scratch
+MVE_1X1 = "mve_1x1"    # tinyaot_convolve_1x1_s8_mve: 1x1 without padding, no scratch
+MVE_FC = "mve_fc"      # tinyaot_fully_connected_s8_mve
+CONV_VARIANTS = (MVE_CONV, MVE_1X1)
+
+# Cost model: instructions executed under QEMU on mps3-an547 (measured on the shared models' layers, see
+# tests/mve and the report's per-layer counts): per multiply-accumulate, per output value (requantization of four
+# lanes, loop and call overhead), per value copied into an im2col column.
+PER_MAC = 0.20
+PER_OUT = 6.0
+PER_COPY = 1.0
+
+
+def block_filter(rows: np.ndarray) -> np.ndarray:
+    """[out_ch, k] int8 -> the flat layout of tinyaot_mve_gemm.h: channels in blocks of four (zero rows appended
+    up to a multiple of four); per block, each whole 16-value chunk as the four rows' 16 values in turn, then the
+    four rows' last k % 16 values, row after row."""
+    rows = np.asarray(rows)
+    out_c, k = rows.shape
+    pad = -out_c % 4
+    if pad:
+        rows = np.concatenate([rows, np.zeros((pad, k), rows.dtype)])
+    g = rows.shape[0] // 4
+    full = k - k % 16
+    blocks = rows.reshape(g, 4, k)
+    head = blocks[:, :, :full].reshape(g, 4, full // 16, 16).transpose(0, 2, 1, 3).reshape(g, -1)
+    tail = blocks[:, :, full:].reshape(g, -1)
+    return np.concatenate([head, tail], axis=1).reshape(-1).astype(rows.dtype)
+
+
+def _per_channel(values, channels: int) -> np.ndarray:
+    v = np.asarray(values, dtype=np.int32).reshape(-1)
+    return np.repeat(v, channels) if v.size == 1 else v
+
+
+def _dense_int8(graph, node) -> bool:
+    return graph.tensors[node.inputs[0]].dtype == "int8" and not is_compressed(graph.tensors[node.inputs[1]])
+
+
+def _is_1x1(node, graph) -> bool:
+    w = graph.tensors[node.inputs[1]].shape  # OHWI
+    return w[1] == 1 and w[2] == 1 and not any(node.attrs.get("pads", (0, 0, 0, 0)))
+
+
+def conv_variants(node, graph, target, macs: int) -> list[Variant]:
+    """The Helium variants of a standard (not depthwise) convolution with one group, on an MVE target."""
+    if not target.has_mve or node.attrs.get("depthwise") or not _dense_int8(graph, node):
+        return []
+    x = graph.tensors[node.inputs[0]].shape
+    w = graph.tensors[node.inputs[1]].shape
+    o = graph.tensors[node.outputs[0]].shape
+    if w[3] != x[3]:
+        return []
+    outs = int(np.prod(o))
+    compute = macs * PER_MAC + outs * PER_OUT
+    if _is_1x1(node, graph):
+        return [Variant(MVE_1X1, compute)]
+    return [Variant(MVE_CONV, compute + (outs // o[3]) * int(np.prod(w[1:])) * PER_COPY)]
+
+
+def conv_scratch_bytes(node, graph) -> int:
+    """= tinyaot_convolve_s8_mve_get_buffer_size for MVE_CONV: two int8 columns, so that two pixels share each
+    weight load; MVE_1X1 reads its input in place."""
+    if variant_of(node) != MVE_CONV:
+        return 0
+    w = graph.tensors[node.inputs[1]].shape
+    return 2 * int(np.prod(w[1:]))
+
+
+def render_conv(node, graph, cname: str, params: dict) -> KernelCall:
+    """The Helium conv call: `params` are the generic call's template fields (the same parameter structs)."""
+    a = node.attrs
+    wd = graph.tensors[node.inputs[1]].data
+    out_c = wd.shape[0]
+    kernel = "tinyaot_convolve_1x1_s8_mve" if variant_of(node) == MVE_1X1 else "tinyaot_convolve_s8_mve"
+    consts = [ConstArray("int8_t", f"{cname}_weights", block_filter(wd.reshape(out_c, -1))),
+              ConstArray("int32_t", f"{cname}_bias",
+                         fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"])),
+              ConstArray("int32_t", f"{cname}_mult", _per_channel(a["output_mult"], out_c)),
+              ConstArray("int32_t", f"{cname}_shift", _per_channel(a["output_shift"], out_c))]
+    params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
+                  shift=f"{cname}_shift")
+    return KernelCall(kernel, files=[kernel + ".c"], consts=consts, template="layers/conv.c.j2", params=params)
+
+
+def fc_variants(node, graph, target, macs: int) -> list[Variant]:
+    """The Helium fully connected variant, on an MVE target, for dense int8 weights without a filter offset."""
+    if not target.has_mve or not _dense_int8(graph, node) or node.attrs.get("filter_offset", 0) != 0:
+        return []
+    outs = graph.tensors[node.inputs[0]].shape[0] * graph.tensors[node.inputs[1]].shape[0]
+    return [Variant(MVE_FC, macs * PER_MAC + outs * PER_OUT)]
+
+
+def render_fc(node, graph, cname: str, params: dict) -> KernelCall:
+    a = node.attrs
+    wd = graph.tensors[node.inputs[1]].data
+    out_c = wd.shape[0]
+    kernel = "tinyaot_fully_connected_s8_mve"
+    consts = [ConstArray("int8_t", f"{cname}_weights", block_filter(wd)),
+              ConstArray("int32_t", f"{cname}_bias",
+                         fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"])),
+              ConstArray("int32_t", f"{cname}_mult", _per_channel(a["output_mult"], out_c)),
+              ConstArray("int32_t", f"{cname}_shift", _per_channel(a["output_shift"], out_c))]
+    params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
+                  shift=f"{cname}_shift")
+    return KernelCall(kernel, files=[kernel + ".c"], consts=consts, template="layers/fully_connected.c.j2",
+                      params=params)
