@@ -52,6 +52,24 @@ int tinyaot_fully_connected_s8(const tinyaot_context *ctx, const tinyaot_fc_para
                                const int8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
                                const tinyaot_dims *output_dims, int8_t *output);
 
+/* The "fold" variants (tinyaot_convolve_s8_fold.c, tinyaot_fully_connected_s8_fold.c): same arguments as above
+   (conv: one group only; fully connected: filter_offset 0), but bias holds the input offset folded in and the
+   filter is pre-arranged for the kernel's register block (the files' headers say how). Conv scratch: none when
+   in_ch is a multiple of 4 (windows read in place), else required: 4 * kh * kw * in_ch bytes, 4-byte aligned. */
+int32_t tinyaot_convolve_s8_fold_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
+int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                             const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                             const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                             const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                             int8_t *output);
+int32_t tinyaot_fully_connected_s8_fold_get_buffer_size(const tinyaot_dims *filter_dims);
+int tinyaot_fully_connected_s8_fold(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                    const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                    const tinyaot_dims *input_dims, const int8_t *input,
+                                    const tinyaot_dims *filter_dims, const int8_t *filter,
+                                    const tinyaot_dims *bias_dims, const int32_t *bias,
+                                    const tinyaot_dims *output_dims, int8_t *output);
+
 /* Conv, depthwise conv and fully connected over compressed weights (structs in tinyaot_nn_types.h, formats in
    tinyaot/compress/storage.py): _s4 packed nibbles, _s8_clustered codebook indices, _s8_sparse bitmap sparsity,
    _s8_rle run-length sparsity. Same arguments and results as the dense kernels above, bit for bit, with the filter

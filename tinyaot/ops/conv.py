@@ -16,12 +16,12 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import (activation_nodes, dequantized_const, nhwc_oracle, out_params, record_raised, set_const,
-                                spatial_out)
+from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_input_offset, nhwc_oracle, out_params,
+                                record_raised, set_const, spatial_out)
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.core.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
 
 
 def conv2d_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
@@ -30,6 +30,39 @@ def conv2d_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
     The kernel runs without it too (slower), so planning it is a speed/RAM trade, never a correctness one."""
     k = int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_ch_per_group)
     return 2 * (k + k % 2) * 2
+
+
+# ---- the "fold" variant of standard convolution (templates/kernels/tinyaot_convolve_s8_fold.c) ----
+FOLD = "fold"
+
+
+def fold_scratch_bytes(kernel_hw, in_ch: int) -> int:
+    """= tinyaot_convolve_s8_fold_get_buffer_size: none when in_ch is a multiple of 4 (windows read in place), else
+    the windows of two pixels as int16 values."""
+    return 0 if in_ch % 4 == 0 else 4 * int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_ch)
+
+
+def interleave_pairs(rows: np.ndarray) -> np.ndarray:
+    """[out_ch, K] int8 -> the fold kernel's flat layout: per pair of channels (o, o+1), per group of four positions
+    four bytes of o then four of o+1, then the K % 4 last values of o and of o+1; an odd last channel in order.
+    A permutation of the same bytes (flash does not grow)."""
+    rows = np.asarray(rows)
+    out_c, k = rows.shape
+    k4 = k - k % 4
+    parts = []
+    for o in range(0, out_c - 1, 2):
+        pair = rows[o:o + 2]
+        parts.append(pair[:, :k4].reshape(2, k4 // 4, 4).transpose(1, 0, 2).reshape(-1))
+        parts.append(pair[:, k4:].reshape(-1))
+    if out_c % 2:
+        parts.append(rows[-1])
+    return np.concatenate(parts).astype(rows.dtype) if parts else rows.reshape(-1)
+
+
+# Cost model, instructions executed under QEMU (ci/ figures, see the variants' costs in Conv.variants): per
+# multiply-accumulate, per output value (requantization and loop), per window value copied into the column.
+_FOLD_COST = {True: (1.15, 24.0, 2.5), False: (2.1, 26.0, 4.0)}      # keyed by target.has_dsp
+_GENERIC_COST = {True: (2.2, 24.0, 3.0), False: (3.1, 26.0, 4.0)}
 
 
 def depthwise_conv2d_scratch_bytes() -> int:
@@ -241,7 +274,35 @@ class Conv(OpSpec):
     def _kernel(self, node):
         return "tinyaot_depthwise_conv_s8" if node.attrs["depthwise"] else "tinyaot_convolve_s8"
 
+    def variants(self, node, graph, target):
+        listed = [Variant("generic")]
+        w = graph.tensors[node.inputs[1]]
+        x = graph.tensors[node.inputs[0]].shape
+        # where the generic kernel plans its im2col (below 8 input channels, not 1x1) the fold kernel's column is
+        # no larger; elsewhere only the in-place path (in_ch a multiple of 4) keeps the arena as it is
+        small = w.shape[3] < 8 and not (w.shape[1] == 1 and w.shape[2] == 1)
+        # in place it pays for 1x1 kernels only (measured on M4: 3x3 16..64 channels run slower than the generic
+        # kernel, whose clipped windows cost less)
+        pointwise = w.shape[1] == 1 and w.shape[2] == 1 and w.shape[3] % 4 == 0
+        if (target.core != "generic" and not node.attrs.get("depthwise") and not is_compressed(w)
+                and w.shape[3] == x[3] and (pointwise or small)):
+            # standard convolution, one group, dense weights: the fold kernel (any core; DSP or plain C inside)
+            o = graph.tensors[node.outputs[0]].shape
+            macs, outs = self.macs(node, graph), int(np.prod(o))
+            pix, k = outs // o[3], int(np.prod(w.shape[1:]))
+
+            def cost(table, copies):
+                per_mac, per_out, per_copy = table[bool(target.has_dsp)]
+                return macs * per_mac + outs * per_out + pix * k * per_copy * copies
+
+            listed = [Variant("generic", cost(_GENERIC_COST, 1 if small else 0)),
+                      Variant(FOLD, cost(_FOLD_COST, 0 if w.shape[3] % 4 == 0 else 1))]
+        return tuple(listed)
+
     def scratch_bytes(self, node, graph):
+        if variant_of(node) == FOLD:
+            w = graph.tensors[node.inputs[1]].shape
+            return fold_scratch_bytes(w[1:3], w[3])
         # The im2col scratch pays when the input has few channels (a window then is many short runs: the
         # DS-CNN first layer, 10x4 taps of 1 channel, drops from 6.5 to 3.4 instructions per MAC on an M4) and
         # slightly loses on wide ones (3x3x16: 2.15 -> 2.26), so it is planned only below 8 input channels.
@@ -283,7 +344,14 @@ class Conv(OpSpec):
             kernel = cf.kernel
         weights = cf.consts if cf is not None else [ConstArray("int8_t", f"{cname}_weights",
                                                                graph.tensors[node.inputs[1]].data)]
-        consts = weights + [ConstArray("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+        bias = graph.tensors[node.inputs[2]].data
+        if variant_of(node) == FOLD and cf is None and not dw:
+            # input offset folded into the bias, weights rearranged for the kernel's 2x2 block (compile time)
+            kernel = "tinyaot_convolve_s8_fold"
+            wd = graph.tensors[node.inputs[1]].data
+            bias = fold_input_offset(bias, wd, a["input_offset"])
+            weights = [ConstArray("int8_t", f"{cname}_weights", interleave_pairs(wd.reshape(wd.shape[0], -1)))]
+        consts = weights + [ConstArray("int32_t", f"{cname}_bias", bias),
                             ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
                             ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
         params = {"ptype": "tinyaot_dw_conv_params" if dw else "tinyaot_conv_params", "context": True,
@@ -293,8 +361,10 @@ class Conv(OpSpec):
                   "input_dims": list(x), "filter_dims": list(w), "bias_dims": [1, 1, 1, o[3]],
                   "output_dims": list(o), "filter": cf.arg if cf is not None else f"{cname}_weights",
                   "bias": f"{cname}_bias"}
-        return KernelCall(kernel, files=cf.files if cf is not None else [kernel + ".c"], consts=consts,
-                          template="layers/conv.c.j2", params=params)
+        files = cf.files if cf is not None else [kernel + ".c"]
+        if kernel == "tinyaot_convolve_s8_fold":
+            files = ["tinyaot_fold_support.h"] + files
+        return KernelCall(kernel, files=files, consts=consts, template="layers/conv.c.j2", params=params)
 
     def oracle(self, node, graph):
         a = node.attrs

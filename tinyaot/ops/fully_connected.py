@@ -13,10 +13,33 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import activation_nodes, dequantized_const, out_params, record_raised, set_const
-from tinyaot.ops.compressed import compressed_filter
+from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_input_offset, out_params, record_raised,
+                                set_const)
+from tinyaot.ops.compressed import compressed_filter, is_compressed
 from tinyaot.core.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
+from tinyaot.ops import mve  # Helium variant (mve-mac)
+
+# The "fold" variant (templates/kernels/tinyaot_fully_connected_s8_fold.c): input offset folded into the bias,
+# weights rearranged for a block of four output channels.
+FOLD = "fold"
+# Cost model, instructions under QEMU: per multiply-accumulate and per output value, keyed by target.has_dsp.
+_FOLD_COST = {True: (1.6, 22.0), False: (2.4, 24.0)}
+_GENERIC_COST = {True: (2.0, 24.0), False: (3.3, 26.0)}
+
+
+def interleave_quads(rows: np.ndarray) -> np.ndarray:
+    """[out, depth] int8 -> the fold kernel's flat layout: per block of four channels, per group of four inputs the
+    four bytes of each channel in turn, then the depth % 4 last values of each channel in turn; the channels after
+    the last whole block in order. A permutation of the same bytes (flash does not grow)."""
+    rows = np.asarray(rows)
+    out_c, d = rows.shape
+    d4 = d - d % 4
+    nb = out_c // 4
+    blocks = rows[:4 * nb].reshape(nb, 4, d)
+    head = blocks[:, :, :d4].reshape(nb, 4, d4 // 4, 4).transpose(0, 2, 1, 3).reshape(nb, 4 * d4)
+    tail = blocks[:, :, d4:].reshape(nb, 4 * (d - d4))
+    return np.concatenate([np.concatenate([head, tail], axis=1).reshape(-1), rows[4 * nb:].reshape(-1)])
 
 
 def fully_connected_s8(
@@ -99,6 +122,19 @@ class FullyConnected(OpSpec):
     def scratch_bytes(self, node, graph):
         return int(node.attrs.get("scratch_bytes", 0))
 
+    def variants(self, node, graph, target):
+        w = graph.tensors[node.inputs[1]]
+        if target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0:
+            return (Variant("generic"),)
+        macs, outs = self.macs(node, graph), graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
+
+        def cost(table):
+            per_mac, per_out = table[bool(target.has_dsp)]
+            return macs * per_mac + outs * per_out
+
+        return (Variant("generic", cost(_GENERIC_COST)), Variant(FOLD, cost(_FOLD_COST)),
+                *mve.fc_variants(node, graph, target, macs))
+
     def render(self, node, graph, cname):
         a = node.attrs
         m, k = graph.tensors[node.inputs[0]].shape
@@ -108,7 +144,14 @@ class FullyConnected(OpSpec):
         kernel = cf.kernel if cf is not None else "tinyaot_fully_connected_s8"
         weights = cf.consts if cf is not None else [ConstArray("int8_t", f"{cname}_weights",
                                                                graph.tensors[node.inputs[1]].data)]
-        consts = weights + [ConstArray("int32_t", f"{cname}_bias", graph.tensors[node.inputs[2]].data),
+        bias = graph.tensors[node.inputs[2]].data
+        if variant_of(node) == FOLD and cf is None:
+            # input offset folded into the bias, weights rearranged for the kernel's four-channel block
+            kernel = "tinyaot_fully_connected_s8_fold"
+            wd = graph.tensors[node.inputs[1]].data
+            bias = fold_input_offset(bias, wd, a["input_offset"])
+            weights = [ConstArray("int8_t", f"{cname}_weights", interleave_quads(wd))]
+        consts = weights + [ConstArray("int32_t", f"{cname}_bias", bias),
                             ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
                             ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
         params = {"input_offset": a["input_offset"], "filter_offset": a.get("filter_offset", 0),
@@ -116,8 +159,12 @@ class FullyConnected(OpSpec):
                   "mult": f"{cname}_mult", "shift": f"{cname}_shift", "input_dims": [m, 1, 1, k],
                   "filter_dims": [k, 1, 1, n], "bias_dims": [1, 1, 1, n], "output_dims": [m, 1, 1, n],
                   "filter": cf.arg if cf is not None else f"{cname}_weights", "bias": f"{cname}_bias"}
-        return KernelCall(kernel, files=cf.files if cf is not None else [kernel + ".c"], consts=consts,
-                          template="layers/fully_connected.c.j2", params=params)
+        files = cf.files if cf is not None else [kernel + ".c"]
+        if kernel == "tinyaot_fully_connected_s8_fold":
+            files = ["tinyaot_fold_support.h"] + files
+        if variant_of(node) == mve.MVE_FC:
+            return mve.render_fc(node, graph, cname, params)
+        return KernelCall(kernel, files=files, consts=consts, template="layers/fully_connected.c.j2", params=params)
 
     def oracle(self, node, graph):
         w = graph.tensors[node.inputs[1]]

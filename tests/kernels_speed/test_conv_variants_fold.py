@@ -1,0 +1,276 @@
+"""The "fold" kernels (templates/kernels/tinyaot_convolve_s8_fold.c, tinyaot_fully_connected_s8_fold.c): input
+offset folded into the bias at compile time, weights rearranged for the register block (ops/conv.py
+interleave_pairs, ops/fully_connected.py interleave_quads). Each must equal the numpy reference computed on the
+original weights and bias, bit for bit:
+  (a) host C (the plain-C path) over random small layers: 1x1 and k x k windows, in_ch a multiple of 4 (windows read
+      in place, clipped ones tap by tap) and 1, 2, 3, 5, 6, 7 (the int16 column), strides 1 and 2, dilation, padding
+      on every side, two batches, odd output-channel counts, group tails; fully connected with depth and channel
+      tails, per-tensor and per-channel; plus the extremes: all inputs -128 or 127, input offsets -127 and +128
+      (zero points 127 and -128), weights all -127 or 127, act ranges clipped;
+  (b) the same C under QEMU on Cortex-M4 (the SMLAD path and the short requantization) and Cortex-M3 (plain C);
+  (c) the variant choice: offered only where valid (not depthwise, one group, dense weights, filter offset 0, a real
+      board), "generic" always listed, and a folded bias equals bias + input_offset * sum(w).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from kernel_structs import VP, Activation, Context, ConvParams, Dims, FcParams, Tile, i32
+from tinyaot.core import fixedpoint as fp
+from tinyaot.ops.common import fold_input_offset
+from tinyaot.ops.conv import conv2d_s8, fold_scratch_bytes, interleave_pairs
+from tinyaot.ops.fully_connected import fully_connected_s8, interleave_quads
+from tinyaot.paths import TEMPLATES
+from tinyaot.toolchain.host import compile_shared
+
+KERNELS = TEMPLATES / "kernels"
+SOURCES = [KERNELS / "tinyaot_convolve_s8_fold.c", KERNELS / "tinyaot_fully_connected_s8_fold.c"]
+
+
+class Quant(ctypes.Structure):
+    _fields_ = [("multiplier", VP), ("shift", VP)]
+
+
+def _quant(rng, n):
+    scales = rng.uniform(2e-5, 2e-2, n)
+    scales[rng.random(n) < 0.15] = rng.uniform(0.5, 3.0)  # now and then a left shift (the general requantization)
+    scales[rng.random(n) < 0.1] = rng.uniform(1e-9, 1e-7)  # and right shifts past 23
+    return fp.quantize_multiplier_array(scales)
+
+
+def _out(size, k, s, d, lo, hi):
+    return (size + lo + hi - d * (k - 1) - 1) // s + 1
+
+
+def conv_case(rng, cin, k, extreme=None):
+    """A random conv layer with in_ch `cin` and window `k` (kh, kw), its reference output."""
+    while True:
+        kh, kw = k
+        n = int(rng.integers(1, 3))
+        h, w = int(rng.integers(1, 8)) + kh - 1, int(rng.integers(1, 8)) + kw - 1
+        sh, sw = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        dh, dw = (int(rng.integers(1, 3)), int(rng.integers(1, 3))) if rng.random() < 0.25 else (1, 1)
+        pads = [int(rng.integers(0, 3)) for _ in range(4)] if kh * kw > 1 or rng.random() < 0.3 else [0] * 4
+        oh, ow = _out(h, kh, sh, dh, pads[0], pads[2]), _out(w, kw, sw, dw, pads[1], pads[3])
+        if oh >= 1 and ow >= 1:
+            break
+    cout = int(rng.integers(1, 12))
+    x = rng.integers(-128, 128, (n, h, w, cin)).astype(np.int8)
+    wt = rng.integers(-127, 128, (cout, kh, kw, cin)).astype(np.int8)
+    in_off = int(rng.integers(-127, 129))
+    if extreme is not None:  # every input at one end, offset and weights at the end that maximises |acc|
+        xv, in_off, wv = extreme
+        x[:] = xv
+        wt[:] = wv
+    bias = rng.integers(-20000, 20000, cout).astype(np.int32)
+    m, s = _quant(rng, cout)
+    lo = int(rng.integers(-128, 0)) if rng.random() < 0.3 else -128
+    hi = int(rng.integers(lo + 1, 128)) if rng.random() < 0.3 else 127
+    p = dict(input_offset=in_off, output_offset=int(rng.integers(-128, 128)), stride_hw=(sh, sw),
+             pad_top_left=(pads[0], pads[1]), dilation_hw=(dh, dw), output_hw=(oh, ow), act_min=lo, act_max=hi)
+    ref = conv2d_s8(x, wt, bias, m, s, **p)
+    return dict(x=x, w=wt, bias=bias, mult=m, shift=s, p=p, expected=ref)
+
+
+def fc_case(rng, depth, out_c, extreme=None):
+    b = int(rng.integers(1, 3))
+    x = rng.integers(-128, 128, (b, depth)).astype(np.int8)
+    wt = rng.integers(-127, 128, (out_c, depth)).astype(np.int8)
+    in_off = int(rng.integers(-127, 129))
+    if extreme is not None:
+        xv, in_off, wv = extreme
+        x[:] = xv
+        wt[:] = wv
+    bias = rng.integers(-20000, 20000, out_c).astype(np.int32)
+    per_channel = bool(rng.random() < 0.7)
+    m, s = _quant(rng, out_c if per_channel else 1)
+    lo = int(rng.integers(-128, 0)) if rng.random() < 0.3 else -128
+    p = dict(input_offset=in_off, output_offset=int(rng.integers(-128, 128)), act_min=lo, act_max=127)
+    ref = fully_connected_s8(x, wt, bias, m, s, **p)
+    return dict(x=x, w=wt, bias=bias, mult=m, shift=s, p=p, per_channel=per_channel, expected=ref)
+
+
+EXTREMES = [(-128, 128, 127), (127, -127, -127), (127, 128, 127), (-128, -127, -127)]
+
+
+def all_cases():
+    rng = np.random.default_rng(1234)
+    convs = []
+    for cin in (4, 8, 12, 1, 2, 3, 5, 6, 7):
+        for k in ((1, 1), (3, 3), (2, 3), (1, 1)):
+            convs.append(conv_case(rng, cin, k))
+    for e in EXTREMES:
+        convs.append(conv_case(rng, 8, (3, 3), e))
+        convs.append(conv_case(rng, 3, (3, 3), e))
+        convs.append(conv_case(rng, 16, (1, 1), e))
+    fcs = [fc_case(rng, d, o) for d, o in ((1, 1), (3, 5), (4, 4), (7, 9), (8, 128), (17, 6), (64, 12), (130, 7))]
+    fcs += [fc_case(rng, 33, 10, e) for e in EXTREMES]
+    return convs, fcs
+
+
+def _arr(a, dtype):
+    return np.ascontiguousarray(np.asarray(a, dtype))
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return ctypes.CDLL(str(compile_shared(SOURCES, [KERNELS], extra_flags=("-Wpedantic", "-Werror"))))
+
+
+def run_conv(lib, c):
+    x, w, p = c["x"], c["w"], c["p"]
+    n, h, wd, cin = x.shape
+    cout = w.shape[0]
+    oh, ow = p["output_hw"]
+    keep = [_arr(x, np.int8), _arr(interleave_pairs(w.reshape(cout, -1)), np.int8),
+            _arr(fold_input_offset(c["bias"], w, p["input_offset"]), np.int32), _arr(c["mult"], np.int32),
+            _arr(c["shift"], np.int32)]
+    scratch = np.zeros(max(fold_scratch_bytes(w.shape[1:3], cin), 4) // 4, np.uint32)
+    out = np.full((n, oh, ow, cout), 99, np.int8)
+    ctx = Context(VP(scratch.ctypes.data), scratch.nbytes)
+    prm = ConvParams(p["input_offset"], p["output_offset"], Tile(*p["stride_hw"]), Tile(*p["pad_top_left"]),
+                     Tile(*p["dilation_hw"]), Activation(p["act_min"], p["act_max"]))
+    q = Quant(VP(keep[3].ctypes.data), VP(keep[4].ctypes.data))
+    rc = lib.tinyaot_convolve_s8_fold(ctypes.byref(ctx), ctypes.byref(prm), ctypes.byref(q),
+                                      ctypes.byref(Dims(n, h, wd, cin)), VP(keep[0].ctypes.data),
+                                      ctypes.byref(Dims(*w.shape)), VP(keep[1].ctypes.data),
+                                      ctypes.byref(Dims(1, 1, 1, cout)), VP(keep[2].ctypes.data),
+                                      ctypes.byref(Dims(n, oh, ow, cout)), VP(out.ctypes.data))
+    return rc, out
+
+
+def run_fc(lib, c):
+    x, w, p = c["x"], c["w"], c["p"]
+    b, d = x.shape
+    o = w.shape[0]
+    keep = [_arr(x, np.int8), _arr(interleave_quads(w), np.int8),
+            _arr(fold_input_offset(c["bias"], w, p["input_offset"]), np.int32), _arr(c["mult"], np.int32),
+            _arr(c["shift"], np.int32)]
+    out = np.full((b, o), 99, np.int8)
+    prm = FcParams(p["input_offset"], 0, p["output_offset"], Activation(p["act_min"], p["act_max"]))
+    q = Quant(VP(keep[3].ctypes.data), VP(keep[4].ctypes.data))
+    rc = lib.tinyaot_fully_connected_s8_fold(None, ctypes.byref(prm), ctypes.byref(q), i32(int(c["per_channel"])),
+                                             ctypes.byref(Dims(b, 1, 1, d)), VP(keep[0].ctypes.data),
+                                             ctypes.byref(Dims(d, 1, 1, o)), VP(keep[1].ctypes.data),
+                                             ctypes.byref(Dims(1, 1, 1, o)), VP(keep[2].ctypes.data),
+                                             ctypes.byref(Dims(b, 1, 1, o)), VP(out.ctypes.data))
+    return rc, out
+
+
+def test_interleaved_layouts_are_permutations():
+    rng = np.random.default_rng(5)
+    for o, k in ((1, 1), (2, 4), (3, 7), (5, 9), (8, 16), (7, 130)):
+        w = rng.integers(-128, 128, (o, k)).astype(np.int8)
+        for f in (interleave_pairs, interleave_quads):
+            v = f(w)
+            assert v.size == w.size and np.array_equal(np.sort(v), np.sort(w.reshape(-1)))
+    w = np.arange(2 * 6).reshape(2, 6)
+    assert list(interleave_pairs(w)) == [0, 1, 2, 3, 6, 7, 8, 9, 4, 5, 10, 11]
+    w = np.arange(5 * 5).reshape(5, 5)
+    assert list(interleave_quads(w)[:20]) == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 4, 9, 14, 19]
+    assert list(interleave_quads(w)[20:]) == list(range(20, 25))
+
+
+def test_host_conv_fold_matches_reference(lib):
+    convs, _ = all_cases()
+    for i, c in enumerate(convs):
+        rc, out = run_conv(lib, c)
+        assert rc == 0 and np.array_equal(out, c["expected"]), f"conv case {i}: w {c['w'].shape} {c['p']}"
+
+
+def test_host_fc_fold_matches_reference(lib):
+    _, fcs = all_cases()
+    for i, c in enumerate(fcs):
+        rc, out = run_fc(lib, c)
+        assert rc == 0 and np.array_equal(out, c["expected"]), f"fc case {i}: w {c['w'].shape} {c['p']}"
+
+
+def test_conv_fold_refuses_missing_scratch_and_bias(lib):
+    rng = np.random.default_rng(9)
+    c = conv_case(rng, 3, (3, 3))
+    x, w = c["x"], c["w"]
+    prm = ConvParams(0, 0, Tile(1, 1), Tile(0, 0), Tile(1, 1), Activation(-128, 127))
+    out = np.zeros(c["expected"].shape, np.int8)
+    q = Quant(VP(c["mult"].ctypes.data), VP(c["shift"].ctypes.data))
+    rc = lib.tinyaot_convolve_s8_fold(None, ctypes.byref(prm), ctypes.byref(q), ctypes.byref(Dims(*x.shape)),
+                                      VP(x.ctypes.data), ctypes.byref(Dims(*w.shape)), VP(w.ctypes.data), None,
+                                      VP(c["bias"].ctypes.data), ctypes.byref(Dims(*out.shape)), VP(out.ctypes.data))
+    assert rc == -1  # in_ch 3: the column is required
+    ctx = Context(None, 0)
+    rc = lib.tinyaot_convolve_s8_fold(ctypes.byref(ctx), ctypes.byref(prm), ctypes.byref(q),
+                                      ctypes.byref(Dims(*x.shape)), VP(x.ctypes.data), ctypes.byref(Dims(*w.shape)),
+                                      VP(w.ctypes.data), None, None, ctypes.byref(Dims(*out.shape)),
+                                      VP(out.ctypes.data))
+    assert rc == -1  # no (folded) bias
+
+
+# ---- (b) under QEMU ----
+def _c_array(name, arr, ctype):
+    flat = np.asarray(arr).ravel()
+    return f"static const {ctype} {name}[{max(flat.size, 1)}] = {{{','.join(str(int(v)) for v in flat) or '0'}}};\n"
+
+
+def firmware(convs, fcs) -> str:
+    out_size = max(c["expected"].size for c in convs + fcs)
+    scratch = max(fold_scratch_bytes(c["w"].shape[1:3], c["w"].shape[3]) for c in convs) // 4 + 1
+    src = ['#include <stddef.h>\n#include <string.h>\n#include "tinyaot_nn.h"\n',
+           "void harness_puts(const char *s);\n", f"static int8_t out_buf[{out_size}];\n",
+           f"static uint32_t scratch_buf[{scratch}];\n",
+           "static const tinyaot_context sctx = {scratch_buf, (int32_t)sizeof scratch_buf};\n",
+           "static int bad(const int8_t *a, const int8_t *b, int n)\n"
+           "{\n    int k = 0, i;\n    for (i = 0; i < n; i++) k += a[i] != b[i];\n    return k;\n}\n"]
+    calls = []
+    for i, c in enumerate(convs + fcs):
+        pre = f"c{i}_"
+        w, p, x = c["w"], c["p"], c["x"]
+        is_fc = i >= len(convs)
+        wl = interleave_quads(w) if is_fc else interleave_pairs(w.reshape(w.shape[0], -1))
+        src += [_c_array(pre + "x", x, "int8_t"), _c_array(pre + "w", wl, "int8_t"),
+                _c_array(pre + "b", fold_input_offset(c["bias"], w, p["input_offset"]), "int32_t"),
+                _c_array(pre + "m", c["mult"], "int32_t"), _c_array(pre + "s", c["shift"], "int32_t"),
+                _c_array(pre + "e", c["expected"], "int8_t")]
+        act = f"{{{p['act_min']}, {p['act_max']}}}"
+        body = f"static int case_{i}(void)\n{{\n    int rc;\n    const tinyaot_per_channel_quant_params q = {{{pre}m, {pre}s}};\n"
+        if is_fc:
+            b, d = x.shape
+            o = w.shape[0]
+            body += (f"    const tinyaot_dims in_d = {{{b}, 1, 1, {d}}}, f_d = {{{d}, 1, 1, {o}}}, "
+                     f"b_d = {{1, 1, 1, {o}}}, o_d = {{{b}, 1, 1, {o}}};\n"
+                     f"    const tinyaot_fc_params prm = {{{p['input_offset']}, 0, {p['output_offset']}, {act}}};\n"
+                     f"    rc = tinyaot_fully_connected_s8_fold(NULL, &prm, &q, {int(c['per_channel'])}, &in_d, "
+                     f"{pre}x, &f_d, {pre}w, &b_d, {pre}b, &o_d, out_buf);\n")
+        else:
+            n, h, wd, cin = x.shape
+            oh, ow = p["output_hw"]
+            oc = w.shape[0]
+            geo = (f"{p['input_offset']}, {p['output_offset']}, {{{p['stride_hw'][0]}, {p['stride_hw'][1]}}}, "
+                   f"{{{p['pad_top_left'][0]}, {p['pad_top_left'][1]}}}, "
+                   f"{{{p['dilation_hw'][0]}, {p['dilation_hw'][1]}}}, {act}")
+            body += (f"    const tinyaot_dims in_d = {{{n}, {h}, {wd}, {cin}}}, f_d = {{{', '.join(map(str, w.shape))}}}, "
+                     f"b_d = {{1, 1, 1, {oc}}}, o_d = {{{n}, {oh}, {ow}, {oc}}};\n"
+                     f"    const tinyaot_conv_params prm = {{{geo}}};\n"
+                     f"    rc = tinyaot_convolve_s8_fold(&sctx, &prm, &q, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, "
+                     f"&o_d, out_buf);\n")
+        body += f"    return rc != 0 ? 1000 : bad(out_buf, {pre}e, {c['expected'].size});\n}}\n"
+        src.append(body)
+        calls.append(f'    if (case_{i}() != 0) {{ harness_puts("FAIL {i}\\n"); fails++; }}\n')
+    src.append("int main(void)\n{\n    int fails = 0;\n")
+    src += calls
+    src.append('    harness_puts(fails ? "SOME FAILED\\n" : "ALL PASSED\\n");\n    return fails != 0;\n}\n')
+    return "".join(src)
+
+
+@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m3"])
+def test_fold_kernels_match_reference_under_qemu(cpu, tmp_path_factory):
+    from ops.conftest import ARM_GCC, QEMU, ArmRunner  # the shared bare-metal harness (tests/ops/conftest.py)
+
+    if ARM_GCC is None or QEMU is None:
+        pytest.skip("arm-none-eabi-gcc or qemu-system-arm is not installed")
+    runner = ArmRunner(tmp_path_factory.mktemp("fold"))
+    convs, fcs = all_cases()
+    elf = runner.build(cpu, "fold", firmware(convs, fcs), SOURCES, [KERNELS], ("-Wall", "-Wextra", "-Werror"))
+    rc, out = runner.run(cpu, elf)
+    assert "ALL PASSED" in out and rc == 0, f"{cpu}: exit {rc}:\n{out[-3000:]}"
