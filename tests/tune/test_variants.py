@@ -118,3 +118,29 @@ def test_a_variants_scratch_reaches_the_plan(kws, monkeypatch):
     back = with_variants(kws, GENERIC)
     assert first.attrs["variant"] == "generic" and f"{first.name}::scratch" in back.plan.offsets
     assert back.plan.arena_bytes == kws.plan.arena_bytes
+
+
+def test_bad_optimize_is_a_one_line_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from tinyaot.cli.main import app
+
+    r = CliRunner().invoke(app, ["deploy", str(MODELS / "tflm_hello_world_sine.onnx"), "--board", "mps2-an386",
+                                 "--optimize", "fast", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 1 and r.stderr.strip() == "Error: --optimize must be one of speed, size, got 'fast'"
+    assert not (tmp_path / "o").exists()
+
+
+def test_sweep_grid_takes_optimize(tmp_path):
+    """A grid's `optimize` (and the quantization keys beside it) pass the up-front flag check; a bad value fails
+    it in one line naming the setting, before any setting runs."""
+    from tinyaot.sweep.grid import Config
+    from tinyaot.sweep.sweep import run_sweep
+
+    assert Config("s", {"optimize": "size", "clusters": 16}).command_line == "--clusters 16 --optimize size"
+    configs = [Config("size", {"optimize": "size", "calibrate": "mse", "cle": True}),
+               Config("bad", {"optimize": "fast"})]
+    data = tmp_path / "d.npz"
+    data.write_bytes(b"")
+    with pytest.raises(TinyaotError, match="^setting bad: optimize must be speed or size, got 'fast'$"):
+        run_sweep(MODELS / "tflm_hello_world_sine.onnx", "mps2-an386", data, data, tmp_path / "sweep", configs)

@@ -148,12 +148,13 @@ def measure(job: dict) -> dict:
         if spec is not None:
             spec = files.get("compression", spec)
         quant = {k: flags.pop(k) for k in ("calibrate", "cle", "bias_correction") if k in flags}
+        optimize = flags.pop("optimize", "speed")  # the kernel variants deploy chooses (evaluate's C is generic)
         options = options_from_flags(spec, **flags)
         ev = evaluate(files["model"], files["calibration"], files["data"], limit=job["limit"],
                       compare_onnxruntime=False, compression=options, **quant)
         out = Path(job["deploy_dir"]) if job.get("deploy_dir") else Path(scratch) / "deploy"
         dep = deploy(files["model"], job["board"], files["calibration"], out, verify=job["qemu"],
-                     compression=options, **quant)
+                     compression=options, optimize=optimize, **quant)
         r = dep.report
         result.update(top1=ev["int8_top1"], float_top1=ev["float_top1"], samples=ev["samples"],
                       weights_bytes=r["memory"]["weights_bytes"], flash_bytes=r["memory"]["flash_bytes"],

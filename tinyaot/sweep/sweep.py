@@ -13,7 +13,7 @@ from tinyaot.boards import load_board
 from tinyaot.compress.options import options_from_flags
 from tinyaot.errors import TinyaotError
 
-from .grid import Config
+from .grid import DEPLOY_KEYS, QUANT_KEYS, Config
 from .report import write_reports
 from .run import EXECUTORS, ResultCache, _sha256_file, config_key
 
@@ -47,7 +47,9 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
         if not path.is_file():
             raise TinyaotError(f"{role} file not found: {path}")
     for c in configs:  # bad flags fail now, in one line naming the setting, not after the others ran
-        flags = dict(c.flags)
+        flags = {k: v for k, v in c.flags.items() if k not in QUANT_KEYS + DEPLOY_KEYS}
+        if c.flags.get("optimize", "speed") not in ("speed", "size"):
+            raise TinyaotError(f"setting {c.name}: optimize must be speed or size, got {c.flags['optimize']!r}")
         try:
             options_from_flags(flags.pop("compression", None), **flags)
         except TinyaotError as exc:
