@@ -20,6 +20,7 @@ from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_input_
                                 record_raised, set_const, spatial_out)
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
+from tinyaot.ops.depthwise3x3 import DW3X3, dw3x3_variants, render_node as dw3x3_render
 from tinyaot.ops.mve_depthwise import MVE_DW, mve_dw_variants, render_node as mve_dw_render
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
@@ -299,6 +300,7 @@ class Conv(OpSpec):
             listed = [Variant("generic", cost(_GENERIC_COST, 1 if small else 0)),
                       Variant(FOLD, cost(_FOLD_COST, 0 if w.shape[3] % 4 == 0 else 1))]
         listed += mve_dw_variants(node, graph, target, self.macs(node, graph))  # Helium depthwise (mve_depthwise.py)
+        listed += dw3x3_variants(node, graph, target, self.macs(node, graph))  # depthwise 3x3 (depthwise3x3.py)
         return tuple(listed)
 
     def scratch_bytes(self, node, graph):
@@ -340,6 +342,8 @@ class Conv(OpSpec):
         o = graph.tensors[node.outputs[0]].shape
         kernel = self._kernel(node)
         dw = a["depthwise"]
+        if variant_of(node) == DW3X3:
+            return dw3x3_render(node, graph, cname)
         if variant_of(node) == MVE_DW:
             return mve_dw_render(node, graph, cname, (k, s, p, d))
         # compressed weights: that kind's kernel, the storage's arrays as constants (tinyaot/ops/compressed.py)

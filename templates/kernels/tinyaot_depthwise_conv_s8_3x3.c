@@ -1,0 +1,301 @@
+/*
+ * tinyaot_depthwise_conv_s8_3x3: int8 NHWC depthwise convolution for one shape class, 3x3 filter, channel
+ * multiplier 1, no dilation, any stride, padding at most 2 on each side (the "dw3x3" variant of ops/conv.py).
+ *
+ * out[y, x, c] = requant(bias[c] + sum_{ky, kx < 3} (in[y*sh - pt + ky, x*sw - pl + kx, c] + input_offset) * w[c, ky, kx])
+ *
+ * What the compiler prepared (tinyaot/ops/depthwise3x3.py), so the kernel does less per output:
+ * - weights: per group of four channels, the nine taps of the group as four bytes each (tap-major), 36 bytes per
+ *   group; the last group padded with zero weights. Every weight load of a pass is at a constant offset.
+ * - qtab: per group of four channels 16 int32: the four biases, the four multipliers, the four radd and the four
+ *   e, where e = -shift >= 1 (a right shift) and radd = 2^(e-1) + output_offset * 2^e: the rounding half of
+ *   TFLite's RoundingDivideByPOT and the output zero point, added before one arithmetic shift. Padded to whole
+ *   groups like the weights.
+ * - bounds (checked by the compiler before it offers this variant, per channel): |acc| < 2^30, where
+ *   |acc| <= |bias| + sum|w| * (128 + |input_offset|), and |acc| + 2^(e-1) + 128 * 2^e < 2^31.
+ *
+ * Requantization, TFLite's double rounding computed exactly in fewer steps under those bounds:
+ *   SaturatingRoundingDoublingHighMul(acc, m) = floor((acc*m + 2^30) / 2^31) = floor((2acc*m + 2^31) / 2^32), the
+ *   rounding high multiply SMMULR of 2acc (2acc fits int32 since |acc| < 2^30; the saturating case needs
+ *   acc = -2^31); its magnitude is at most |acc| since m < 2^31.
+ *   RoundingDivideByPOT(h, e), ties away from zero, = floor((h + 2^(e-1) - [h < 0]) / 2^e) for e >= 1 (for h >= 0
+ *   that is round-half-up; for h < 0 the -1 turns a tie's floor away from zero and leaves other cases alone), and
+ *   adding output_offset * 2^e inside the floor adds output_offset outside it. No step leaves int32 by the bounds.
+ *
+ * Window taps: output pixels whose 3x3 window lies inside the input (the interior) take a fully unrolled path with
+ * no bounds checks; border pixels visit only their valid taps (padding holds the zero point and contributes
+ * nothing). Four channels per pass: the DSP path loads four input and four filter bytes per tap as words, unpacks
+ * lanes (0, 2) and (1, 3) with SXTAB16 / SXTB16 and multiplies lane by lane with SMLABB / SMLATT; the plain C path
+ * does the same per byte. Channels past the last multiple of four go one at a time. Pixels are visited in raster
+ * order, each pixel's channels completed before the next pixel's window is read (Conv.inplace_offset holds).
+ * Accumulator bound: |acc| < 2^30 (above), so no int32 step overflows.
+ */
+#include "tinyaot_nn.h"
+
+#define DW3_GROUP_BYTES 36 /* nine taps of four channels */
+
+/* GCC's pre-register-allocation scheduler hoists the nine taps' loads together and then spills accumulators and
+   unpacked lanes (about 30 extra loads and stores per group of four channels on a Cortex-M4); without it the taps
+   stay in order and fit the registers. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define DW3_NOSCHED __attribute__((optimize("no-schedule-insns")))
+#else
+#define DW3_NOSCHED
+#endif
+
+/* What a pixel's channel loop needs besides its pointers. */
+typedef struct {
+    int32_t groups; /* channels / 4 */
+    int32_t in_c;   /* input bytes from one tap to the next in a row */
+    int32_t in_row; /* input bytes from one row to the next */
+    int32_t in_off;
+    int32_t act_min, act_max;
+} dw3_layer;
+
+#if TINYAOT_USE_DSP
+/* One tap of four channels: input word at p, filter word t of the group. Lanes (c0, c2) and (c1, c3) are
+   multiplied lane by lane; each product is at most 255 * 128 in magnitude. */
+#define DW3_TAP(p, t)                                                                                                  \
+    do {                                                                                                               \
+        const int32_t xv_ = tinyaot_read_s8x4(p);                                                                      \
+        const int32_t wv_ = tinyaot_read_s8x4(w + (t) * 4);                                                            \
+        const int32_t x02_ = __sxtab16(off2, xv_);                                                                     \
+        const int32_t x13_ = tinyaot_sxtab16_ror8(off2, xv_);                                                          \
+        const int32_t w02_ = __sxtb16(wv_);                                                                            \
+        const int32_t w13_ = tinyaot_sxtb16_ror8(wv_);                                                                 \
+        a0 = __smlabb(x02_, w02_, a0);                                                                                 \
+        a2 = __smlatt(x02_, w02_, a2);                                                                                 \
+        a1 = __smlabb(x13_, w13_, a1);                                                                                 \
+        a3 = __smlatt(x13_, w13_, a3);                                                                                 \
+    } while (0)
+#else
+#define DW3_TAP(p, t)                                                                                                  \
+    do {                                                                                                               \
+        const int8_t *xp_ = (p);                                                                                       \
+        const int8_t *wp_ = w + (t) * 4;                                                                               \
+        a0 += ((int32_t)xp_[0] + in_off) * wp_[0];                                                                     \
+        a1 += ((int32_t)xp_[1] + in_off) * wp_[1];                                                                     \
+        a2 += ((int32_t)xp_[2] + in_off) * wp_[2];                                                                     \
+        a3 += ((int32_t)xp_[3] + in_off) * wp_[3];                                                                     \
+    } while (0)
+#endif
+
+/* Clamp to the activation range; `full` (a constant after inlining) when it is all of int8: one SSAT. */
+static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int full, int32_t act_min,
+                                                               int32_t act_max)
+{
+#if TINYAOT_USE_DSP
+    if (full) {
+        return __ssat(v, 8);
+    }
+#else
+    (void)full;
+#endif
+    v = v < act_min ? act_min : v;
+    return v > act_max ? act_max : v;
+}
+
+/* Channel j of a group: its requantization (see the header comment), q the group's 16 table values. */
+static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int full,
+                                                            int32_t act_min, int32_t act_max)
+{
+    const int32_t acc2 = (int32_t)((uint32_t)acc << 1); /* |acc| < 2^30: the doubled value fits int32 */
+#if TINYAOT_USE_DSP && defined(__GNUC__)
+    int32_t h;
+    __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(acc2), "r"(q[4 + j]));
+#else
+    const int32_t h = (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
+#endif
+    return (int8_t)dw3_clamp((h + (h >> 31) + q[8 + j]) >> q[12 + j], full, act_min, act_max);
+}
+
+#define DW3_STORE4()                                                                                                   \
+    do {                                                                                                               \
+        out[0] = dw3_out(a0, q, 0, full, L->act_min, L->act_max);                                                      \
+        out[1] = dw3_out(a1, q, 1, full, L->act_min, L->act_max);                                                      \
+        out[2] = dw3_out(a2, q, 2, full, L->act_min, L->act_max);                                                      \
+        out[3] = dw3_out(a3, q, 3, full, L->act_min, L->act_max);                                                      \
+    } while (0)
+
+/* All channel groups of one interior pixel: nine taps each, no bounds checks, requantized as they finish.
+   x: the window's top-left tap, channel 0. */
+static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t *x, const int8_t *w,
+                                                                   const int32_t *q, int8_t *out,
+                                                                   const dw3_layer *L, int full)
+{
+    const int32_t in_c = L->in_c;
+    const int32_t in_row = L->in_row;
+    const int32_t in_off = L->in_off;
+#if TINYAOT_USE_DSP
+    const int32_t off2 = tinyaot_dup16(in_off);
+#endif
+    int32_t g;
+    for (g = L->groups; g > 0; g--) {
+        int32_t a0 = q[0], a1 = q[1], a2 = q[2], a3 = q[3];
+        const int8_t *r = x;
+        DW3_TAP(r, 0);
+        DW3_TAP(r + in_c, 1);
+        DW3_TAP(r + 2 * in_c, 2);
+        r += in_row;
+        DW3_TAP(r, 3);
+        DW3_TAP(r + in_c, 4);
+        DW3_TAP(r + 2 * in_c, 5);
+        r += in_row;
+        DW3_TAP(r, 6);
+        DW3_TAP(r + in_c, 7);
+        DW3_TAP(r + 2 * in_c, 8);
+        DW3_STORE4();
+        x += 4;
+        w += DW3_GROUP_BYTES;
+        q += 16;
+        out += 4;
+    }
+}
+
+/* All channel groups of one border pixel: `rows` x `cols` valid taps (each 1..3), x at the first valid tap and
+   w0 the offset of its filter word in a group. Taps in the padding hold the zero point and are skipped. */
+static inline __attribute__((always_inline)) void dw3_border_body(const int8_t *x, const int8_t *w, int32_t w0,
+                                                                 const int32_t *q, int8_t *out, const dw3_layer *L,
+                                                                 int32_t rows, int32_t cols, int full)
+{
+    const int32_t in_c = L->in_c;
+    const int32_t in_row = L->in_row;
+    const int32_t in_off = L->in_off;
+#if TINYAOT_USE_DSP
+    const int32_t off2 = tinyaot_dup16(in_off);
+#endif
+    int32_t g;
+    w += w0;
+    for (g = L->groups; g > 0; g--) {
+        int32_t a0 = q[0], a1 = q[1], a2 = q[2], a3 = q[3];
+        const int8_t *r = x;
+        const int8_t *wg = w;
+        int32_t k;
+        for (k = 0; k < rows; k++) {
+            /* the row's taps, last first: every case falls through to the ones before it */
+            switch (cols) {
+            case 3:
+                DW3_TAP(r + 2 * in_c, 2);
+                /* fall through */
+            case 2:
+                DW3_TAP(r + in_c, 1);
+                /* fall through */
+            default:
+                DW3_TAP(r, 0);
+            }
+            r += in_row;
+            w += 12;
+        }
+        w = wg;
+        DW3_STORE4();
+        x += 4;
+        w += DW3_GROUP_BYTES;
+        q += 16;
+        out += 4;
+    }
+}
+
+DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_full(const int8_t *x, const int8_t *w, const int32_t *q,
+                                                           int8_t *out, const dw3_layer *L)
+{
+    dw3_interior_body(x, w, q, out, L, 1);
+}
+
+DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_clamp(const int8_t *x, const int8_t *w, const int32_t *q,
+                                                            int8_t *out, const dw3_layer *L)
+{
+    dw3_interior_body(x, w, q, out, L, 0);
+}
+
+DW3_NOSCHED static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_t *w, int32_t w0, const int32_t *q,
+                                                    int8_t *out, const dw3_layer *L, int32_t rows, int32_t cols)
+{
+    if (L->act_min == -128 && L->act_max == 127) {
+        dw3_border_body(x, w, w0, q, out, L, rows, cols, 1);
+    } else {
+        dw3_border_body(x, w, w0, q, out, L, rows, cols, 0);
+    }
+}
+
+int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, const int32_t *qtab, int8_t *output,
+                                  int32_t batches, int32_t in_h, int32_t in_w, int32_t channels, int32_t out_h,
+                                  int32_t out_w, int32_t stride_h, int32_t stride_w, int32_t pad_t, int32_t pad_l,
+                                  int32_t input_offset, int32_t act_min, int32_t act_max)
+{
+    if (channels <= 0 || stride_h <= 0 || stride_w <= 0 || pad_t < 0 || pad_l < 0) {
+        return -1;
+    }
+    const int32_t in_row = in_w * channels;
+    const int32_t c4 = channels & ~3;
+    const int full = act_min == -128 && act_max == 127;
+    dw3_layer L;
+    L.groups = c4 / 4;
+    L.in_c = channels;
+    L.in_row = in_row;
+    L.in_off = input_offset;
+    L.act_min = act_min;
+    L.act_max = act_max;
+    /* where the channels past the last multiple of four start, in the weights and in the table */
+    const int8_t *w_tail = weights + L.groups * DW3_GROUP_BYTES;
+    const int32_t *q_tail = qtab + L.groups * 16;
+    int32_t b;
+    for (b = 0; b < batches; b++) {
+        const int8_t *in_b = input + b * in_h * in_row;
+        int32_t oy;
+        for (oy = 0; oy < out_h; oy++) {
+            const int32_t base_y = oy * stride_h - pad_t;
+            int32_t ky0, ky1;
+            tinyaot_valid_taps(base_y, 3, 1, in_h, &ky0, &ky1);
+            int32_t ox;
+            for (ox = 0; ox < out_w; ox++) {
+                const int32_t base_x = ox * stride_w - pad_l;
+                int32_t kx0, kx1;
+                tinyaot_valid_taps(base_x, 3, 1, in_w, &kx0, &kx1);
+                const int32_t rows = ky1 - ky0, cols = kx1 - kx0;
+                /* the first valid tap (only valid taps are ever addressed) and its offset in a 36-byte group */
+                const int32_t first = (base_y + ky0) * in_row + (base_x + kx0) * channels;
+                const int32_t wfirst = (ky0 * 3 + kx0) * 4;
+                int8_t *out_px = output + ((b * out_h + oy) * out_w + ox) * channels;
+                if (rows <= 0 || cols <= 0) {
+                    /* the window lies entirely in the padding: bias only */
+                    int32_t c;
+                    for (c = 0; c < channels; c++) {
+                        const int32_t *q = qtab + (c / 4) * 16;
+                        out_px[c] = full ? dw3_out(q[c % 4], q, c % 4, 1, act_min, act_max)
+                                         : dw3_out(q[c % 4], q, c % 4, 0, act_min, act_max);
+                    }
+                    continue;
+                }
+                if (L.groups > 0) {
+                    if (rows == 3 && cols == 3) {
+                        if (full) {
+                            dw3_interior_full(in_b + first, weights, qtab, out_px, &L);
+                        } else {
+                            dw3_interior_clamp(in_b + first, weights, qtab, out_px, &L);
+                        }
+                    } else {
+                        dw3_border(in_b + first, weights, wfirst, qtab, out_px, &L, rows, cols);
+                    }
+                }
+                /* the last channels (fewer than four), one at a time; their weights and table entries sit in a
+                   padded group */
+                int32_t c;
+                for (c = c4; c < channels; c++) {
+                    const int32_t j = c - c4;
+                    int32_t acc = q_tail[j];
+                    int32_t r;
+                    for (r = 0; r < rows; r++) {
+                        int32_t k;
+                        for (k = 0; k < cols; k++) {
+                            acc += ((int32_t)in_b[first + r * in_row + k * channels + c] + input_offset) *
+                                   w_tail[wfirst + (r * 3 + k) * 4 + j];
+                        }
+                    }
+                    out_px[c] = full ? dw3_out(acc, q_tail, j, 1, act_min, act_max)
+                                     : dw3_out(acc, q_tail, j, 0, act_min, act_max);
+                }
+            }
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,148 @@
+"""The dw3x3 depthwise variant (templates/kernels/tinyaot_depthwise_conv_s8_3x3.c, tinyaot/ops/depthwise3x3.py):
+bit-exact against the numpy reference, offered only where it is exact, and chosen on DSP and plain cores.
+
+(a) host C (plain path) == depthwise_conv2d_s8 on random layers and on the extremes: every input and weight -128 or
+    127, input offsets -127 and 128, output offsets -128 and 127, channel counts 1..13 (tails), strides 1..3,
+    padding 0..2 on every side, tiny images (windows wholly in the padding), clamped and full activation ranges;
+(b) the same kernel on Cortex-M4 (DSP path: SXTAB16/SMLABB, SMMULR, SSAT) and Cortex-M3 (plain C) under QEMU;
+(c) the variant is listed with a cost on boards, never for the generic target, 5x5 filters, dilation, channel
+    multipliers or shifts it cannot take; a tiny model deployed on mps2-an386 runs it and verifies.
+"""
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from tinyaot.core import fixedpoint as fp
+from tinyaot.ops import depthwise3x3 as d3
+from tinyaot.ops.conv import depthwise_conv2d_s8
+from tinyaot.paths import TEMPLATES
+from tinyaot.toolchain.host import compile_shared
+
+KERNELS = TEMPLATES / "kernels"
+SOURCE = KERNELS / "tinyaot_depthwise_conv_s8_3x3.c"
+
+
+def _case(rng, extreme: bool, small: bool = False) -> dict | None:
+    n = int(rng.integers(1, 3))
+    h, w = (int(v) for v in rng.integers(1, 5 if small else 9, 2))
+    c = int(rng.integers(1, 14))
+    sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+    pt, pl, pb, pr = (int(v) for v in rng.integers(0, 3, 4))
+    oh, ow = (h + pt + pb - 3) // sh + 1, (w + pl + pr - 3) // sw + 1
+    if oh <= 0 or ow <= 0:
+        return None
+    draw = (lambda shape: rng.choice(np.array([-128, 127]), shape)) if extreme else \
+        (lambda shape: rng.integers(-128, 128, shape))
+    x = draw((n, h, w, c)).astype(np.int8)
+    wt = draw((1, 3, 3, c)).astype(np.int8)
+    off = int(rng.choice([-127, 128, int(rng.integers(-127, 129))]))
+    ooff = int(rng.choice([-128, 127, int(rng.integers(-128, 128))]))
+    bias = rng.integers(-2**20, 2**20, c).astype(np.int32)
+    m, s = fp.quantize_multiplier_array(rng.uniform(1e-5, 0.4, c))
+    lo, hi = (-128, 127) if rng.random() < 0.6 else (int(rng.integers(-128, 0)), int(rng.integers(0, 128)))
+    assert d3.applicable(wt, bias, s, off, (3, 3), (1, 1), 1)
+    exp = depthwise_conv2d_s8(x, wt, bias, m, s, input_offset=off, output_offset=ooff, stride_hw=(sh, sw),
+                              pad_top_left=(pt, pl), output_hw=(oh, ow), act_min=lo, act_max=hi)
+    return dict(x=x, w=d3.arrange_weights(wt).astype(np.int8), q=d3.channel_table(bias, m, s, ooff, c), exp=exp,
+                dims=[n, h, w, c, oh, ow, sh, sw, pt, pl, off, lo, hi])
+
+
+def cases(count: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        c = _case(rng, extreme=len(out) % 3 == 0, small=len(out) % 5 == 0)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _host_kernel():
+    lib = ctypes.CDLL(str(compile_shared([SOURCE], [KERNELS], extra_flags=["-Werror"])))
+    f = lib.tinyaot_depthwise_conv_s8_3x3
+    f.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int32] * 13
+    f.restype = ctypes.c_int
+    return f
+
+
+def test_host_kernel_matches_reference():
+    f = _host_kernel()
+    for i, c in enumerate(cases(500, seed=1)):
+        out = np.full(c["exp"].shape, 99, np.int8)
+        x = np.ascontiguousarray(c["x"])
+        assert f(x.ctypes.data, c["w"].ctypes.data, c["q"].ctypes.data, out.ctypes.data, *c["dims"]) == 0
+        assert np.array_equal(out, c["exp"]), f"case {i} {c['dims']}: {np.argwhere(out != c['exp'])[:4]}"
+
+
+def _arr(ctype: str, name: str, values) -> str:
+    v = np.asarray(values).reshape(-1)
+    return f"static const {ctype} {name}[{max(1, v.size)}] = {{{', '.join(str(int(t)) for t in v) or '0'}}};\n"
+
+
+def firmware(cs: list[dict]) -> str:
+    parts = ['#include <string.h>\n#include "tinyaot_nn.h"\n', "void harness_puts(const char *s);\n",
+             "int tinyaot_depthwise_conv_s8_3x3(const int8_t *, const int8_t *, const int32_t *, int8_t *, int32_t,"
+             " int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t,"
+             " int32_t);\n", f"static int8_t out_buf[{max(c['exp'].size for c in cs)}];\n"]
+    body = ["int main(void)\n{\n    int bad = 0;\n    int i;\n"]
+    for k, c in enumerate(cs):
+        parts += [_arr("int8_t", f"x{k}", c["x"]), _arr("int8_t", f"w{k}", c["w"]), _arr("int32_t", f"q{k}", c["q"]),
+                  _arr("int8_t", f"e{k}", c["exp"])]
+        body.append(f"    memset(out_buf, 99, sizeof out_buf);\n"
+                    f"    bad += tinyaot_depthwise_conv_s8_3x3(x{k}, w{k}, q{k}, out_buf, "
+                    f"{', '.join(str(int(d)) for d in c['dims'])}) != 0;\n"
+                    f"    for (i = 0; i < {c['exp'].size}; i++) bad += out_buf[i] != e{k}[i];\n")
+    body.append('    harness_puts(bad ? "SOME FAILED\\n" : "ALL PASSED\\n");\n    return bad != 0;\n}\n')
+    return "".join(parts + body)
+
+
+@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m3"])
+def test_kernel_under_qemu_matches_reference(tmp_path, cpu):
+    from tests.ops.conftest import ARM_GCC, QEMU, ArmRunner
+
+    if ARM_GCC is None or QEMU is None:
+        pytest.skip("arm-none-eabi-gcc or qemu-system-arm is not installed")
+    runner = ArmRunner(tmp_path)
+    cs = [c for c in cases(60, seed=7) if c["x"].size <= 1200]
+    elf = runner.build(cpu, "dw3x3", firmware(cs), [SOURCE], [KERNELS], ("-Wall", "-Wextra", "-Werror"))
+    rc, out = runner.run(cpu, elf)
+    assert rc == 0 and "ALL PASSED" in out, f"{cpu}: {len(cs)} cases, exit {rc}:\n{out[-2000:]}"
+
+
+def test_offered_only_where_exact():
+    rng = np.random.default_rng(3)
+    w = rng.integers(-128, 128, (1, 3, 3, 8)).astype(np.int8)
+    bias = rng.integers(-1000, 1000, 8)
+    shift = np.full(8, -9)
+    assert d3.applicable(w, bias, shift, -128, (3, 3), (1, 1), 1)
+    assert not d3.applicable(w, bias, shift, -128, (5, 5), (1, 1), 1)
+    assert not d3.applicable(w, bias, shift, -128, (3, 3), (2, 2), 1)
+    assert not d3.applicable(w, bias, shift, -128, (3, 3), (1, 1), 2)
+    assert not d3.applicable(w, bias, np.zeros(8), -128, (3, 3), (1, 1), 1)  # e = 0: no rounding half
+    assert not d3.applicable(w, bias, np.full(8, 2), -128, (3, 3), (1, 1), 1)  # a left shift
+    assert not d3.applicable(w, np.full(8, 2**30), shift, -128, (3, 3), (1, 1), 1)  # 2*acc would leave int32
+    assert not d3.applicable(w, bias, np.full(8, -24), -128, (3, 3), (1, 1), 1)  # 128 * 2^e leaves int32
+
+
+def test_deployed_on_dsp_board_runs_variant(tmp_path):
+    """A depthwise 3x3 (stride 2, 12 channels: three groups of four) after a pointwise conv, deployed on mps2-an386:
+    the dw3x3 variant is chosen and the firmware verifies under QEMU (== the numpy reference)."""
+    from onnx import helper
+
+    from tests.op_models import calibration, const, deploy_verified, save_model
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["t"], kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["t", "w1", "b1"], ["u"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 0, 1, 2], group=12),
+             helper.make_node("Relu", ["u"], ["y"])]
+    inits = [const("w0", rng.standard_normal((12, 3, 1, 1)) * 0.5), const("b0", rng.standard_normal(12) * 0.1),
+             const("w1", rng.standard_normal((12, 1, 3, 3)) * 0.5), const("b1", rng.standard_normal(12) * 0.1)]
+    model = save_model(tmp_path / "dw.onnx", nodes, (1, 3, 9, 10), (1, 12, 5, 5), inits)
+    report = deploy_verified(model, calibration(tmp_path / "cal.npz", (1, 3, 9, 10)), tmp_path / "out")
+    assert [layer.get("variant") for layer in report["layers"] if layer["op"] == "Conv"][1] == d3.DW3X3
