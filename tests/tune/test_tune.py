@@ -1,8 +1,9 @@
 """--tune under QEMU on a tiny two-conv model. Until the kernel helpers' variants exist, the tuned layer gets a
 test-only variant made of two real, bit-exact code paths of the same kernel: "generic" (the first conv, 3 input
 channels, reads its windows through the im2col scratch) and "direct" (no scratch planned: the kernel reads the taps
-in place). The cost model is told "direct" is cheaper, so it is the default; tuning measures both and keeps the one
-that runs fewer instructions; a second deploy takes the choice from the cache without building any firmware; a
+in place), plus "broken" (the generic kernel with a wrong output offset), which tuning must reject. The cost model
+is told "direct" is cheaper, so it is the default; tuning measures all three and keeps the bit-exact one that runs
+fewer instructions; a second deploy takes the choice from the cache without building any firmware; a
 tuning log written by one deploy gives the same choice to another with an empty cache."""
 from __future__ import annotations
 
@@ -38,16 +39,25 @@ def model(tmp_path_factory):
 
 @pytest.fixture
 def direct_variant(monkeypatch):
-    """Offer "direct" (cost 1, below generic's 2) on the first conv when the target has DSP."""
-    original = Conv.scratch_bytes
+    """Offer "direct" (cost 1, below generic's 2) on the first conv when the target has DSP, and "broken" (the
+    generic kernel told a wrong output offset: not bit-exact), which tuning must reject."""
+    original, render = Conv.scratch_bytes, Conv.render
 
     def variants(self, node, graph, target):
         few_channels = graph.tensors[node.inputs[0]].shape[3] < 8
         if target.has_dsp and few_channels:
-            return (Variant("generic", 2.0), Variant("direct", 1.0))
+            return (Variant("generic", 2.0), Variant("direct", 1.0), Variant("broken", 3.0))
         return (Variant("generic"),)
 
+    def broken_render(self, node, graph, cname):
+        call = render(self, node, graph, cname)
+        if node.attrs.get("variant") == "broken":
+            off = call.params["output_offset"]
+            call.params["output_offset"] = off + 1 if off < 127 else off - 1
+        return call
+
     monkeypatch.setattr(Conv, "variants", variants)
+    monkeypatch.setattr(Conv, "render", broken_render)
     monkeypatch.setattr(Conv, "scratch_bytes", lambda self, node, graph: 0 if node.attrs.get("variant") == "direct"
                         else original(self, node, graph))
 
@@ -72,9 +82,13 @@ def test_tune_measures_keeps_the_fastest_and_caches(model, direct_variant, build
     log = tmp_path / "tuning.jsonl"
     r = deploy(m, BOARD, cal, tmp_path / "one", verify_samples=2, tune=True, tuning_log=log).report
     t = r["tuning"]
-    assert len(builds) == 2 and t["rounds"] == 2 and t["firmware_builds"] == 2 and not t["from_cache"]
-    assert t["layers_tuned"] == 1 and t["variants_tried"] == 2 and t["measured_now"] == 2
+    assert len(builds) == 3 and t["rounds"] == 3 and t["firmware_builds"] == 3 and not t["from_cache"]
+    assert t["layers_tuned"] == 1 and t["variants_tried"] == 3 and t["measured_now"] == 3
+    assert t["from_cache_layers"] == 0
     (layer,) = t["layers"]
+    assert layer["rejected"] == {"broken": "outputs differ from the numpy reference"}
+    assert t["rejected"] == [{"layer": layer["name"], "variant": "broken",
+                              "why": "outputs differ from the numpy reference"}]
     counts = layer["instructions"]
     assert set(counts) == {"generic", "direct"} and counts["generic"] != counts["direct"]
     assert layer["default"] == "direct"  # the cost model's pick
@@ -95,6 +109,7 @@ def test_tune_measures_keeps_the_fastest_and_caches(model, direct_variant, build
     r2 = deploy(m, BOARD, cal, tmp_path / "two", verify_samples=2, tune=True).report
     t2 = r2["tuning"]
     assert builds == [] and t2["rounds"] == 0 and t2["from_cache"] and t2["measured_now"] == 0
+    assert t2["from_cache_layers"] == 1 and t2["layers"][0]["rejected"] == layer["rejected"]
     assert t2["layers"][0]["variant"] == fastest and t2["instructions_tuned"] == t["instructions_tuned"]
     assert t2["instructions_default"] == t["instructions_default"]  # from the per-layer records
 

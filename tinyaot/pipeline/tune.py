@@ -253,13 +253,14 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
             sig, desc = layer_signature(node, g, board, names)
             tunable.append((node, names, sig, desc))
     section["layers_tuned"] = len(tunable)
+    section["signatures"] = len({t[2] for t in tunable})
     logged = read_log(Path(log)) if log is not None else {}
     records: dict[str, dict] = {}
     for node, names, sig, desc in tunable:
         rec = logged.get(sig) or _cache_get(sig)
         if rec is not None and set(rec.get("instructions", {})) | set(rec.get("rejected", {})) >= set(names):
             records[sig] = rec
-    section["from_cache_layers"] = len(records)
+    section["from_cache_layers"] = sum(1 for t in tunable if t[2] in records)  # layers, not signatures
     missing = [t for t in tunable if t[2] not in records]
     total_default = None
     if missing and measure:
@@ -304,6 +305,7 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
                 continue  # never cache a verdict against the default choice
             records[sig] = rec
             _cache_put(rec)
+        # (signature, variant) pairs measured: layers of one signature (kws_dscnn's four pointwise convs) share them
         section["measured_now"] = sum(len(r["instructions"]) + len(r["rejected"]) for r in fresh.values())
     choices = dict(default)
     for node, names, sig, desc in tunable:
