@@ -22,6 +22,7 @@ from tinyaot.pipeline.build import build_verification_firmware, firmware_sizes, 
 from tinyaot.pipeline.compile import (RANDOM_SAMPLES, RANDOM_SEED, Compiled, Echo, _quiet,  # noqa: F401
                                       check_fits, compile_model, with_variants)
 from tinyaot.pipeline.evaluate import evaluate, load_labelled  # noqa: F401
+from tinyaot.pipeline.precision_search import resolve_activation_bits
 from tinyaot.pipeline.report import build_report, compression_line, report_md, summary, weights_bytes  # noqa: F401
 from tinyaot.pipeline.stage import FIRMWARE_DIR, folder_files, stage_model, staging
 from tinyaot.pipeline.timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
@@ -45,7 +46,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
            qemu_timeout_s: float = 120.0, compression=None, echo: Echo = _quiet,
            calibrate: str | None = None, cle: bool | None = None,
            bias_correction: bool | None = None, optimize: str = "speed", tune: bool = False,
-           tuning_log: str | Path | None = None) -> DeployResult:
+           tuning_log: str | Path | None = None, activation_bits=8, max_accuracy_drop: float | None = None,
+           data: str | Path | None = None) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
     build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs.
     `optimize`: "speed" (each layer's cheapest kernel variant on the board's core, by the cost model) or "size" (the
@@ -55,9 +57,14 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
     b = load_board(board)
     target = b.target(optimize)
     model = Path(model)
+    # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
+    bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
+                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
                              print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate,
-                             cle=cle, bias_correction=bias_correction, target=target)
+                             cle=cle, bias_correction=bias_correction, target=target, activation_bits=bits)
+    if mixed is not None:
+        compiled.graph.meta["mixed_precision"] = mixed  # report.json quantization.activation_bits.search
     tuning = None
     if tune or tuning_log is not None:
         compiled, tuning = tune_variants(compiled, b, target, measure=tune, log=tuning_log, timeout=qemu_timeout_s,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -132,6 +133,17 @@ CleOpt = Annotated[Optional[bool], typer.Option(
 BiasCorrectionOpt = Annotated[Optional[bool], typer.Option(
     "--bias-correction/--no-bias-correction", help="take each layer's weight-rounding mean shift back in its int32 "
     "bias, from the calibration data (default off)")]
+class ActivationBits(str, Enum):
+    eight = "8"
+    sixteen = "16"
+
+
+ActivationBitsOpt = Annotated[ActivationBits, typer.Option(
+    "--activation-bits", help="8: int8 activations; 16: TFLite's 16x8 scheme (int16 activations, int8 weights) on "
+    "every layer (its ops must have s16 kernels: Conv, depthwise, fully connected, average pooling, Add, Softmax)")]
+MaxDropOpt = Annotated[Optional[float], typer.Option(
+    "--max-accuracy-drop", min=0.0, help="choose 8 or 16 bits per layer, the least memory whose top-1 on --data "
+    "stays within POINTS of float (pipeline/precision_search.py)", metavar="POINTS")]
 CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
     "--compression", help="per-layer compression spec (.toml, or .yaml with PyYAML); flags override its defaults")]
 
@@ -179,6 +191,9 @@ def deploy(
     tuning_log: Annotated[Optional[Path], typer.Option(help="tuning records (JSON lines) to take choices from; "
                                                             "with --tune, measured records are written to it")]
     = None,
+    activation_bits: ActivationBitsOpt = ActivationBits.eight, max_accuracy_drop: MaxDropOpt = None,
+    data: Annotated[Optional[Path], typer.Option("--data", "-d", help="labelled samples for --max-accuracy-drop "
+                                                                      "(.npz with x and integer y)")] = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -192,11 +207,16 @@ def deploy(
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo,
                             calibrate=calibrate, cle=cle, bias_correction=bias_correction, optimize=optimize,
-                            tune=tune, tuning_log=tuning_log)
+                            tune=tune, tuning_log=tuning_log, activation_bits=int(activation_bits.value),
+                            max_accuracy_drop=max_accuracy_drop, data=data)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:
         typer.echo(line)
+    if activation_bits != ActivationBits.eight or max_accuracy_drop is not None:
+        from tinyaot.pipeline.precision_search import bits_line
+
+        typer.echo(bits_line(result.report["quantization"]["activation_bits"]))
 
 
 @app.command()
@@ -214,6 +234,7 @@ def evaluate(
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
     calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
+    activation_bits: ActivationBitsOpt = ActivationBits.eight, max_accuracy_drop: MaxDropOpt = None,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
     from tinyaot.api import evaluate as api_evaluate
@@ -224,7 +245,8 @@ def evaluate(
                                clusters_budget)
         r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
                          compare_onnxruntime=onnxruntime, compression=options, calibrate=calibrate,
-                         cle=cle, bias_correction=bias_correction)
+                         cle=cle, bias_correction=bias_correction, activation_bits=int(activation_bits.value),
+                         max_accuracy_drop=max_accuracy_drop)
         if json_out is not None:
             try:
                 json_out.write_text(json.dumps(r, indent=2) + "\n")
@@ -238,9 +260,14 @@ def evaluate(
                    f"{100 * r['int8_top1']:.2f} %" + (f", onnxruntime int8 {100 * ort:.2f} %; they agree on "
                    f"{100 * r['int8_vs_onnxruntime_agreement']:.2f} %" if ort is not None else ""))
         return
-    typer.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot int8 {100 * r['int8_top1']:.2f} %"
+    label = {"8": "int8", "16": "16x8"}.get(str(r.get("activation_bits", {}).get("mode", 8)), "mixed 8/16")
+    typer.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot {label} {100 * r['int8_top1']:.2f} %"
                + (f", onnxruntime int8 {100 * ort:.2f} %" if ort is not None else "")
                + f"; int8 agrees with float on {100 * r['agreement']:.2f} %")
+    if activation_bits != ActivationBits.eight or max_accuracy_drop is not None:
+        from tinyaot.pipeline.precision_search import bits_line
+
+        typer.echo(bits_line(r["activation_bits"]))
     if "options" in r.get("compression", {}):  # what the compressed weights cost, from the same compilation
         from tinyaot.api import compression_line
 

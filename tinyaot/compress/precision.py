@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node
-from tinyaot.ops.registry import get_op
 from tinyaot.ops.s16 import S16_OPS
 
 ALIAS_OPS = ("Reshape",)
@@ -102,9 +101,27 @@ def apply_precision(graph: Graph, ranges: dict, bits) -> Graph:
 
 
 def layer_bits(graph: Graph, node) -> int:
-    """The activation width of a node's output (a reshape: its input's)."""
-    t = graph.tensors[node.outputs[0]]
-    return 16 if t.dtype == "int16" else 8
+    """The activation width a node computes at (a reshape: its output's, i.e. its input's)."""
+    if "activation_bits" in node.attrs:
+        return int(node.attrs["activation_bits"])
+    return 16 if graph.tensors[node.outputs[0]].dtype == "int16" else 8
 
 
-__all__ = ["apply_precision", "supported_ops", "layer_names", "layer_bits", "get_op"]
+def precision_report(graph: Graph) -> dict:
+    """report.json `quantization.activation_bits`: 8, 16 or "mixed", the 16-bit layers, and the search's record
+    (`--max-accuracy-drop`) when there was one."""
+    bits = {n.name: layer_bits(graph, n) for n in graph.nodes if n.op not in ALIAS_OPS}
+    widths = {v for k, v in bits.items() if graph_op(graph, k) != "Requantize"} or {8}
+    out = {"mode": widths.pop() if len(widths) == 1 else "mixed",
+           "layers_16": [k for k, v in bits.items() if v == 16],
+           "conversions": [n.name for n in graph.nodes if n.op == "Requantize"]}
+    if "mixed_precision" in graph.meta:
+        out["search"] = graph.meta["mixed_precision"]
+    return out
+
+
+__all__ = ["apply_precision", "supported_ops", "layer_names", "layer_bits", "precision_report"]
+
+
+def graph_op(graph: Graph, name: str) -> str:
+    return next(n.op for n in graph.nodes if n.name == name)

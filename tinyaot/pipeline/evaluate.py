@@ -12,12 +12,14 @@ import numpy as np
 from tinyaot.compress.calibrate import load_samples
 from tinyaot.compress.ort_baseline import float_predictions, ort_int8_predictions, ort_quantize_static, top1
 from tinyaot.compress.pipeline import compression_report
+from tinyaot.compress.precision import precision_report
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend.normalize import float32_model_file
 from tinyaot.oracle.reference import run_reference
 from tinyaot.toolchain.hostjit import HostModel
 
 from .compile import Compiled, Echo, _quiet, compile_model
+from .precision_search import resolve_activation_bits
 from .report import weights_bytes
 
 
@@ -44,14 +46,21 @@ def load_labelled(path: str | Path, inputs: list[dict]) -> tuple[np.ndarray, np.
 def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path, *, input_shapes=None,
              limit: int | None = None, compare_onnxruntime: bool = True, compression=None,
              echo: Echo = _quiet, calibrate: str | None = None, cle: bool | None = None,
-             bias_correction: bool | None = None, target=None) -> dict:
+             bias_correction: bool | None = None, target=None, activation_bits=8,
+             max_accuracy_drop: float | None = None) -> dict:
     """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled), and of
     onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples.
     `compression` as for compile_model: the int8 figure is then the compressed model's, and `weights_bytes` /
     `compression` say what it costs in flash. `target` (a tinyaot.core.target.Target; None: generic kernels) picks
     the kernel variants the host-compiled C runs: every variant is bit-exact, so top-1 does not depend on it."""
+    # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
+    bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
+                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, compression=compression, echo=echo,
-                             calibrate=calibrate, cle=cle, bias_correction=bias_correction, target=target)
+                             calibrate=calibrate, cle=cle, bias_correction=bias_correction, target=target,
+                             activation_bits=bits)
+    if mixed is not None:
+        compiled.graph.meta["mixed_precision"] = mixed
     g = compiled.graph
     x, y = load_labelled(data, g.meta["inputs"])
     if limit is not None:
@@ -98,6 +107,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         "arena_bytes": compiled.plan.arena_bytes,
         "weights_bytes": weights_bytes(g),
         "compression": compression_report(g),  # the weights' cost, measured on the same run as the accuracy
+        "activation_bits": precision_report(g),  # 8, 16 or mixed (and the --max-accuracy-drop search)
     }
     if ort_out is not None:
         result["onnxruntime_int8_top1"] = top1(ort_out, y)

@@ -9,6 +9,7 @@ from tinyaot import __version__
 from tinyaot.boards import Board
 from tinyaot.codegen.project import render_report_md
 from tinyaot.compress.pipeline import compression_report, layer_report
+from tinyaot.compress.precision import layer_bits, precision_report
 from tinyaot.ir import Graph
 from tinyaot.ops.registry import get_op, variant_of
 
@@ -59,6 +60,7 @@ def layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -
         rows.append({"name": node.name, "op": node.op, "kernel": layer.kernel or "alias", "variant": variant_of(node),
                      "class": layer_class(node, g),
                      "output_shape": list(g.tensors[node.outputs[0]].shape), "macs": n_macs,
+                     "activation_bits": layer_bits(g, node),  # 8 or 16 (--activation-bits, compress/precision.py)
                      "weights_bytes": spec.weights_bytes(node, g), "params_bytes": spec.params_bytes(node, g),
                      "instructions": insns,
                      "instructions_per_mac": round(insns / n_macs, 3) if insns is not None and n_macs else None,
@@ -94,7 +96,8 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
                        "zero_point": g.tensors[compiled.output].quant.zp},
             "calibration_samples": 0 if compiled.prequantized else int(len(compiled.samples[compiled.input])),
             "source": "the model's QuantizeLinear/DequantizeLinear" if compiled.prequantized else "calibration",
-            "notes": g.meta.get("quantization_notes", [])},
+            "notes": g.meta.get("quantization_notes", []),
+            "activation_bits": precision_report(g)},
         "memory": {"arena_bytes": compiled.plan.arena_bytes, "arena_lower_bound_bytes": compiled.lower_bound,
                    "peak_step": compiled.peak_step, "peak_tensors": list(compiled.peak_tensors),
                    "planner": compiled.plan.strategy, "weights_bytes": weights, "params_bytes": params,

@@ -1,0 +1,152 @@
+"""`--max-accuracy-drop POINTS`: choose each layer's activation width (8 or 16 bits) so that top-1 on labelled data
+stays within POINTS of the float model's, at the least memory.
+
+Memory is the arena (RAM) plus the constant bytes in flash (weights, biases, requantization parameters), both from
+the compiled model: a 16-bit layer doubles its output tensor, its biases are int64 and its neighbours may need an
+int8 <-> int16 conversion (compress/precision.py), so every promotion costs bytes, and the search adds as few as it
+can:
+
+1. all layers at 8 bits: if its top-1 drop is within the budget, that is the choice (the smallest model);
+2. sensitivity: for every layer whose op has a 16-bit kernel, the model with only that layer at 16 bits is compiled
+   and measured (top-1 over the data, the generated C compiled for the host; its extra bytes);
+3. greedy promotion: layers are promoted in order of measured top-1 gain per extra byte (gains <= 0 last, by their
+   gain), the combined model measured after each step, until the drop is within the budget; if even every
+   supported layer at 16 bits is not, the search reports that and stops with an error;
+4. pruning: each promoted layer, costliest first, is put back to 8 bits when the model stays within the budget.
+
+Each measurement is the same host-compiled C `tinyaot evaluate` runs (bit-exact with the numpy reference and with
+QEMU), over the same samples, so the recorded top-1 of the choice is the deployed model's.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinyaot.compress.ort_baseline import float_predictions, top1
+from tinyaot.compress.precision import layer_names
+from tinyaot.errors import TinyaotError
+from tinyaot.frontend.normalize import float32_model_file
+from tinyaot.ops.s16 import S16_OPS
+from tinyaot.ops.registry import get_op
+from tinyaot.toolchain.hostjit import HostModel
+
+from .compile import Echo, _quiet, compile_model
+
+
+def _labelled(path) -> tuple[np.ndarray, np.ndarray]:
+    """x and integer y of a labelled .npz (`tinyaot evaluate --data` checks the same in pipeline/evaluate.py, which
+    imports this module, so it is not imported here)."""
+    try:
+        with np.load(path) as z:
+            x, y = np.asarray(z["x"], np.float32), np.asarray(z["y"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise TinyaotError(f"{path}: cannot read labelled samples 'x' and 'y' ({exc})") from None
+    if len(x) != len(y) or not np.issubdtype(y.dtype, np.integer):
+        raise TinyaotError(f"{path}: 'y' must be {len(x)} integer labels, got {y.dtype}{list(y.shape)}")
+    return x, y
+
+
+def _const_bytes(graph) -> int:
+    return int(sum(get_op(n.op).weights_bytes(n, graph) + get_op(n.op).params_bytes(n, graph) for n in graph.nodes))
+
+
+def search_precision(model, calibration, data, max_drop: float, *, input_shapes=None, calibrate=None, cle=None,
+                     limit: int | None = None, echo: Echo = _quiet) -> dict:
+    """The per-layer widths within `max_drop` top-1 points of float (see the module docstring). Returns the record
+    report.json keeps: `bits` {layer: 8|16}, `top1`, `float_top1`, `drop_points`, `arena_bytes`, `const_bytes`,
+    `measurements` (every configuration measured) and `sensitivity` (per candidate layer)."""
+    if max_drop < 0:
+        raise TinyaotError(f"--max-accuracy-drop must be >= 0 points, got {max_drop}")
+    kw = dict(input_shapes=input_shapes, calibrate=calibrate, cle=cle)
+    base = compile_model(model, calibration, **kw)
+    x, y = _labelled(data)
+    if limit is not None:
+        x, y = x[:limit], y[:limit]
+    x_ort = x.reshape((len(x),) + tuple(base.graph.meta["inputs"][0]["shape"][1:]))
+    with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
+        float_out = float_predictions(float32_model_file(model, Path(tmp)), {base.input: x_ort}).reshape(len(x), -1)
+    float_top1 = top1(float_out, y)
+    names = layer_names(base.graph)
+    measured: dict[tuple, dict] = {}
+
+    def measure(sixteen: frozenset) -> dict:
+        key = tuple(sorted(sixteen))
+        if key not in measured:
+            bits = {n: (16 if n in sixteen else 8) for n in names}
+            c = compile_model(model, calibration, activation_bits=bits, **kw) if sixteen else base
+            host = HostModel(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound)
+            logits = np.stack([c.dequantize_output(host(c.quantize_input(s))).reshape(-1) for s in x])
+            t = top1(logits, y)
+            measured[key] = {"layers_16": list(key), "top1": t, "drop_points": round(100 * (float_top1 - t), 4),
+                             "arena_bytes": int(c.plan.arena_bytes), "const_bytes": _const_bytes(c.graph)}
+            echo(f"  {len(key)} layers at 16 bits: top-1 {100 * t:.2f} %, arena {c.plan.arena_bytes} B, "
+                 f"constants {measured[key]['const_bytes']} B")
+        return measured[key]
+
+    def ok(m: dict) -> bool:
+        return m["drop_points"] <= max_drop + 1e-9
+
+    def cost(m: dict) -> int:
+        return m["arena_bytes"] + m["const_bytes"]
+
+    current = frozenset()
+    m = measure(current)
+    sensitivity = []
+    if not ok(m):
+        candidates = [n.name for n in base.graph.nodes if n.name in names and n.op in S16_OPS]
+        for name in candidates:
+            s = measure(frozenset([name]))
+            sensitivity.append({"layer": name, "top1": s["top1"], "gain_points": round(100 * (s["top1"] - m["top1"]), 4),
+                                "extra_bytes": cost(s) - cost(m)})
+        order = sorted(sensitivity, key=lambda r: (r["gain_points"] <= 0, -r["gain_points"] / max(r["extra_bytes"], 1)
+                                                   if r["gain_points"] > 0 else -r["gain_points"]))
+        for r in order:
+            current = current | {r["layer"]}
+            m = measure(current)
+            if ok(m):
+                break
+        if not ok(m):
+            raise TinyaotError(f"no choice of activation widths keeps top-1 within {max_drop} points of float "
+                               f"({100 * float_top1:.2f} %): with every supported layer at 16 bits it is "
+                               f"{100 * m['top1']:.2f} % ({m['drop_points']:.2f} points lower)")
+        for name in sorted(current, key=lambda n: -next(r["extra_bytes"] for r in sensitivity if r["layer"] == n)):
+            trial = measure(current - {name})
+            if ok(trial) and cost(trial) <= cost(m):
+                current, m = current - {name}, trial
+    return {"max_drop_points": max_drop, "float_top1": float_top1, "samples": int(len(x)),
+            "bits": {n: (16 if n in current else 8) for n in names}, "top1": m["top1"],
+            "drop_points": m["drop_points"], "arena_bytes": m["arena_bytes"], "const_bytes": m["const_bytes"],
+            "sensitivity": sensitivity, "measurements": list(measured.values())}
+
+
+def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data, *, input_shapes=None,
+                            calibrate=None, cle=None, echo: Echo = _quiet):
+    """What deploy and evaluate compile with: `activation_bits` (8, 16 or {layer: bits}) as given, or with
+    `max_accuracy_drop` the searched per-layer widths (needs `data`). Returns (bits, the search record or None)."""
+    if max_accuracy_drop is None:
+        return activation_bits, None
+    if data is None:
+        raise TinyaotError("--max-accuracy-drop needs labelled data: give --data DATA.npz (x and integer y)")
+    if activation_bits not in (8, None):
+        raise TinyaotError("--max-accuracy-drop chooses the activation bits itself; do not also give "
+                           "--activation-bits")
+    echo(f"choosing activation widths within {max_accuracy_drop} top-1 points of float on {data}")
+    record = search_precision(model, calibration, data, float(max_accuracy_drop), input_shapes=input_shapes,
+                              calibrate=calibrate, cle=cle, echo=echo)
+    return record["bits"], record
+
+
+def bits_line(r: dict) -> str:
+    """One line on the layers' widths for the CLI (`r`: report.json quantization.activation_bits)."""
+    if r["mode"] != "mixed":
+        line = f"activations: {r['mode']}-bit"
+    else:
+        line = f"activations: mixed, 16-bit layers: {', '.join(r['layers_16'])}"
+    s = r.get("search")
+    if s:
+        line += (f"; chosen within {s['max_drop_points']} points of float {100 * s['float_top1']:.2f} %: top-1 "
+                 f"{100 * s['top1']:.2f} %, arena {s['arena_bytes']} B, constants {s['const_bytes']} B "
+                 f"({len(s['measurements'])} configurations measured on {s['samples']} samples)")
+    return line
