@@ -42,14 +42,17 @@ int tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinyaot_dw_conv_
                               const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
                               const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
                               int8_t *output);
-/* Helium (MVE) depthwise, ch_mult 1: `folded_bias` = bias + input_offset * (sum of the channel's weights); see
-   tinyaot_depthwise_conv_s8_mve.c. Plain C on other cores. */
+/* Helium (MVE) depthwise, ch_mult 1: `table` (in place of the bias) holds per channel the bias with the input
+   offset folded in, the multiplier and the shift split in two, laid out for the vector lanes (slot of channel c:
+   tinyaot_depthwise_conv_s8_mve_table_slot); quant_params is not read. See tinyaot_depthwise_conv_s8_mve.c. Plain C
+   on other cores. */
 int32_t tinyaot_depthwise_conv_s8_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
+int32_t tinyaot_depthwise_conv_s8_mve_table_slot(int32_t c, int32_t channels);
 int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
                                   const tinyaot_per_channel_quant_params *quant_params,
                                   const tinyaot_dims *input_dims, const int8_t *input,
                                   const tinyaot_dims *filter_dims, const int8_t *filter,
-                                  const tinyaot_dims *bias_dims, const int32_t *folded_bias,
+                                  const tinyaot_dims *bias_dims, const int32_t *table,
                                   const tinyaot_dims *output_dims, int8_t *output);
 
 /* Fully connected: input_dims n = batches and h*w*c = depth; filter_dims n = depth, c = out_ch; filter is

@@ -16,6 +16,7 @@ import pytest
 from tinyaot.core import fixedpoint as fp
 from tinyaot.ops.common import fold_input_offset
 from tinyaot.ops.conv import depthwise_conv2d_s8
+from tinyaot.ops.mve_depthwise import dw_table, table_slots
 
 from mve.mve_harness import KERNELS, c_array, needs_arm, run_program
 
@@ -48,7 +49,8 @@ def make_case(rng, c, kh=3, kw=3, h=None, w=None, stride=(1, 1), dil=(1, 1), pad
     want = depthwise_conv2d_s8(x, wt, bias, mult, shift, input_offset=in_off, output_offset=out_off,
                                stride_hw=stride, pad_top_left=pads[:2], dilation_hw=dil, output_hw=(oh, ow),
                                act_min=act[0], act_max=act[1])
-    return dict(x=x, w=wt, fb=fold_input_offset(bias, wt.reshape(-1, c).T, in_off), mult=mult, shift=shift, in_off=in_off,
+    return dict(x=x, w=wt, fb=dw_table(fold_input_offset(bias, wt.reshape(-1, c).T, in_off), mult, shift),
+                mult=mult, shift=shift, in_off=in_off,
                 out_off=out_off, act=act, stride=stride, dil=dil, pads=pads, want=want)
 
 
@@ -80,15 +82,14 @@ def program(cs) -> str:
         _, kh, kw, _ = c["w"].shape
         _, oh, ow, _ = c["want"].shape
         parts += [c_array(p + "x", c["x"], "int8_t"), c_array(p + "w", c["w"], "int8_t"),
-                  c_array(p + "b", c["fb"], "int32_t"), c_array(p + "m", c["mult"], "int32_t"),
-                  c_array(p + "s", c["shift"], "int32_t"), c_array(p + "want", c["want"], "int8_t")]
+                  c_array(p + "b", c["fb"], "int32_t"), c_array(p + "want", c["want"], "int8_t")]
         parts.append(
             f"static int case_{i}(void)\n{{\n"
             f"    static const tinyaot_dw_conv_params prm = {{.input_offset = {c['in_off']}, "
             f".output_offset = {c['out_off']}, .stride = {{{c['stride'][0]}, {c['stride'][1]}}}, "
             f".padding = {{{c['pads'][0]}, {c['pads'][1]}}}, .dilation = {{{c['dil'][0]}, {c['dil'][1]}}}, "
             f".activation = {{{c['act'][0]}, {c['act'][1]}}}, .ch_mult = 1}};\n"
-            f"    static const tinyaot_per_channel_quant_params q = {{(int32_t *){p}m, (int32_t *){p}s}};\n"
+            f"    static const tinyaot_per_channel_quant_params q = {{NULL, NULL}};\n"
             f"    static const tinyaot_dims in_d = {{{n}, {h}, {w}, {ch}}}, f_d = {{1, {kh}, {kw}, {ch}}}, "
             f"b_d = {{1, 1, 1, {ch}}}, o_d = {{{n}, {oh}, {ow}, {ch}}};\n"
             f"    int i, bad = 0;\n    memset(out_buf, 0x5A, sizeof out_buf);\n"
@@ -101,6 +102,12 @@ def program(cs) -> str:
             f"    return bad;\n}}\n")
         calls.append(f"    r = case_{i}(); if (r) {{ tinyaot_hal_puts(\"FAIL case \"); "
                      f"tinyaot_hal_put_uint({i}); tinyaot_hal_puts(\"\\n\"); fails++; }}\n")
+    # the table layout: C's slot of every channel == ops/mve_depthwise.py table_slots, for every count 1..40
+    slots = [(ch, c, int(table_slots(ch)[c])) for ch in range(1, 41) for c in range(ch)]
+    parts.append(c_array("slot_tab", np.array(slots), "int32_t"))
+    calls.append(f"    for (r = 0; r < {len(slots)}; r++) if (tinyaot_depthwise_conv_s8_mve_table_slot("
+                 "slot_tab[3 * r + 1], slot_tab[3 * r]) != slot_tab[3 * r + 2]) { "
+                 'tinyaot_hal_puts("FAIL slot\\n"); fails++; break; }\n')
     parts.append("int main(void)\n{\n    int fails = 0, r;\n" + "".join(calls) +
                  '    tinyaot_hal_puts(fails ? "SOME FAILED\\n" : "ALL PASSED\\n");\n    return fails != 0;\n}\n')
     return "".join(parts)

@@ -7,9 +7,10 @@ weights in int16 lanes (VMULLB/VMULLT into int32 accumulators) and a padded tap 
 The kernel computes the generic kernel's integers exactly (the reference is ops/conv.py depthwise_conv2d_s8);
 tests/mve/test_mve_dw.py checks it under QEMU on mps3-an547 and its plain C fallback on the host.
 
-Weights, multipliers and shifts are the generic kernel's arrays; the folded bias replaces the bias (same size), so
-flash does not grow beyond the kernel's own code. No scratch; the output may overlap the input exactly as for the
-generic depthwise kernel (pixels in raster order, one at a time).
+The weights are the generic kernel's array; bias, multipliers and shifts become one table laid out for the vector
+lanes (`dw_table`: folded bias, multiplier, left and right shift per channel, 16 bytes per channel instead of 12).
+No scratch; the output may overlap the input exactly as for the generic depthwise kernel (pixels in raster order,
+one at a time).
 """
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from tinyaot.ops.registry import ConstArray, KernelCall, Variant
 MVE_DW = "mve_dw"
 KERNEL = "tinyaot_depthwise_conv_s8_mve"
 
-# Cost model: instructions per multiply-accumulate under QEMU on mps3-an547 (tests/mve bench of the shared models'
-# 3x3 layers: 25x5x64 3.14, 24x24x32 3.17, 12x12x64 s2 3.12, 6x6x128 3.05; 48x48x8, whose channels do not fill
-# a 16-channel block, 4.29).
-PER_MAC = {True: 3.15, False: 4.3}  # keyed by "channels a multiple of 16"
+# Cost model: instructions per multiply-accumulate under QEMU on mps3-an547 (3x3 layers of the shared models' shapes,
+# measured with random data: 25x5x64 2.41, 24x24x32 2.38, 6x6x128 2.34; 48x48x8, whose channels do not fill a
+# 16-channel block, 3.35).
+PER_MAC = {True: 2.4, False: 3.35}  # keyed by "channels a multiple of 16"
 
 
 def mve_dw_variants(node, graph, target, macs: int) -> list:
@@ -36,15 +37,50 @@ def mve_dw_variants(node, graph, target, macs: int) -> list:
     x = graph.tensors[node.inputs[0]]
     w = graph.tensors[node.inputs[1]]
     o = graph.tensors[node.outputs[0]].shape
-    if x.dtype != "int8" or w.dtype != "int8" or is_compressed(w) or o[3] != x.shape[3]:
+    if (x.dtype != "int8" or w.dtype != "int8" or is_compressed(w) or o[3] != x.shape[3]
+            or not -128 <= a["input_offset"] <= 128):
         return []
     return [Variant(MVE_DW, macs * PER_MAC[o[3] % 16 == 0])]
 
 
-def folded_bias(node, graph) -> np.ndarray:
+def table_slots(channels: int) -> np.ndarray:
+    """slot[c]: where channel c's folded bias sits in the kernel's table (its multiplier, left and right shifts
+    4, 8 and 12 entries later); the C twin is tinyaot_depthwise_conv_s8_mve_table_slot. Lanes: per 16-channel
+    block the groups c + {0,2,4,6}, {1,3,5,7}, {8,10,12,14}, {9,11,13,15}; then an 8-channel block's two groups if
+    at least eight channels remain; then groups of four in order, the last one padded."""
+    c = np.arange(channels)
+    c16 = channels - channels % 16
+    c8 = c16 + 8 if channels % 16 >= 8 else c16
+    r = c % 16
+    s16 = (c // 16) * 64 + ((r >= 8) * 2 + (r & 1)) * 16 + ((r & 7) >> 1)
+    r8 = c - c16
+    s8 = c16 * 4 + (r8 & 1) * 16 + (r8 >> 1)
+    r4 = c - c8
+    s4 = c8 * 4 + (r4 // 4) * 16 + r4 % 4
+    return np.where(c < c16, s16, np.where(c < c8, s8, s4))
+
+
+def dw_table(folded_bias, mult, shift) -> np.ndarray:
+    """The kernel's per-channel table: per group of four lanes, the lanes' folded bias, multiplier, left shift
+    (max(shift, 0)) and right shift (min(shift, 0)); unused lanes of the last group hold zeros."""
+    fb = np.asarray(folded_bias, np.int64).reshape(-1)
+    channels = fb.size
+    m = np.broadcast_to(np.asarray(mult, np.int64).reshape(-1), (channels,))
+    sh = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (channels,))
+    slots = table_slots(channels)
+    table = np.zeros(16 * -(-channels // 4), np.int64)
+    for k, values in enumerate((fb, m, np.maximum(sh, 0), np.minimum(sh, 0))):
+        table[slots + 4 * k] = values
+    return table.astype(np.int32)
+
+
+def layer_table(node, graph) -> np.ndarray:
+    """dw_table of a layer: its bias with the input offset folded in (ops/common.py fold_input_offset)."""
+    a = node.attrs
     w = graph.tensors[node.inputs[1]].data  # [1, kh, kw, C]
     bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
-    return fold_input_offset(bias, np.asarray(w).reshape(-1, w.shape[3]).T, node.attrs["input_offset"])
+    folded = fold_input_offset(bias, np.asarray(w).reshape(-1, w.shape[3]).T, a["input_offset"])
+    return dw_table(folded, a["output_mult"], a["output_shift"])
 
 
 def render_node(node, graph, cname: str, geometry) -> KernelCall:
@@ -55,14 +91,12 @@ def render_node(node, graph, cname: str, geometry) -> KernelCall:
     w = graph.tensors[node.inputs[1]]
     o = graph.tensors[node.outputs[0]].shape
     consts = [ConstArray("int8_t", f"{cname}_weights", w.data),
-              ConstArray("int32_t", f"{cname}_bias", folded_bias(node, graph)),
-              ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
-              ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
+              ConstArray("int32_t", f"{cname}_table", layer_table(node, graph))]
     params = {"ptype": "tinyaot_dw_conv_params", "context": True, "input_offset": a["input_offset"],
               "output_offset": a["output_offset"], "stride": s[:2], "padding": p[:2], "dilation": d[:2],
-              "activation": [a["act_min"], a["act_max"]], "ch_mult": 1, "mult": f"{cname}_mult",
-              "shift": f"{cname}_shift", "input_dims": list(x), "filter_dims": list(w.shape),
+              "activation": [a["act_min"], a["act_max"]], "ch_mult": 1, "mult": "NULL", "shift": "NULL",
+              "input_dims": list(x), "filter_dims": list(w.shape),
               "bias_dims": [1, 1, 1, o[3]], "output_dims": list(o), "filter": f"{cname}_weights",
-              "bias": f"{cname}_bias"}
+              "bias": f"{cname}_table"}
     return KernelCall(KERNEL, files=[KERNEL + ".c", "tinyaot_mve_support.h"], consts=consts,
                       template="layers/conv.c.j2", params=params)
