@@ -1,0 +1,47 @@
+"""--max-accuracy-drop on a small MLP whose int8 model loses top-1 to float (labels are the float model's answers on
+near-tied inputs): the search promotes layers to 16 bits until the measured drop is within the budget, and what it
+records (per-layer bits, top-1, arena) is what compiling those bits gives."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from tinyaot.api import compile_model, evaluate
+from tinyaot.pipeline.precision_search import search_precision
+
+
+def _model(path, rng):
+    w1, b1 = rng.normal(0, 0.5, (12, 24)).astype(np.float32), rng.normal(0, 0.1, 24).astype(np.float32)
+    w2, b2 = rng.normal(0, 0.3, (24, 10)).astype(np.float32), rng.normal(0, 0.01, 10).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"))]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["z"]), helper.make_node("Softmax", ["z"], ["y"], axis=1)]
+    g = helper.make_graph(nodes, "mlp16", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 12])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def test_search_promotes_until_within_budget(tmp_path):
+    rng = np.random.default_rng(5)
+    model = tmp_path / "mlp16.onnx"
+    _model(model, rng)
+    x = rng.normal(0, 1, (300, 1, 12)).astype(np.float32)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])  # float top-1 is 100 %
+    np.savez(tmp_path / "cal.npz", x=x[:100])
+    np.savez(tmp_path / "data.npz", x=x[100:], y=y[100:])
+    r8 = evaluate(model, tmp_path / "cal.npz", tmp_path / "data.npz", compare_onnxruntime=False)
+    r16 = evaluate(model, tmp_path / "cal.npz", tmp_path / "data.npz", compare_onnxruntime=False, activation_bits=16)
+    drop8, drop16 = 100 * (1 - r8["int8_top1"]), 100 * (1 - r16["int8_top1"])
+    assert drop8 > drop16  # int8 loses samples that 16x8 keeps
+    budget = (drop8 + drop16) / 2
+    rec = search_precision(model, tmp_path / "cal.npz", tmp_path / "data.npz", budget)
+    assert rec["drop_points"] <= budget + 1e-9 and 16 in rec["bits"].values()
+    assert len(rec["sensitivity"]) == 3 and len(rec["measurements"]) >= 5  # Gemm, Gemm (Relu fused), Softmax
+    c = compile_model(model, tmp_path / "cal.npz", activation_bits=rec["bits"])
+    assert c.plan.arena_bytes == rec["arena_bytes"]
+    again = evaluate(model, tmp_path / "cal.npz", tmp_path / "data.npz", compare_onnxruntime=False,
+                     max_accuracy_drop=budget)
+    assert again["int8_top1"] == rec["top1"] and again["activation_bits"]["search"]["bits"] == rec["bits"]
