@@ -42,7 +42,6 @@ int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_p
     q.bias = bias;
     q.mult = quant_params->multiplier;
     q.shift = quant_params->shift;
-    q.per_channel = 1;
     q.out_off = conv_params->output_offset;
     q.act_min = conv_params->activation.min;
     q.act_max = conv_params->activation.max;

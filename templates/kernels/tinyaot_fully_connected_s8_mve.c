@@ -2,7 +2,8 @@
  * tinyaot_fully_connected_s8_mve: out[b, o] = requant(bias[o] + sum_d in[b, d] * w[o, d]) with the input offset
  * folded into bias (tinyaot_nn_mve.h). Helium: four output channels per pass, two batch rows sharing each weight
  * load (tinyaot_mve_gemm.h); portable C elsewhere. Filter offset must be 0 (symmetric weights, as tinyaot
- * quantizes them); a pre-quantized layer with a filter zero point keeps the generic kernel.
+ * quantizes them; a pre-quantized layer with a filter zero point keeps the generic kernel) and the multipliers and
+ * shifts per channel (per_channel 1; tinyaot repeats a per-tensor pair at compile time).
  */
 #include "tinyaot_nn_mve.h"
 #include "tinyaot_mve_gemm.h"
@@ -22,13 +23,12 @@ int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_
     (void)ctx;
     (void)bias_dims;
     if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c ||
-        fc_params->filter_offset != 0) {
+        fc_params->filter_offset != 0 || !per_channel) {
         return -1;
     }
     q.bias = bias;
     q.mult = quant_params->multiplier;
     q.shift = quant_params->shift;
-    q.per_channel = per_channel;
     q.out_off = fc_params->output_offset;
     q.act_min = fc_params->activation.min;
     q.act_max = fc_params->activation.max;

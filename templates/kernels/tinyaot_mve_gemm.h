@@ -28,41 +28,65 @@
 
 typedef struct {
     const int32_t *bias;  /* folded bias, one per output channel; NULL: none */
-    const int32_t *mult;  /* per_channel ? one per output channel : mult[0] for all */
+    const int32_t *mult;  /* one per output channel */
     const int32_t *shift;
-    int32_t per_channel;
     int32_t out_off, act_min, act_max;
 } tinyaot_mve_requant;
 
 #if TINYAOT_USE_MVE
 
-/* The epilogue of four channels o .. o+3 (lanes past n_out are neither loaded nor stored). */
-static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32x4_t acc, const tinyaot_mve_requant *q,
-                                                                     int32_t o, mve_pred16_t p, int8_t *out)
+/* Requantization constants held in registers across a kernel's channel loop (per-channel multipliers and shifts
+   only): the struct's fields are copied into locals because every int8 output store may alias them as far as the
+   compiler knows. */
+typedef struct {
+    const int32_t *bias, *mult, *shift;
+    int32_t out_off;
+    int32x4_t lo, hi;
+} tinyaot_mve_epilogue;
+
+static inline __attribute__((always_inline)) tinyaot_mve_epilogue tinyaot_mve_epilogue_of(const tinyaot_mve_requant *q)
 {
-    int32x4_t m;
-    int32x4_t s;
-    if (q->bias) {
-        acc = vaddq_s32(acc, vldrwq_z_s32(q->bias + o, p));
-    }
-    if (q->per_channel) {
-        m = vldrwq_z_s32(q->mult + o, p);
-        s = vldrwq_z_s32(q->shift + o, p);
-    } else {
-        m = vdupq_n_s32(q->mult[0]);
-        s = vdupq_n_s32(q->shift[0]);
-    }
-    acc = tinyaot_mve_offset_clamp(tinyaot_mve_requantize(acc, m, s), q->out_off, q->act_min, q->act_max);
-    vstrbq_p_s32(out + o, acc, p);
+    tinyaot_mve_epilogue e;
+    e.bias = q->bias;
+    e.mult = q->mult;
+    e.shift = q->shift;
+    e.out_off = q->out_off;
+    e.lo = vdupq_n_s32(q->act_min);
+    e.hi = vdupq_n_s32(q->act_max);
+    return e;
 }
 
-static inline __attribute__((always_inline)) int32x4_t tinyaot_mve_lanes(int32_t a0, int32_t a1, int32_t a2,
-                                                                         int32_t a3)
+/* Channels o .. o+3 of this block: bias, multipliers and split shifts (lanes past the predicate load as 0). */
+typedef struct {
+    int32x4_t bias, m, left, right;
+} tinyaot_mve_block;
+
+static inline __attribute__((always_inline)) tinyaot_mve_block tinyaot_mve_block_of(const tinyaot_mve_epilogue *e,
+                                                                                     int32_t o, mve_pred16_t p)
+{
+    tinyaot_mve_block b;
+    const int32x4_t s = vldrwq_z_s32(e->shift + o, p);
+    b.bias = e->bias ? vldrwq_z_s32(e->bias + o, p) : vdupq_n_s32(0);
+    b.m = vldrwq_z_s32(e->mult + o, p);
+    b.left = tinyaot_mve_shift_left(s);
+    b.right = tinyaot_mve_shift_right(s);
+    return b;
+}
+
+/* Four accumulators -> four int8 outputs at out (lanes past the predicate not stored). */
+static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32_t a0, int32_t a1, int32_t a2, int32_t a3,
+                                                                     const tinyaot_mve_epilogue *e,
+                                                                     const tinyaot_mve_block *b, mve_pred16_t p,
+                                                                     int8_t *out)
 {
     int32x4_t v = vdupq_n_s32(a0);
     v = vsetq_lane_s32(a1, v, 1);
     v = vsetq_lane_s32(a2, v, 2);
-    return vsetq_lane_s32(a3, v, 3);
+    v = vsetq_lane_s32(a3, v, 3);
+    v = tinyaot_mve_requantize_split(vaddq_s32(v, b->bias), b->m, b->left, b->right);
+    v = vqaddq_n_s32(v, e->out_off);
+    v = vminq_s32(vmaxq_s32(v, e->lo), e->hi);
+    vstrbq_p_s32(out, v, p);
 }
 
 /*
@@ -77,6 +101,7 @@ static inline __attribute__((always_inline)) int32x4_t tinyaot_mve_lanes(int32_t
 static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,
                                                   const tinyaot_mve_requant *q, int8_t *out)
 {
+    const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
     const int32_t t = k & 15;
     int32_t o;
     for (o = 0; o < n_out; o += 4) {
@@ -105,7 +130,11 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, 
             a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(w + 2 * t, p));
             a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(w + 3 * t, p));
         }
-        tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), q, o, vctp32q((uint32_t)(n_out - o)), out);
+        {
+            const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
+            const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
+            tinyaot_mve_store4(a0, a1, a2, a3, &e, &b, p4, out + o);
+        }
     }
 }
 
@@ -114,6 +143,7 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
                                                   const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
                                                   int8_t *out_a, int8_t *out_b)
 {
+    const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
     const int32_t t = k & 15;
     int32_t o;
     for (o = 0; o < n_out; o += 4) {
@@ -122,26 +152,58 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
         const int8_t *xb = col_b;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-        int32_t n;
-        for (n = k >> 4; n > 0; n--) {
-            const int8x16_t va = vldrbq_s8(xa);
-            const int8x16_t vb = vldrbq_s8(xb);
-            int8x16_t wv;
-            xa += 16;
-            xb += 16;
-            wv = vldrbq_s8(w);
-            a0 = vmladavaq_s8(a0, va, wv);
-            b0 = vmladavaq_s8(b0, vb, wv);
-            wv = vldrbq_s8(w + 16);
-            a1 = vmladavaq_s8(a1, va, wv);
-            b1 = vmladavaq_s8(b1, vb, wv);
-            wv = vldrbq_s8(w + 32);
-            a2 = vmladavaq_s8(a2, va, wv);
-            b2 = vmladavaq_s8(b2, vb, wv);
-            wv = vldrbq_s8(w + 48);
-            a3 = vmladavaq_s8(a3, va, wv);
-            b3 = vmladavaq_s8(b3, vb, wv);
-            w += 64;
+        int32_t n = k >> 4;
+        if (n > 0) {
+#if defined(__OPTIMIZE__) && defined(__GNUC__)
+            /* The whole 16-value chunks, written out because GCC 12 spills here: VMLADAVA accumulates only into
+               even registers, and the eight accumulators need all of them (r0..r12 and lr), which its doloop
+               (DLS/LE on lr) and register allocation do not manage. "Te" is GCC's even-register constraint for MVE.
+               Per chunk: 2 activation loads, 4 weight loads, 8 VMLADAVA, 2 loop instructions for 128 MACs. Not
+               at -O0, where the frame pointer leaves too few registers (the C loop below is used there). */
+            __asm__("1:\n\t"
+                    "vldrb.8 q0, [%[xa]], #16\n\t"
+                    "vldrb.8 q1, [%[xb]], #16\n\t"
+                    "vldrb.8 q2, [%[w]], #16\n\t"
+                    "vmladava.s8 %[a0], q0, q2\n\t"
+                    "vmladava.s8 %[b0], q1, q2\n\t"
+                    "vldrb.8 q2, [%[w]], #16\n\t"
+                    "vmladava.s8 %[a1], q0, q2\n\t"
+                    "vmladava.s8 %[b1], q1, q2\n\t"
+                    "vldrb.8 q2, [%[w]], #16\n\t"
+                    "vmladava.s8 %[a2], q0, q2\n\t"
+                    "vmladava.s8 %[b2], q1, q2\n\t"
+                    "vldrb.8 q2, [%[w]], #16\n\t"
+                    "vmladava.s8 %[a3], q0, q2\n\t"
+                    "vmladava.s8 %[b3], q1, q2\n\t"
+                    "subs %[n], %[n], #1\n\t"
+                    "bne 1b"
+                    : [a0] "+Te"(a0), [a1] "+Te"(a1), [a2] "+Te"(a2), [a3] "+Te"(a3), [b0] "+Te"(b0),
+                      [b1] "+Te"(b1), [b2] "+Te"(b2), [b3] "+Te"(b3), [xa] "+r"(xa), [xb] "+r"(xb), [w] "+r"(w),
+                      [n] "+r"(n)
+                    :
+                    : "q0", "q1", "q2", "memory", "cc");
+#else
+            for (; n > 0; n--) {
+                const int8x16_t va = vldrbq_s8(xa);
+                const int8x16_t vb = vldrbq_s8(xb);
+                int8x16_t wv;
+                xa += 16;
+                xb += 16;
+                wv = vldrbq_s8(w);
+                a0 = vmladavaq_s8(a0, va, wv);
+                b0 = vmladavaq_s8(b0, vb, wv);
+                wv = vldrbq_s8(w + 16);
+                a1 = vmladavaq_s8(a1, va, wv);
+                b1 = vmladavaq_s8(b1, vb, wv);
+                wv = vldrbq_s8(w + 32);
+                a2 = vmladavaq_s8(a2, va, wv);
+                b2 = vmladavaq_s8(b2, vb, wv);
+                wv = vldrbq_s8(w + 48);
+                a3 = vmladavaq_s8(a3, va, wv);
+                b3 = vmladavaq_s8(b3, vb, wv);
+                w += 64;
+            }
+#endif
         }
         if (t > 0) {
             const mve_pred16_t p = vctp8q((uint32_t)t);
@@ -163,8 +225,9 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
         }
         {
             const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
-            tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), q, o, p4, out_a);
-            tinyaot_mve_store4(tinyaot_mve_lanes(b0, b1, b2, b3), q, o, p4, out_b);
+            const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
+            tinyaot_mve_store4(a0, a1, a2, a3, &e, &b, p4, out_a + o);
+            tinyaot_mve_store4(b0, b1, b2, b3, &e, &b, p4, out_b + o);
         }
     }
 }
@@ -185,14 +248,13 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, 
 {
     int32_t o;
     for (o = 0; o < n_out; o++) {
-        const int32_t qi = q->per_channel ? o : 0;
         int32_t acc = 0;
         int32_t i;
         for (i = 0; i < k; i++) {
             acc += (int32_t)col[i] * tinyaot_mve_filter_at(filter, k, o, i);
         }
         acc += q->bias ? q->bias[o] : 0;
-        out[o] = tinyaot_requantize_s8(acc, q->mult[qi], q->shift[qi], q->out_off, q->act_min, q->act_max);
+        out[o] = tinyaot_requantize_s8(acc, q->mult[o], q->shift[o], q->out_off, q->act_min, q->act_max);
     }
 }
 

@@ -35,7 +35,7 @@ int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_p
                                 const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
                                 int8_t *output);
 
-/* Fully connected, filter_offset 0 (returns -1 otherwise); two batch rows per pass. No scratch. */
+/* Fully connected, filter_offset 0 and per_channel 1 (returns -1 otherwise); two batch rows per pass. No scratch. */
 int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
                                    const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
                                    const tinyaot_dims *input_dims, const int8_t *input,

@@ -124,8 +124,10 @@ def _case_c(i: int, c: Layer) -> str:
     cout = c.w.shape[0]
     wb = block_filter(c.w.reshape(cout, -1))
     folded = fold_input_offset(c.bias, c.w, c.in_off)
+    # a per-tensor multiplier and shift are repeated per channel, as tinyaot/ops/mve.py renders them
+    mult, shift = (np.repeat(v, cout) if np.size(v) == 1 else v for v in (c.mult, c.shift))
     s = (c_array(pre + "x", c.x, "int8_t") + c_array(pre + "w", wb, "int8_t") + c_array(pre + "b", folded, "int32_t")
-         + c_array(pre + "m", c.mult, "int32_t") + c_array(pre + "s", c.shift, "int32_t")
+         + c_array(pre + "m", mult, "int32_t") + c_array(pre + "s", shift, "int32_t")
          + c_array(pre + "e", c.expected, "int8_t"))
     n_out = c.expected.size
     s += f"static int case_{i}(void)\n{{\n    int rc;\n"
@@ -136,7 +138,7 @@ def _case_c(i: int, c: Layer) -> str:
               f"    const tinyaot_dims in_d = {{{b}, 1, 1, {d}}}, f_d = {{{d}, 1, 1, {cout}}}, "
               f"b_d = {{1, 1, 1, {cout}}}, o_d = {{{b}, 1, 1, {cout}}};\n"
               f"    const tinyaot_context ctx = {{NULL, 0}};\n")
-        call = (f"{c.kernel}(&ctx, &prm, &q, {c.geo['per_channel']}, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, "
+        call = (f"{c.kernel}(&ctx, &prm, &q, 1, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, "
                 f"&o_d, out_buf)")
     else:
         n, h, w, cin = c.x.shape

@@ -25,6 +25,8 @@ MVE_CONV = "mve_conv"  # tinyaot_convolve_s8_mve: any window, one im2col column 
 MVE_1X1 = "mve_1x1"    # tinyaot_convolve_1x1_s8_mve: 1x1 without padding, no scratch
 MVE_FC = "mve_fc"      # tinyaot_fully_connected_s8_mve
 CONV_VARIANTS = (MVE_CONV, MVE_1X1)
+# the headers the kernels include, copied into a deployed project with the kernel file
+HEADERS = ["tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h"]
 
 # Cost model: instructions executed under QEMU on mps3-an547 (measured on the shared models' layers, see
 # tests/mve and the report's per-layer counts): per multiply-accumulate, per output value (requantization of four
@@ -103,7 +105,8 @@ def render_conv(node, graph, cname: str, params: dict) -> KernelCall:
               ConstArray("int32_t", f"{cname}_shift", _per_channel(a["output_shift"], out_c))]
     params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
                   shift=f"{cname}_shift")
-    return KernelCall(kernel, files=[kernel + ".c"], consts=consts, template="layers/conv.c.j2", params=params)
+    return KernelCall(kernel, files=[kernel + ".c", *HEADERS], consts=consts, template="layers/conv.c.j2",
+                      params=params)
 
 
 def fc_variants(node, graph, target, macs: int) -> list[Variant]:
@@ -126,5 +129,5 @@ def render_fc(node, graph, cname: str, params: dict) -> KernelCall:
               ConstArray("int32_t", f"{cname}_shift", _per_channel(a["output_shift"], out_c))]
     params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
                   shift=f"{cname}_shift")
-    return KernelCall(kernel, files=[kernel + ".c"], consts=consts, template="layers/fully_connected.c.j2",
-                      params=params)
+    return KernelCall(kernel, files=[kernel + ".c", *HEADERS], consts=consts,
+                      template="layers/fully_connected.c.j2", params=params)
