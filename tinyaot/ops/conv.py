@@ -22,6 +22,7 @@ from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compr
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.ops.depthwise3x3 import DW3X3, dw3x3_variants, render_node as dw3x3_render
 from tinyaot.ops.mve_depthwise import MVE_DW, mve_dw_variants, render_node as mve_dw_render
+from tinyaot.ops import mve as mve_conv  # Helium standard conv variants (mve-mac)
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
 
@@ -306,9 +307,12 @@ class Conv(OpSpec):
                       Variant(FOLD, cost(_FOLD_COST, 0 if w.shape[3] % 4 == 0 else 1))]
         listed += mve_dw_variants(node, graph, target, self.macs(node, graph))  # Helium depthwise (mve_depthwise.py)
         listed += dw3x3_variants(node, graph, target, self.macs(node, graph))  # depthwise 3x3 (depthwise3x3.py)
+        listed += mve_conv.conv_variants(node, graph, target, self.macs(node, graph))  # Helium conv (mve.py)
         return tuple(listed)
 
     def scratch_bytes(self, node, graph):
+        if variant_of(node) in mve_conv.CONV_VARIANTS:
+            return mve_conv.conv_scratch_bytes(node, graph)
         if variant_of(node) == FOLD:
             w = graph.tensors[node.inputs[1]].shape
             return fold_scratch_bytes(w[1:3], w[3])
@@ -377,6 +381,8 @@ class Conv(OpSpec):
         files = cf.files if cf is not None else [kernel + ".c"]
         if kernel == "tinyaot_convolve_s8_fold":
             files = ["tinyaot_fold_support.h"] + files
+        if variant_of(node) in mve_conv.CONV_VARIANTS:
+            return mve_conv.render_conv(node, graph, cname, params)
         return KernelCall(kernel, files=files, consts=consts, template="layers/conv.c.j2", params=params)
 
     def oracle(self, node, graph):
