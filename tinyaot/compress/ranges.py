@@ -35,7 +35,7 @@ DEFAULT_METHOD = "minmax"  # README "Calibration methods": mse keeps more top-1 
 def parse_method(text: str | None) -> tuple[str, float | None]:
     """'minmax' | 'percentile' | 'percentile:99.9' | 'entropy' | 'mse' | 'auto' -> (name, percentile)."""
     if text is None or text == "":
-        return "minmax", None
+        text = DEFAULT_METHOD
     name, _, arg = str(text).partition(":")
     name = name.strip().lower()
     if name not in METHODS:
@@ -174,6 +174,17 @@ def entropy_range(h: Histogram) -> tuple[float, float]:
             best = (d, i)
     t = float(edges[best[1]])
     return max(h.lo, -t), min(h.hi, t)
+
+
+def calibration_record(graph_meta: dict, calibrate: str | None, cle: bool) -> dict:
+    """What report.json (`quantization.calibration`) and evaluate's result say about how the ranges were made:
+    the method (the default resolved), its percentile, and whether CLE and bias correction ran (bias correction
+    is left to compression's own fitting when compression options are active)."""
+    name, pct = parse_method(calibrate)
+    eq = graph_meta.get("equalization")
+    return {"method": name, "percentile": pct, "default": calibrate is None, "cle": bool(cle),
+            "cle_pairs": eq["pairs"] if eq else 0, "bias_correction": "bias_corrected" in graph_meta,
+            "bias_corrected_layers": len(graph_meta.get("bias_corrected", ()))}
 
 
 def choose_range(h: Histogram, method: str, percentile: float | None = None) -> tuple[tuple[float, float], str]:

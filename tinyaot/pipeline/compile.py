@@ -19,7 +19,7 @@ from tinyaot.compress.equalize import (DEFAULT_BIAS_CORRECTION, DEFAULT_CLE, cor
 from tinyaot.compress.hessian import MAX_SAMPLES
 from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.prune import layer_nodes
-from tinyaot.compress.ranges import DEFAULT_METHOD
+from tinyaot.compress.ranges import DEFAULT_METHOD, calibration_record
 from tinyaot.compress.pipeline import prune_step, storage_step
 from tinyaot.compress.precision import apply_precision
 from tinyaot.compress.quantize import quantize_graph, quantize_values
@@ -137,6 +137,8 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
                                                             graph.tensors[graph.inputs[0]].quant)
                                             for x in samples[graph.inputs[0]]]
         graph = storage_step(graph, cal)
+    if not prequantized:  # report.json quantization.calibration, evaluate's result
+        graph.meta["calibration"] = calibration_record(graph.meta, calibrate, DEFAULT_CLE if cle is None else cle)
     source = "calibration data" if not prequantized else "--calibration samples (used for verification only)"
     if samples is None:
         samples = _random_inputs(graph, RANDOM_SAMPLES, RANDOM_SEED)

@@ -108,6 +108,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         "weights_bytes": weights_bytes(g),
         "compression": compression_report(g),  # the weights' cost, measured on the same run as the accuracy
         "activation_bits": precision_report(g),  # 8, 16 or mixed (and the --max-accuracy-drop search)
+        "quantization": {"calibration": g.meta.get("calibration")},  # method, CLE, bias correction
     }
     if ort_out is not None:
         result["onnxruntime_int8_top1"] = top1(ort_out, y)

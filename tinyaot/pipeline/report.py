@@ -96,6 +96,7 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
                        "zero_point": g.tensors[compiled.output].quant.zp},
             "calibration_samples": 0 if compiled.prequantized else int(len(compiled.samples[compiled.input])),
             "source": "the model's QuantizeLinear/DequantizeLinear" if compiled.prequantized else "calibration",
+            "calibration": g.meta.get("calibration"),  # method, CLE, bias correction (compress/ranges.py)
             "notes": g.meta.get("quantization_notes", []),
             "activation_bits": precision_report(g)},
         "memory": {"arena_bytes": compiled.plan.arena_bytes, "arena_lower_bound_bytes": compiled.lower_bound,
