@@ -50,6 +50,18 @@ CMSIS_NN = {
     "vww_mobilenetv1_025": {"M4": 23_766_282, "M7": 23_874_380, "M3": 31_949_336, "M55": 6_547_707},
     "ad_fc_autoencoder": {"M4": 579_478, "M7": 579_498, "M3": 952_360, "M55": 146_820},
 }
+# Before issue 10's kernels (ci/speed_benchmark_before.md, this script on commit b0a953e, every layer generic):
+# (instructions, firmware flash bytes). Issue 10 allows flash at most 10 % above these at default settings.
+BEFORE = {
+    "kws_dscnn": {"M4": (9_269_367, 50_260), "M7": (9_226_180, 50_260), "M3": (13_762_924, 49_804),
+                  "M55": (9_298_323, 50_916)},
+    "ic_resnet8": {"M4": (28_545_264, 101_596), "M7": (28_475_521, 101_660), "M3": (46_607_948, 101_164),
+                   "M55": (28_740_632, 102_324)},
+    "vww_mobilenetv1_025": {"M4": (28_414_340, 265_756), "M7": (28_608_228, 265_820), "M3": (39_645_664, 265_336),
+                            "M55": (28_660_996, 266_436)},
+    "ad_fc_autoencoder": {"M4": (586_189, 294_204), "M7": (585_382, 294_204), "M3": (1_348_212, 293_876),
+                          "M55": (556_347, 294_336)},
+}
 # Issue 10's targets: at most this fraction of CMSIS-NN's instructions.
 TARGET = {"M4": 0.80, "M7": 0.80, "M3": 1.00, "M55": 1.00}
 # The layer classes of the per-class table, in this order (report.json's per-layer `class`).
@@ -122,6 +134,7 @@ def run_row(model: str, board: str, optimize: str, tune: bool, cal_dir: Path, wo
                flash=r["memory"]["flash_bytes"], weights=r["memory"]["weights_bytes"],
                params=r["memory"]["params_bytes"], code=kernel_code_bytes(out, r, board),
                classes=per_class(r), stack=v["stack_high_water_bytes"], arena=r["memory"]["arena_bytes"],
+               arena_lower_bound=r["memory"]["arena_lower_bound_bytes"],
                variants=sorted({layer.get("variant", "generic") for layer in r["layers"]}),
                tuning=r.get("tuning"), seconds=round(time.time() - t0, 1))
     return row
@@ -135,20 +148,23 @@ def markdown(rows: list[dict], args) -> str:
     lines = [f"Instructions per inference under QEMU (first calibration sample), tinyaot vs CMSIS-NN on the same core "
              f"(../shared/notes/cmsis-nn-instructions.md). `--optimize {args.optimize}`"
              f"{', --tune' if args.tune else ''}. Written by `ci/speed_benchmark.py`.", "",
-             "| model | core (board) | optimize | instructions | x CMSIS-NN | target | per MAC | kernel code B | flash B | "
-             "verified |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| model | core (board) | optimize | instructions | x CMSIS-NN | target | x before | per MAC | kernel code B "
+             "| flash B | flash vs before | arena B (lower bound) | stack B | verified |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if not r.get("instructions"):
             lines.append(f"| {r['model']} | {r['core']} ({r['board']}) | {r['optimize']} | - | - | "
-                         f"{TARGET[r['core']]:.2f} | - | - | - | **failed**: {r.get('error', 'no count')} |")
+                         f"{TARGET[r['core']]:.2f} | - | - | - | - | - | - | - | **failed**: {r.get('error', 'no count')} |")
             continue
         ratio = r["ratio"]
         mark = "" if ratio <= TARGET[r["core"]] else " (over)"
+        before_insns, before_flash = BEFORE[r["model"]][r["core"]]
+        arena = fmt(r["arena"]) + ("" if r["arena"] == r["arena_lower_bound"] else f" ({fmt(r['arena_lower_bound'])})")
         lines.append(f"| {r['model']} | {r['core']} ({r['board']}) | {r['optimize']}{' tuned' if r['tune'] else ''} "
                      f"| {fmt(r['instructions'])} | {ratio:.2f}{mark} | {TARGET[r['core']]:.2f} "
-                     f"| {r['instructions'] / r['macs']:.2f} | {fmt(r['code'])} | {fmt(r['flash'])} "
-                     f"| {'yes' if r['ok'] else '**no**'} |")
+                     f"| {r['instructions'] / before_insns:.2f} | {r['instructions'] / r['macs']:.2f} "
+                     f"| {fmt(r['code'])} | {fmt(r['flash'])} | {100 * (r['flash'] / before_flash - 1):+.1f} % "
+                     f"| {arena} | {fmt(r['stack'])} | {'yes' if r['ok'] else '**no**'} |")
     lines += ["", "Instructions per MAC by layer class (add, softmax: per output element):", "",
               "| model | core | optimize | per class | variants used |", "|---|---|---|---|---|"]
     for r in rows:
@@ -163,9 +179,11 @@ def markdown(rows: list[dict], args) -> str:
             t = r["tuning"]
             lines.append(f"| {r['model']} | {r['core']} | {t['layers_tuned']} | {t['variants_tried']} | {t['rounds']} "
                          f"| {fmt(t['instructions_default'])} | {fmt(t['instructions_tuned'])} |")
-    lines += ["", "Kernel code B: the folder's kernel files compiled one by one with the deploy's flags, text + data "
+    lines += ["", "x before: against the same row before issue 10's kernels (ci/speed_benchmark_before.md). Kernel code "
+              "B: the folder's kernel files compiled one by one with the deploy's flags, text + data "
               "(arm-none-eabi-size, before link-time section GC). Flash B: the whole verification firmware "
-              "(harness, HAL and newlib included)."]
+              "(harness, HAL and newlib included). Arena: the planned arena, with the liveness lower bound in "
+              "brackets where it is above it. Stack: the high-water mark measured under QEMU."]
     return "\n".join(lines) + "\n"
 
 
