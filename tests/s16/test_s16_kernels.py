@@ -85,15 +85,19 @@ def test_conv_s16(lib, case):
     if case == 1:
         weights[:] = 127
     per = np.abs(weights).reshape(cout, -1).sum(axis=1) * 32768
-    bias = rng.integers(-1, 2, cout) * (ACC64_LIMIT - 1 - per) if case == 3 else rng.integers(-(1 << 30), 1 << 30, cout)
+    # case 3: biases at the edge of the int64 requantization's range, |bias| + sum|w| * 32768 = 2**47 - 1
+    bias = rng.integers(-1, 2, cout) * (ACC64_LIMIT - 1 - per) if case == 3 else rng.integers(-(1 << 30), 1 << 30,
+                                                                                                cout)
     mult, shift = _requant(rng, cout, extreme=case == 3)
     act = (-32768, 32767) if case != 2 else (0, 20000)
-    geom = _a([1, h, w, cin, oh, ow, cout, kh, kw, s[0], s[1], pads[0], pads[1], d[0], d[1], act[0], act[1], cg], np.int32)
+    geom = _a([1, h, w, cin, oh, ow, cout, kh, kw, s[0], s[1], pads[0], pads[1], d[0], d[1], act[0], act[1], cg],
+              np.int32)
     for x in _inputs(rng, (1, h, w, cin)):
         want = conv2d_s16(x, weights, bias, mult, shift, stride_hw=s, pad_top_left=pads[:2], dilation_hw=d,
                           output_hw=(oh, ow), act_min=act[0], act_max=act[1], groups=groups)
         out = np.full((1, oh, ow, cout), 7, np.int16)
-        xs, ws, bs, ms, ss = _a(x, np.int16), _a(weights, np.int8), _a(bias, np.int64), _a(mult, np.int32), _a(shift, np.int32)
+        xs, ws, bs = _a(x, np.int16), _a(weights, np.int8), _a(bias, np.int64)
+        ms, ss = _a(mult, np.int32), _a(shift, np.int32)
         assert lib.tinyaot_convolve_s16(xs.ctypes.data, ws.ctypes.data, bs.ctypes.data, ms.ctypes.data,
                                         ss.ctypes.data, geom.ctypes.data, out.ctypes.data) == 0
         np.testing.assert_array_equal(out, want)
@@ -120,7 +124,8 @@ def test_depthwise_s16(lib, case):
         want = depthwise_conv2d_s16(x, weights, bias, mult, shift, ch_mult=ch_mult, stride_hw=s,
                                     pad_top_left=pads[:2], dilation_hw=d, output_hw=(oh, ow))
         out = np.full((1, oh, ow, cout), 7, np.int16)
-        xs, ws, bs, ms, ss = _a(x, np.int16), _a(weights, np.int8), _a(bias, np.int64), _a(mult, np.int32), _a(shift, np.int32)
+        xs, ws, bs = _a(x, np.int16), _a(weights, np.int8), _a(bias, np.int64)
+        ms, ss = _a(mult, np.int32), _a(shift, np.int32)
         assert lib.tinyaot_depthwise_conv_s16(xs.ctypes.data, ws.ctypes.data, bs.ctypes.data, ms.ctypes.data,
                                               ss.ctypes.data, geom.ctypes.data, out.ctypes.data) == 0
         np.testing.assert_array_equal(out, want)
@@ -138,7 +143,8 @@ def test_fully_connected_s16(lib):
         for x in _inputs(rng, (batches, depth)):
             want = fully_connected_s16(x, weights, bias, mult, shift, act_min=act[0], act_max=act[1])
             out = np.zeros((batches, out_ch), np.int16)
-            xs, ws, bs, ms, ss = _a(x, np.int16), _a(weights, np.int8), _a(bias, np.int64), _a(mult, np.int32), _a(shift, np.int32)
+            xs, ws, bs = _a(x, np.int16), _a(weights, np.int8), _a(bias, np.int64)
+            ms, ss = _a(mult, np.int32), _a(shift, np.int32)
             assert lib.tinyaot_fully_connected_s16(xs.ctypes.data, ws.ctypes.data, bs.ctypes.data, ms.ctypes.data,
                                                    ss.ctypes.data, geom.ctypes.data, out.ctypes.data) == 0
             np.testing.assert_array_equal(out, want)

@@ -261,7 +261,8 @@ def evaluate(
                    f"{100 * r['int8_vs_onnxruntime_agreement']:.2f} %" if ort is not None else ""))
         return
     label = {"8": "int8", "16": "16x8"}.get(str(r.get("activation_bits", {}).get("mode", 8)), "mixed 8/16")
-    typer.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot {label} {100 * r['int8_top1']:.2f} %"
+    typer.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot {label} "
+               f"{100 * r['int8_top1']:.2f} %"
                + (f", onnxruntime int8 {100 * ort:.2f} %" if ort is not None else "")
                + f"; int8 agrees with float on {100 * r['agreement']:.2f} %")
     if activation_bits != ActivationBits.eight or max_accuracy_drop is not None:

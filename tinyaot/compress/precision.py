@@ -19,6 +19,7 @@ from tinyaot.ir import Graph, Node
 from tinyaot.ops.s16 import S16_OPS
 
 ALIAS_OPS = ("Reshape",)
+MOVE_OPS_AT_8 = ("Transpose",)
 
 
 def supported_ops() -> list[str]:
@@ -33,7 +34,10 @@ def layer_names(graph: Graph) -> list[str]:
 def apply_precision(graph: Graph, ranges: dict, bits) -> Graph:
     """Rewrite `graph` (float, after the passes) for the widths `bits` (int or {node name: 8|16}); adds the
     converted tensors' ranges to `ranges`. bits == 8 everywhere leaves the graph untouched."""
-    want = {n.name: (int(bits) if not isinstance(bits, dict) else int(bits.get(n.name, 8))) for n in graph.nodes}
+    # With one width for all, data movement without an s16 kernel (the layout pass's Transpose of an NCHW image
+    # input or output) stays int8: it moves values, so converting before or after it is the same conversion.
+    want = {n.name: (int(bits) if n.op not in MOVE_OPS_AT_8 else 8) if not isinstance(bits, dict)
+            else int(bits.get(n.name, 8)) for n in graph.nodes}
     bad = [w for w in want.values() if w not in (8, 16)]
     if bad:
         raise TinyaotError(f"activation bits must be 8 or 16, not {bad[0]}")

@@ -98,7 +98,8 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
         candidates = [n.name for n in base.graph.nodes if n.name in names and n.op in S16_OPS]
         for name in candidates:
             s = measure(frozenset([name]))
-            sensitivity.append({"layer": name, "top1": s["top1"], "gain_points": round(100 * (s["top1"] - m["top1"]), 4),
+            sensitivity.append({"layer": name, "top1": s["top1"],
+                                "gain_points": round(100 * (s["top1"] - m["top1"]), 4),
                                 "extra_bytes": cost(s) - cost(m)})
         order = sorted(sensitivity, key=lambda r: (r["gain_points"] <= 0, -r["gain_points"] / max(r["extra_bytes"], 1)
                                                    if r["gain_points"] > 0 else -r["gain_points"]))
