@@ -15,9 +15,20 @@ import numpy as np
 
 from tinyaot.ops.broadcast import BinaryOp
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
-from tinyaot.ops.registry import KernelCall, register, Traits
+from tinyaot.ops.registry import IN0, IN1, OUT0, KernelCall, register, Traits, Variant, variant_of
 
 ADD_LEFT_SHIFT = 20
+HALF = (1 << 30, 0)  # quantize_multiplier(0.5): the larger-scale input's multiplier and shift
+FAST = "fast"  # variant: tinyaot_elementwise_add_s8_fast (same-shape activations, TFLite's preparation)
+# Cost model, instructions per element executed under QEMU (ic_resnet8's residual adds, 4096..16384 elements):
+# generic 80 on a Cortex-M4, 75 on a Cortex-M3; the fast kernel 18.0 and 25.0 there. Keyed by target.has_dsp.
+FAST_COST_PER_ELEMENT = {True: 18.0, False: 25.0}
+GENERIC_COST_PER_ELEMENT = {True: 80.0, False: 75.0}
+# The Helium (MVE) variant (templates/kernels/tinyaot_elementwise_add_s8_mve.c): four elements per vector, the
+# generic kernel's integers for any parameters (input offsets within [-128, 128]). Instructions per element under
+# QEMU on mps3-an547 (ic_resnet8's residual adds).
+MVE_ADD = "mve_add"
+MVE_ADD_COST_PER_ELEMENT = 5.0
 
 
 def add_params(s1: float, s2: float, s_out: float) -> dict:
@@ -54,6 +65,35 @@ def elementwise_add_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
     return np.clip(out, int(act_min), int(act_max)).astype(np.int8)
 
 
+def add_fast_params(a: dict) -> dict | None:
+    """The arguments of tinyaot_elementwise_add_s8_fast for an Add's parameters `a` (the node's attrs), or None
+    when that kernel cannot compute them exactly. `swap`: input 2 has the larger scale, so the call passes the
+    inputs the other way round (the arithmetic is symmetric in the two inputs).
+
+    Requires TFLite's preparation: left shift 20, one input at multiplier exactly 1/2 (the larger scale), the
+    other at 1/2 too or with a right shift e2 in 1..30, an output right shift eo >= 1 with
+    2^28 + 2^(eo-1) + 128 * 2^eo < 2^31 (the kernel's rounding add stays in int32; see the kernel's header)."""
+    if a["left_shift"] != ADD_LEFT_SHIFT:
+        return None
+    one = (int(a["input1_mult"]), int(a["input1_shift"]))
+    two = (int(a["input2_mult"]), int(a["input2_shift"]))
+    swap = one != HALF
+    if swap:
+        one, two = two, one
+    if one != HALF:
+        return None
+    o1, o2 = (a["input2_offset"], a["input1_offset"]) if swap else (a["input1_offset"], a["input2_offset"])
+    in2_half = two == HALF
+    e2 = 1 if in2_half else -two[1]
+    eo = -int(a["output_shift"])
+    if not (1 <= e2 <= 30 and 1 <= eo <= 30) or 2**28 + 2**(eo - 1) + 128 * 2**eo >= 2**31:
+        return None
+    return {"swap": swap, "o1_20": int(o1) * 2**20, "o2_21": int(o2) * 2**21, "m2": two[0], "e2": e2,
+            "half2": 2**(e2 - 1), "mo": int(a["output_mult"]), "eo": eo,
+            "radd": 2**(eo - 1) + int(a["output_offset"]) * 2**eo, "act_min": int(a["act_min"]),
+            "act_max": int(a["act_max"]), "in2_half": int(in2_half)}
+
+
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
 @register("Add", traits=Traits(layout="elementwise", broadcast=True, fuses_activation=True,
                          kernels=("tinyaot_elementwise_add_s8", "tinyaot_elementwise_binary_s8")))
@@ -70,13 +110,42 @@ class Add(BinaryOp):
     def reference_fn(self, a, b, **kw):
         return elementwise_add_s8(a, b, **kw)
 
-    def render(self, node, graph, cname):
+    def _flat(self, node, graph) -> bool:
         x1, x2 = (graph.tensors[i] for i in node.inputs)
-        if x1.is_const or x2.is_const or tuple(x1.shape) != tuple(x2.shape):
+        return not (x1.is_const or x2.is_const or tuple(x1.shape) != tuple(x2.shape))
+
+    def variants(self, node, graph, target):
+        if target.core == "generic" or not self._flat(node, graph) or add_fast_params(node.attrs) is None:
+            return super().variants(node, graph, target) + self._mve_variants(node, graph, target)
+        n = graph.tensors[node.outputs[0]].size
+        return (Variant("generic", n * GENERIC_COST_PER_ELEMENT[bool(target.has_dsp)]),
+                Variant(FAST, n * FAST_COST_PER_ELEMENT[bool(target.has_dsp)])) + self._mve_variants(node, graph,
+                                                                                                      target)
+
+    def _mve_variants(self, node, graph, target) -> tuple:
+        a = node.attrs
+        if (not target.has_mve or not self._flat(node, graph) or graph.tensors[node.inputs[0]].dtype != "int8"
+                or not all(-128 <= a[k] <= 128 for k in ("input1_offset", "input2_offset"))):
+            return ()
+        return (Variant(MVE_ADD, graph.tensors[node.outputs[0]].size * MVE_ADD_COST_PER_ELEMENT),)
+
+    def render(self, node, graph, cname):
+        if not self._flat(node, graph):
             return super().render(node, graph, cname)
         a = node.attrs
         n = graph.tensors[node.outputs[0]].size
+        if variant_of(node) == FAST:
+            f = add_fast_params(a)
+            ins = [IN1, IN0] if f["swap"] else [IN0, IN1]
+            args = ins + [OUT0, n] + [f[k] for k in ("o1_20", "o2_21", "m2", "e2", "half2", "mo", "eo", "radd",
+                                                     "act_min", "act_max", "in2_half")]
+            return KernelCall("tinyaot_elementwise_add_s8_fast", args=args,
+                              files=["tinyaot_elementwise_add_s8_fast.c"])
         keys = ("input1_offset", "input1_mult", "input1_shift", "input2_offset", "input2_mult", "input2_shift",
                 "left_shift", "output_offset", "output_mult", "output_shift", "act_min", "act_max")
+        if variant_of(node) == MVE_ADD:  # same arguments as the generic kernel
+            return KernelCall("tinyaot_elementwise_add_s8_mve",
+                              files=["tinyaot_elementwise_add_s8_mve.c", "tinyaot_mve_support.h"],
+                              template="layers/elementwise_add.c.j2", params={**{k: a[k] for k in keys}, "size": n})
         return KernelCall("tinyaot_elementwise_add_s8", files=["tinyaot_elementwise_add_s8.c"],
                           template="layers/elementwise_add.c.j2", params={**{k: a[k] for k in keys}, "size": n})
