@@ -51,7 +51,8 @@ def test_every_kernel_is_under_the_sanitizers(all_kernels, tmp_path: Path) -> No
     """The graph reaches every kernel file, so a new kernel cannot escape the sanitizers unnoticed."""
     c = all_kernels
     used = set(emit_model(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, "host", tmp_path).kernels)
-    kernels = {p.stem for p in (TEMPLATES / "kernels").glob("*.c")}
+    # the 16x8 kernels need a 16-bit graph: tests/s16/test_s16_sanitize.py runs each of them under the sanitizers
+    kernels = {p.stem for p in (TEMPLATES / "kernels").glob("*.c") if "s16" not in p.stem}
     assert kernels and not kernels - used, f"kernels no sanitizer test runs: {sorted(kernels - used)}"
 
 
