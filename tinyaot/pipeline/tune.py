@@ -4,8 +4,8 @@ Only layers whose op lists more than one variant (`OpSpec.variants`) are tuned. 
 per layer and variant, the whole model is built once per *round*: in round k every such layer runs its k-th
 candidate (the cost model's choice is candidate 0, so round 0 is exactly the default deploy; a layer with fewer
 candidates keeps its last one), re-planned for those variants (a variant's scratch and in-place offset change the
-arena). Each round runs the first verification sample under QEMU with the harness's per-layer instruction marks,
-and its outputs must equal the numpy reference; a round that does not (or does not build or run) rejects the
+arena). Each round runs the first verification samples under QEMU with the harness's per-layer instruction marks
+(counted on the first, as report.json counts), and its outputs must equal the numpy reference; a round that does not (or does not build or run) rejects the
 variants it tried for the first time, since which of them is wrong cannot be told apart. Per layer the variant with
 the fewest instructions among the bit-exact ones wins (ties keep the cost model's choice), so the tuned model is
 never slower than the default layer by layer; `api.deploy` checks the whole-model count too and falls back to the
@@ -45,6 +45,9 @@ from .stage import FIRMWARE_DIR, stage_model
 from .variants import candidates
 
 RECORD_FORMAT = 1
+# Samples each round runs (all must equal the reference; the counts are the first one's, the sample whose counts
+# report.json gives). More would only lengthen the QEMU runs: the deploy's own verification checks its samples.
+ROUND_SAMPLES = 4
 # Firmware builds made for tuning since import: tests count them (a second deploy must make none).
 FIRMWARE_BUILDS = 0
 
@@ -199,7 +202,8 @@ def best_variant(rec: dict, default: str) -> str:
 
 # ---- measuring ---------------------------------------------------------------------------------------------
 def _round(compiled: Compiled, board: Board, target: Target, choices: dict[str, str], work: Path,
-           timeout: float, reference: np.ndarray, q_input: np.ndarray) -> tuple[dict[str, int] | None, int | None, str]:
+           timeout: float, reference: np.ndarray, q_inputs: list[np.ndarray]
+           ) -> tuple[dict[str, int] | None, int | None, str]:
     """Build and run one round's firmware; ({layer: instructions}, total, "") when its output equals the
     reference, else (None, None, why)."""
     global FIRMWARE_BUILDS
@@ -211,7 +215,7 @@ def _round(compiled: Compiled, board: Board, target: Target, choices: dict[str, 
         FIRMWARE_BUILDS += 1
         elf = build_verification_firmware(emitted, board, folder)
         fw = folder / FIRMWARE_DIR
-        (fw / "input.bin").write_bytes(q_input.tobytes())
+        (fw / "input.bin").write_bytes(b"".join(q.tobytes() for q in q_inputs))
         result = run_qemu(elf, board, fw, timeout_s=timeout)
     except TinyaotError as exc:
         return None, None, f"build or run failed: {str(exc).splitlines()[0][:200]}"
@@ -222,7 +226,7 @@ def _round(compiled: Compiled, board: Board, target: Target, choices: dict[str, 
         return None, None, "outputs differ from the numpy reference"
     if not result.segments:
         return None, None, "no instruction counts"
-    first = split_segments(result.segments, 1)[0]
+    first = split_segments(result.segments, len(q_inputs))[0]
     coded = [c.graph.nodes[layer.index].name for layer in emitted.layers if layer.code]
     if len(first) != len(coded) + 2:
         return None, None, "instruction marks do not match the layers"
@@ -265,9 +269,10 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
     total_default = None
     if missing and measure:
         rounds = max(len(names) for _, names, _, _ in missing)
-        x0 = compiled.samples[compiled.input][0]
-        q0 = compiled.quantize_input(x0)
-        reference = run_reference(g, {compiled.input: q0})[compiled.output].reshape(-1).astype(np.int8)
+        xs = compiled.samples[compiled.input][:ROUND_SAMPLES]
+        qs = [compiled.quantize_input(x) for x in xs]
+        reference = np.concatenate([run_reference(g, {compiled.input: q})[compiled.output].reshape(-1)
+                                    for q in qs]).astype(np.int8)
         fresh = {sig: {"signature": sig, "op": node.op, "layer": node.name, "board": board.name,
                        "tinyaot_version": __version__, "variants": names, "default": names[0],
                        "instructions": {}, "rejected": {}, "shapes": {"in": desc["inputs"][0]["shape"],
@@ -285,7 +290,7 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
                     if k < len(names):
                         trying[node.name] = (sig, names[k])
                 per_layer, total, why = _round(compiled, board, target, choices, Path(tmp) / f"round{k}",
-                                               timeout, reference, q0)
+                                               timeout, reference, qs)
                 section["rounds"] += 1
                 section["firmware_builds"] += 1
                 echo(f"tuning round {k + 1}/{rounds}: " + (f"{total} instructions" if why == "" else why))
