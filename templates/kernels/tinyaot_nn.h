@@ -209,6 +209,13 @@ int tinyaot_elementwise_add_s8(const int8_t *input_1, const int8_t *input_2, int
                                int32_t input_2_mult, int32_t input_2_shift, int32_t left_shift, int8_t *output,
                                int32_t out_offset, int32_t out_mult, int32_t out_shift, int32_t out_activation_min,
                                int32_t out_activation_max, int32_t block_size);
+/* The same arguments and integers on Helium (MVE) cores, four elements per vector (tinyaot_elementwise_add_s8_mve.c);
+   input offsets must lie in [-128, 128]. */
+int tinyaot_elementwise_add_s8_mve(const int8_t *input_1, const int8_t *input_2, int32_t input_1_offset,
+                                   int32_t input_1_mult, int32_t input_1_shift, int32_t input_2_offset,
+                                   int32_t input_2_mult, int32_t input_2_shift, int32_t left_shift, int8_t *output,
+                                   int32_t out_offset, int32_t out_mult, int32_t out_shift, int32_t out_activation_min,
+                                   int32_t out_activation_max, int32_t block_size);
 
 /* Softmax over each of num_rows rows of row_size (<= 4095) int8 values; output scale 1/256, zero point -128.
    mult/shift/diff_min as TFLite prepares them (tinyaot.ops.fixedpoint.softmax_params). output may equal input. */
