@@ -117,11 +117,13 @@ static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const i
         out[3] = dw3_out(a3, q, 3, full, L->act_min, L->act_max);                                                      \
     } while (0)
 
-/* All channel groups of one interior pixel: nine taps each, no bounds checks, requantized as they finish.
-   x: the window's top-left tap, channel 0. */
-static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t *x, const int8_t *w,
-                                                                   const int32_t *q, int8_t *out,
-                                                                   const dw3_layer *L, int full)
+/* All channel groups of `npix` interior pixels in a row (nine taps each, no bounds checks, requantized as they
+   finish), the next pixel's window `x_step` bytes on. x: the first window's top-left tap, channel 0. When the
+   channel count is not a multiple of four the caller passes one pixel at a time and does its last channels. */
+static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t *x, const int8_t *w0,
+                                                                   const int32_t *q0, int8_t *out,
+                                                                   const dw3_layer *L, int32_t npix,
+                                                                   int32_t x_step, int full)
 {
     const int32_t in_c = L->in_c;
     const int32_t in_row = L->in_row;
@@ -129,26 +131,32 @@ static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t
 #if TINYAOT_USE_DSP
     const int32_t off2 = tinyaot_dup16(in_off);
 #endif
-    int32_t g;
-    for (g = L->groups; g > 0; g--) {
-        int32_t a0 = q[0], a1 = q[1], a2 = q[2], a3 = q[3];
-        const int8_t *r = x;
-        DW3_TAP(r, 0);
-        DW3_TAP(r + in_c, 1);
-        DW3_TAP(r + 2 * in_c, 2);
-        r += in_row;
-        DW3_TAP(r, 3);
-        DW3_TAP(r + in_c, 4);
-        DW3_TAP(r + 2 * in_c, 5);
-        r += in_row;
-        DW3_TAP(r, 6);
-        DW3_TAP(r + in_c, 7);
-        DW3_TAP(r + 2 * in_c, 8);
-        DW3_STORE4();
-        x += 4;
-        w += DW3_GROUP_BYTES;
-        q += 16;
-        out += 4;
+    for (; npix > 0; npix--) {
+        const int8_t *w = w0;
+        const int32_t *q = q0;
+        const int8_t *xg = x;
+        int32_t g;
+        for (g = L->groups; g > 0; g--) {
+            int32_t a0 = q[0], a1 = q[1], a2 = q[2], a3 = q[3];
+            const int8_t *r = xg;
+            DW3_TAP(r, 0);
+            DW3_TAP(r + in_c, 1);
+            DW3_TAP(r + 2 * in_c, 2);
+            r += in_row;
+            DW3_TAP(r, 3);
+            DW3_TAP(r + in_c, 4);
+            DW3_TAP(r + 2 * in_c, 5);
+            r += in_row;
+            DW3_TAP(r, 6);
+            DW3_TAP(r + in_c, 7);
+            DW3_TAP(r + 2 * in_c, 8);
+            DW3_STORE4();
+            xg += 4;
+            w += DW3_GROUP_BYTES;
+            q += 16;
+            out += 4;
+        }
+        x += x_step;
     }
 }
 
@@ -196,15 +204,17 @@ static inline __attribute__((always_inline)) void dw3_border_body(const int8_t *
 }
 
 DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_full(const int8_t *x, const int8_t *w, const int32_t *q,
-                                                           int8_t *out, const dw3_layer *L)
+                                                           int8_t *out, const dw3_layer *L, int32_t npix,
+                                                           int32_t x_step)
 {
-    dw3_interior_body(x, w, q, out, L, 1);
+    dw3_interior_body(x, w, q, out, L, npix, x_step, 1);
 }
 
 DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_clamp(const int8_t *x, const int8_t *w, const int32_t *q,
-                                                            int8_t *out, const dw3_layer *L)
+                                                            int8_t *out, const dw3_layer *L, int32_t npix,
+                                                            int32_t x_step)
 {
-    dw3_interior_body(x, w, q, out, L, 0);
+    dw3_interior_body(x, w, q, out, L, npix, x_step, 0);
 }
 
 DW3_NOSCHED static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_t *w, int32_t w0, const int32_t *q,
@@ -246,9 +256,30 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
             const int32_t base_y = oy * stride_h - pad_t;
             int32_t ky0, ky1;
             tinyaot_valid_taps(base_y, 3, 1, in_h, &ky0, &ky1);
+            /* the output columns whose windows lie inside the input horizontally: [ox_lo, ox_hi) */
+            int32_t ox_lo = (pad_l + stride_w - 1) / stride_w;
+            int32_t ox_hi = in_w - 3 + pad_l < 0 ? 0 : (in_w - 3 + pad_l) / stride_w + 1;
+            ox_hi = ox_hi > out_w ? out_w : ox_hi;
+            if (ky1 - ky0 != 3 || ox_hi <= ox_lo) {
+                ox_lo = ox_hi = out_w; /* no interior pixel in this row */
+            }
             int32_t ox;
             for (ox = 0; ox < out_w; ox++) {
                 const int32_t base_x = ox * stride_w - pad_l;
+                if (ox == ox_lo && c4 == channels && L.groups > 0) {
+                    /* the row's interior pixels in one call (whole groups only: see dw3_interior_body) */
+                    const int32_t first = base_y * in_row + base_x * channels;
+                    int8_t *out_px = output + ((b * out_h + oy) * out_w + ox) * channels;
+                    if (full) {
+                        dw3_interior_full(in_b + first, weights, qtab, out_px, &L, ox_hi - ox_lo,
+                                          stride_w * channels);
+                    } else {
+                        dw3_interior_clamp(in_b + first, weights, qtab, out_px, &L, ox_hi - ox_lo,
+                                           stride_w * channels);
+                    }
+                    ox = ox_hi - 1;
+                    continue;
+                }
                 int32_t kx0, kx1;
                 tinyaot_valid_taps(base_x, 3, 1, in_w, &kx0, &kx1);
                 const int32_t rows = ky1 - ky0, cols = kx1 - kx0;
@@ -269,9 +300,9 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
                 if (L.groups > 0) {
                     if (rows == 3 && cols == 3) {
                         if (full) {
-                            dw3_interior_full(in_b + first, weights, qtab, out_px, &L);
+                            dw3_interior_full(in_b + first, weights, qtab, out_px, &L, 1, 0);
                         } else {
-                            dw3_interior_clamp(in_b + first, weights, qtab, out_px, &L);
+                            dw3_interior_clamp(in_b + first, weights, qtab, out_px, &L, 1, 0);
                         }
                     } else {
                         dw3_border(in_b + first, weights, wfirst, qtab, out_px, &L, rows, cols);
