@@ -101,6 +101,8 @@ def test_tune_measures_keeps_the_fastest_and_caches(model, direct_variant, build
     assert t["instructions_default_source"].startswith("measured")
     assert t["instructions_tuned"] == r["verify"]["instructions"] <= t["instructions_default"]
     assert t["instructions_default"] - t["instructions_tuned"] == counts["direct"] - counts[fastest]
+    assert layer["costs"] == {"generic": 2.0, "direct": 1.0, "broken": 3.0}
+    assert t["cost_model_agrees"] == int(fastest == "direct")
     md = (tmp_path / "one" / "report.md").read_text()
     assert "## Kernel variants" in md and f"**{fastest}**" in md
 
@@ -163,3 +165,16 @@ def test_signature_tracks_code_paths_not_weights(tmp_path):
     assert layer_signature(dws[0], g, load_board("mps2-an500"), ["generic"])[0] not in sig_dw  # another board
     dws[0].attrs["act_min"] = 0  # another clamp: another code path (ReLU-like output)
     assert layer_signature(dws[0], g, b, ["generic"])[0] not in sig_dw
+
+
+def test_finish_keeps_the_default_when_the_tuned_firmware_is_slower():
+    section = {"instructions_default": 1000, "instructions_default_source": "measured (tuning round 0)",
+               "layers": []}
+    assert tune_mod.finish(dict(section), 1000) is False
+    assert tune_mod.finish(dict(section), 1001) is True
+    # from records only: the default's count is the tuned count plus what each changed layer saved
+    cached = {"instructions_default": None, "instructions_default_source": None,
+              "layers": [{"variant": "fast", "default": "generic", "instructions": {"generic": 70, "fast": 50}},
+                         {"variant": "generic", "default": "generic", "instructions": {"generic": 9, "fast": 12}}]}
+    assert tune_mod.finish(cached, 500) is False
+    assert cached["instructions_default"] == 520 and cached["instructions_tuned"] == 500

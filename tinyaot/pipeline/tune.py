@@ -249,9 +249,12 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
         section["note"] = "--optimize size keeps the generic kernels: nothing to tune"
         return compiled, section
     tunable: list[tuple[Node, list[str], str, dict]] = []
+    costs: dict[str, dict[str, float | None]] = {}
     for node in g.nodes:
-        names = [v.name for v in candidates(node, g, target)]
+        listed = candidates(node, g, target)
+        names = [v.name for v in listed]
         if len(names) > 1:
+            costs[node.name] = {v.name: v.cost for v in listed}
             # the cost model's choice first: round 0 is the default deploy
             names = [default[node.name]] + [v for v in names if v != default[node.name]]
             sig, desc = layer_signature(node, g, board, names)
@@ -322,10 +325,12 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
         section["variants_tried"] += len(rec["instructions"]) + len(rec.get("rejected", {}))
         section["layers"].append({"name": node.name, "op": node.op, "variant": pick, "default": default[node.name],
                                   "candidates": names, "instructions": rec["instructions"],
-                                  "rejected": rec.get("rejected", {})})
+                                  "rejected": rec.get("rejected", {}), "costs": costs[node.name]})
         for variant, why in rec.get("rejected", {}).items():
             section["rejected"].append({"layer": node.name, "variant": variant, "why": why})
     section["from_cache"] = bool(tunable) and not missing
+    # how often the cost model alone would have chosen what the measurements chose (kernel authors calibrate by it)
+    section["cost_model_agrees"] = sum(1 for layer in section["layers"] if layer["variant"] == layer["default"])
     if total_default is not None:
         section["instructions_default"] = total_default
         section["instructions_default_source"] = "measured (tuning round 0)"
