@@ -14,7 +14,7 @@ default choice if the tuned firmware runs more instructions than round 0 did.
 Results are records keyed by a layer signature: op, tensor shapes and dtypes, the attributes and quantization
 parameters that select code paths (offsets, clamps, the signs of the requantization shifts; not the weight values
 or multipliers), the weight storage kind, the candidate variants with a hash of their kernel sources and the
-shared kernel headers, the board and the tinyaot version. They are kept in $TINYAOT_CACHE/tune/ (one JSON file
+shared kernel headers, the board, its compiler flags and the tinyaot version. They are kept in $TINYAOT_CACHE/tune/ (one JSON file
 per signature) so a second deploy measures nothing, and `--tuning-log FILE` reads and writes the same records as
 JSON lines (sorted by signature: a committed log diffs cleanly). Without `--tune` a log only supplies choices; the
 layers it does not know keep the cost model's.
@@ -37,6 +37,7 @@ from tinyaot.ir import Graph, Node
 from tinyaot.oracle.reference import run_reference
 from tinyaot.ops.registry import get_op, variant_of
 from tinyaot.paths import TEMPLATES
+from tinyaot.toolchain.firmware import compile_flags
 from tinyaot.toolchain.qemu import cache_dir, run_qemu, split_segments
 
 from .build import build_verification_firmware
@@ -127,7 +128,8 @@ def layer_signature(node: Node, graph: Graph, board: Board, names: list[str]) ->
             "attrs": {k: _describe(v) for k, v in sorted(node.attrs.items()) if k != "variant"
                       and not k.startswith("_")},
             "variants": {v: _file_hash(_kernel_files(node, graph, v)) for v in names},
-            "headers": _headers_hash(), "board": board.name, "tinyaot_version": __version__,
+            "headers": _headers_hash(), "board": board.name, "cflags": compile_flags(board),
+            "tinyaot_version": __version__,
             "format": RECORD_FORMAT}
     blob = json.dumps(desc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest(), desc
