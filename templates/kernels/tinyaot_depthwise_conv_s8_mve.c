@@ -193,6 +193,80 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
     }
 }
 
+/* Two output pixels of one row, (y0, x0) and the next one (x0 + stride_w), both windows wholly inside the input:
+   eight channels at a time in four accumulators (first pixel's even and odd lanes, then the second's), so each
+   weight load and each group's multiplier and shifts serve both pixels. The eight channels from c have their two
+   lane groups at table + 4c and + 4c + 16 in every block layout (16- and 8-channel blocks alike); the last
+   1..7 channels run four at a time, predicated, pixel by pixel. */
+static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t *out)
+{
+    const int32_t ch = L->in_c;
+    const int32_t k_h = L->k_h;
+    const int32_t k_w = L->k_w;
+    const int32_t col = L->dil_w * ch;
+    const int32_t row = L->dil_h * L->in_w * ch - k_w * col;
+    const int8_t *origin = L->in + (L->y0 * L->in_w + L->x0) * ch;
+    const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
+    const int32_t *g = L->table;
+    int32_t c = 0;
+    for (; c + 8 <= ch; c += 8, g += 32) {
+        int32x4_t a0 = vldrwq_s32(g);
+        int32x4_t a1 = vldrwq_s32(g + 16);
+        int32x4_t a2 = a0;
+        int32x4_t a3 = a1;
+        const int8_t *x = origin + c;
+        const int8_t *w = L->filter + c;
+        int32_t ky, kx;
+#define DWM_PAIR_TAP(xp, wp)                                                                                       \
+    do {                                                                                                           \
+        const int16x8_t wv = vldrbq_s16(wp);                                                                       \
+        const int16x8_t xa = vldrbq_s16(xp);                                                                       \
+        a0 = vaddq_s32(a0, vmullbq_int_s16(xa, wv));                                                               \
+        a1 = vaddq_s32(a1, vmulltq_int_s16(xa, wv));                                                               \
+        const int16x8_t xb = vldrbq_s16((xp) + pstep);                                                             \
+        a2 = vaddq_s32(a2, vmullbq_int_s16(xb, wv));                                                               \
+        a3 = vaddq_s32(a3, vmulltq_int_s16(xb, wv));                                                               \
+    } while (0)
+        for (ky = 0; ky < k_h; ky++, x += row) {
+            for (kx = 0; kx < k_w; kx++, x += col, w += ch) {
+                DWM_PAIR_TAP(x, w);
+            }
+        }
+#undef DWM_PAIR_TAP
+        {
+            const int32x4_t m = vldrwq_s32(g + 4), l = vldrwq_s32(g + 8), r = vldrwq_s32(g + 12);
+            vstrbq_scatter_offset_s32(out + c, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
+                                                        a0, m, l, r), L->out_off, L->act_min, L->act_max));
+            vstrbq_scatter_offset_s32(out + ch + c, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
+                                                             a2, m, l, r), L->out_off, L->act_min, L->act_max));
+        }
+        {
+            const int32x4_t m = vldrwq_s32(g + 20), l = vldrwq_s32(g + 24), r = vldrwq_s32(g + 28);
+            vstrbq_scatter_offset_s32(out + c + 1, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
+                                                            a1, m, l, r), L->out_off, L->act_min, L->act_max));
+            vstrbq_scatter_offset_s32(out + ch + c + 1, idx,
+                                      tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(a3, m, l, r),
+                                                               L->out_off, L->act_min, L->act_max));
+        }
+    }
+    for (; c < ch; c += 4, g += 16) {
+        const mve_pred16_t p = vctp32q((uint32_t)(ch - c));
+        int32_t px;
+        for (px = 0; px < 2; px++) {
+            int32x4_t a = vldrwq_s32(g);
+            const int8_t *x = origin + px * pstep + c;
+            const int8_t *w = L->filter + c;
+            int32_t ky, kx;
+            for (ky = 0; ky < k_h; ky++, x += row) {
+                for (kx = 0; kx < k_w; kx++, x += col, w += ch) {
+                    a = vaddq_s32(a, vmulq_s32(vldrbq_z_s32(x, p), vldrbq_z_s32(w, p)));
+                }
+            }
+            vstrbq_p_s32(out + px * ch + c, dwm_requant(L, a, g), p);
+        }
+    }
+}
+
 #else /* plain C: the same folded arithmetic from the same table, one channel at a time */
 
 static void dwm_pixel(const dwm_layer *L, int32_t full, int8_t *out)
@@ -272,6 +346,8 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
     L.act_min = dw_conv_params->activation.min;
     L.act_max = dw_conv_params->activation.max;
 
+    const int32_t span_w = (L.k_w - 1) * L.dil_w; /* from a window's first column to its last */
+    (void)span_w;
     int32_t b;
     for (b = 0; b < batches; b++) {
         L.in = input + b * in_h * in_w * in_c;
@@ -285,7 +361,17 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
             for (ox = 0; ox < out_w; ox++, out_px += in_c) {
                 L.x0 = ox * stride_w - dw_conv_params->padding.w;
                 tinyaot_valid_taps(L.x0, L.k_w, L.dil_w, in_w, &L.kx0, &L.kx1);
-                dwm_pixel(&L, rows_in && L.kx0 == 0 && L.kx1 == L.k_w, out_px);
+                const int32_t full = rows_in && L.kx0 == 0 && L.kx1 == L.k_w;
+#if TINYAOT_USE_MVE
+                /* this window and the next one wholly inside the input: both at once */
+                if (full && ox + 1 < out_w && L.x0 + stride_w + span_w < in_w) {
+                    dwm_pair(&L, stride_w * in_c, out_px);
+                    ox++;
+                    out_px += in_c;
+                    continue;
+                }
+#endif
+                dwm_pixel(&L, full, out_px);
             }
         }
     }
