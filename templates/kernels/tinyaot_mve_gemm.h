@@ -138,6 +138,62 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, 
     }
 }
 
+/*
+ * n >= 1 whole 16-value chunks of columns xa and xb against the four rows of block w, into the eight accumulators
+ * a0..a3 (column xa) and b0..b3 (column xb); xa, xb and w are advanced past them, n ends at 0.
+ * Written out in assembly because GCC 12 spills here: VMLADAVA accumulates only into even registers, and the eight
+ * accumulators need all of them (r0..r12 and lr), which its doloop (DLS/LE on lr) and register allocation do not
+ * manage. "Te" is GCC's even-register constraint for MVE. Per chunk: 2 activation loads, 4 weight loads,
+ * 8 VMLADAVA and 2 loop instructions for 128 MACs. Not at -O0, where the frame pointer leaves too few registers:
+ * the same loop in C is used there.
+ */
+#if defined(__OPTIMIZE__) && defined(__GNUC__)
+#define TINYAOT_MVE_MAC4X2(xa, xb, w, n, a0, a1, a2, a3, b0, b1, b2, b3)                                          \
+    __asm__("1:\n\t"                                                                                             \
+            "vldrb.8 q0, [%[pa]], #16\n\t"                                                                       \
+            "vldrb.8 q1, [%[pb]], #16\n\t"                                                                       \
+            "vldrb.8 q2, [%[pw]], #16\n\t"                                                                       \
+            "vmladava.s8 %[r0], q0, q2\n\t"                                                                      \
+            "vmladava.s8 %[s0], q1, q2\n\t"                                                                      \
+            "vldrb.8 q2, [%[pw]], #16\n\t"                                                                       \
+            "vmladava.s8 %[r1], q0, q2\n\t"                                                                      \
+            "vmladava.s8 %[s1], q1, q2\n\t"                                                                      \
+            "vldrb.8 q2, [%[pw]], #16\n\t"                                                                       \
+            "vmladava.s8 %[r2], q0, q2\n\t"                                                                      \
+            "vmladava.s8 %[s2], q1, q2\n\t"                                                                      \
+            "vldrb.8 q2, [%[pw]], #16\n\t"                                                                       \
+            "vmladava.s8 %[r3], q0, q2\n\t"                                                                      \
+            "vmladava.s8 %[s3], q1, q2\n\t"                                                                      \
+            "subs %[cnt], %[cnt], #1\n\t"                                                                        \
+            "bne 1b"                                                                                             \
+            : [r0] "+Te"(a0), [r1] "+Te"(a1), [r2] "+Te"(a2), [r3] "+Te"(a3), [s0] "+Te"(b0), [s1] "+Te"(b1),    \
+              [s2] "+Te"(b2), [s3] "+Te"(b3), [pa] "+r"(xa), [pb] "+r"(xb), [pw] "+r"(w), [cnt] "+r"(n)          \
+            :                                                                                                    \
+            : "q0", "q1", "q2", "memory", "cc")
+#else
+#define TINYAOT_MVE_MAC4X2(xa, xb, w, n, a0, a1, a2, a3, b0, b1, b2, b3)                                          \
+    for (; (n) > 0; (n)--) {                                                                                     \
+        const int8x16_t va_ = vldrbq_s8(xa);                                                                     \
+        const int8x16_t vb_ = vldrbq_s8(xb);                                                                     \
+        int8x16_t wv_;                                                                                           \
+        (xa) += 16;                                                                                              \
+        (xb) += 16;                                                                                              \
+        wv_ = vldrbq_s8(w);                                                                                      \
+        (a0) = vmladavaq_s8((a0), va_, wv_);                                                                     \
+        (b0) = vmladavaq_s8((b0), vb_, wv_);                                                                     \
+        wv_ = vldrbq_s8((w) + 16);                                                                               \
+        (a1) = vmladavaq_s8((a1), va_, wv_);                                                                     \
+        (b1) = vmladavaq_s8((b1), vb_, wv_);                                                                     \
+        wv_ = vldrbq_s8((w) + 32);                                                                               \
+        (a2) = vmladavaq_s8((a2), va_, wv_);                                                                     \
+        (b2) = vmladavaq_s8((b2), vb_, wv_);                                                                     \
+        wv_ = vldrbq_s8((w) + 48);                                                                               \
+        (a3) = vmladavaq_s8((a3), va_, wv_);                                                                     \
+        (b3) = vmladavaq_s8((b3), vb_, wv_);                                                                     \
+        (w) += 64;                                                                                               \
+    }
+#endif
+
 /* Two columns (two output pixels) against all n_out filter rows: each weight load serves both. */
 static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int8_t *col_b, int32_t k,
                                                   const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
@@ -154,56 +210,7 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
         int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
         int32_t n = k >> 4;
         if (n > 0) {
-#if defined(__OPTIMIZE__) && defined(__GNUC__)
-            /* The whole 16-value chunks, written out because GCC 12 spills here: VMLADAVA accumulates only into
-               even registers, and the eight accumulators need all of them (r0..r12 and lr), which its doloop
-               (DLS/LE on lr) and register allocation do not manage. "Te" is GCC's even-register constraint for MVE.
-               Per chunk: 2 activation loads, 4 weight loads, 8 VMLADAVA, 2 loop instructions for 128 MACs. Not
-               at -O0, where the frame pointer leaves too few registers (the C loop below is used there). */
-            __asm__("1:\n\t"
-                    "vldrb.8 q0, [%[xa]], #16\n\t"
-                    "vldrb.8 q1, [%[xb]], #16\n\t"
-                    "vldrb.8 q2, [%[w]], #16\n\t"
-                    "vmladava.s8 %[a0], q0, q2\n\t"
-                    "vmladava.s8 %[b0], q1, q2\n\t"
-                    "vldrb.8 q2, [%[w]], #16\n\t"
-                    "vmladava.s8 %[a1], q0, q2\n\t"
-                    "vmladava.s8 %[b1], q1, q2\n\t"
-                    "vldrb.8 q2, [%[w]], #16\n\t"
-                    "vmladava.s8 %[a2], q0, q2\n\t"
-                    "vmladava.s8 %[b2], q1, q2\n\t"
-                    "vldrb.8 q2, [%[w]], #16\n\t"
-                    "vmladava.s8 %[a3], q0, q2\n\t"
-                    "vmladava.s8 %[b3], q1, q2\n\t"
-                    "subs %[n], %[n], #1\n\t"
-                    "bne 1b"
-                    : [a0] "+Te"(a0), [a1] "+Te"(a1), [a2] "+Te"(a2), [a3] "+Te"(a3), [b0] "+Te"(b0),
-                      [b1] "+Te"(b1), [b2] "+Te"(b2), [b3] "+Te"(b3), [xa] "+r"(xa), [xb] "+r"(xb), [w] "+r"(w),
-                      [n] "+r"(n)
-                    :
-                    : "q0", "q1", "q2", "memory", "cc");
-#else
-            for (; n > 0; n--) {
-                const int8x16_t va = vldrbq_s8(xa);
-                const int8x16_t vb = vldrbq_s8(xb);
-                int8x16_t wv;
-                xa += 16;
-                xb += 16;
-                wv = vldrbq_s8(w);
-                a0 = vmladavaq_s8(a0, va, wv);
-                b0 = vmladavaq_s8(b0, vb, wv);
-                wv = vldrbq_s8(w + 16);
-                a1 = vmladavaq_s8(a1, va, wv);
-                b1 = vmladavaq_s8(b1, vb, wv);
-                wv = vldrbq_s8(w + 32);
-                a2 = vmladavaq_s8(a2, va, wv);
-                b2 = vmladavaq_s8(b2, vb, wv);
-                wv = vldrbq_s8(w + 48);
-                a3 = vmladavaq_s8(a3, va, wv);
-                b3 = vmladavaq_s8(b3, vb, wv);
-                w += 64;
-            }
-#endif
+            TINYAOT_MVE_MAC4X2(xa, xb, w, n, a0, a1, a2, a3, b0, b1, b2, b3);
         }
         if (t > 0) {
             const mve_pred16_t p = vctp8q((uint32_t)t);

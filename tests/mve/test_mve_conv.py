@@ -2,7 +2,8 @@
 tinyaot_convolve_1x1_s8_mve.c: 1x1 in place) == the numpy reference (ops/conv.py conv2d_s8, offsets unfolded),
 under QEMU on mps3-an547 (MVE path) and on the host (portable path, UBSan), for small layers at the extremes:
 channel counts giving every tail of 1..15 values and 1..3 leftover output channels, odd pixel counts (a single
-last pixel after the pairs), input zero points -128 and 127 (offsets 128 and -127), output offsets -128 and 127,
+last pixel after the pairs), in_c a multiple of 16 (the direct path: windows read in place, pairs of inner pixels,
+border pixels one at a time), input zero points -128 and 127 (offsets 128 and -127), output offsets -128 and 127,
 all-127 / all--128 inputs against opposite-sign weights, padding on every side, strides 1 and 2, dilation,
 positive shifts, a clamping activation, one and two columns of scratch. Every case also checks that no byte after
 the output was written (the predicated tail stores)."""
@@ -30,9 +31,10 @@ def _cases() -> list:
     geos = [dict(kh=3, kw=3, pads=(1, 1, 1, 1)), dict(kh=3, kw=3, pads=(1, 1, 1, 1), stride=(2, 2)),
             dict(kh=3, kw=3, pads=(0, 2, 2, 0)), dict(kh=2, kw=3, pads=(1, 0, 0, 2), stride=(1, 2)),
             dict(kh=3, kw=2, pads=(2, 1, 1, 1), dil=(2, 2)), dict(kh=5, kw=2, pads=(2, 0, 2, 1), stride=(2, 1)),
-            dict(kh=1, kw=1, pads=(1, 0, 0, 1)), dict(kh=3, kw=1, pads=(0, 0, 0, 0))]
+            dict(kh=1, kw=1, pads=(1, 0, 0, 1)), dict(kh=3, kw=1, pads=(0, 0, 0, 0)),
+            dict(kh=3, kw=3, pads=(2, 1, 2, 1), dil=(2, 1), stride=(1, 2))]
     for i, g in enumerate(geos):
-        for cin, cout in [(3, 8), (1, 5), (16, 7)][: 3 if i < 3 else 2]:
+        for cin, cout in [(3, 8), (1, 5), (16, 7), (32, 6)][: 4 if i < 2 else 3]:
             cases.append(conv_layer(rng, h=5, w=4 + i % 3, cin=cin, cout=cout, zp=[-128, 127, None][(i + cin) % 3],
                                     out_zp=[None, 127, -128][(i + cin) % 3], kernel="tinyaot_convolve_s8_mve", **g))
     # the kws first layer's shape class: 10x4 window on one channel, stride 2, pads 4/1 and 5/1
@@ -41,6 +43,8 @@ def _cases() -> list:
     for extreme, zp in [("max", -128), ("min", 127), ("max", 127), ("min", -128)]:
         cases.append(conv_layer(rng, h=3, w=3, cin=19, cout=6, kh=3, kw=3, pads=(1, 1, 1, 1), zp=zp, out_zp=-128,
                                 extreme=extreme, positive_shift=True))
+        cases.append(conv_layer(rng, h=4, w=5, cin=16, cout=9, kh=3, kw=3, pads=(1, 1, 1, 1), zp=zp, out_zp=127,
+                                extreme=extreme, n=2))
         cases.append(conv_layer(rng, h=3, w=5, cin=20, cout=5, kh=1, kw=1, zp=zp, out_zp=127, extreme=extreme,
                                 act=(-100, 90), n=2, positive_shift=True))
     return cases

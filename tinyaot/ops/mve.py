@@ -80,13 +80,25 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
     compute = macs * PER_MAC + outs * PER_OUT
     if _is_1x1(node, graph):
         return [Variant(MVE_1X1, compute)]
+    if _direct(node, graph):
+        return [Variant(MVE_CONV, compute)]
+    if w[3] >= 8:
+        # the column path's scratch (two columns) where the generic kernel plans none: it could raise the arena
+        # above its lower bound, so no Helium variant for these shapes
+        return []
     return [Variant(MVE_CONV, compute + (outs // o[3]) * int(np.prod(w[1:])) * PER_COPY)]
 
 
+def _direct(node, graph) -> bool:
+    """tinyaot_convolve_s8_mve reads the windows in place (no scratch) when in_c is a multiple of 16 and there is
+    no horizontal dilation."""
+    return graph.tensors[node.inputs[0]].shape[3] % 16 == 0 and tuple(node.attrs.get("dilations", (1, 1)))[1] == 1
+
+
 def conv_scratch_bytes(node, graph) -> int:
-    """= tinyaot_convolve_s8_mve_get_buffer_size for MVE_CONV: two int8 columns, so that two pixels share each
-    weight load; MVE_1X1 reads its input in place."""
-    if variant_of(node) != MVE_CONV:
+    """Scratch of MVE_CONV: none on its direct path, else two int8 columns (= tinyaot_convolve_s8_mve_get_buffer_size),
+    so that two pixels share each weight load; MVE_1X1 reads its input in place."""
+    if variant_of(node) != MVE_CONV or _direct(node, graph):
         return 0
     w = graph.tensors[node.inputs[1]].shape
     return 2 * int(np.prod(w[1:]))
