@@ -26,6 +26,38 @@ static inline int16_t tinyaot_requantize_s16(int64_t acc, int32_t reduced_mult, 
     return (int16_t)(q < act_min ? act_min : (q > act_max ? act_max : q));
 }
 
+/* Most terms an int32 partial sum of int16 x int8 products may take: 516 * 32768 * 127 = 2,147,352,576 < 2^31 - 1.
+   The kernels sum runs of at most this many products in int32 and add each run to their int64 accumulator. */
+#define TINYAOT_S16_INT32_TERMS 516
+
+/* sum_{i < n} x[i] * w[i] for n <= TINYAOT_S16_INT32_TERMS (see above: no int32 overflow), two at a time */
+static inline int32_t tinyaot_dot_s16_s8(const int16_t *x, const int8_t *w, int32_t n)
+{
+    int32_t s0 = 0, s1 = 0, i = 0;
+    for (; i + 2 <= n; i += 2) {
+        s0 += (int32_t)x[i] * w[i];
+        s1 += (int32_t)x[i + 1] * w[i + 1];
+    }
+    if (i < n) {
+        s0 += (int32_t)x[i] * w[i];
+    }
+    return s0 + s1; /* |s0| + |s1| is the bound above, so the sum fits too */
+}
+
+/* int64 sum_{i < n} x[i] * w[i] for any n: int32 runs of TINYAOT_S16_INT32_TERMS */
+static inline int64_t tinyaot_dot_s16_s8_long(const int16_t *x, const int8_t *w, int32_t n)
+{
+    int64_t acc = 0;
+    while (n > 0) {
+        const int32_t run = n < TINYAOT_S16_INT32_TERMS ? n : TINYAOT_S16_INT32_TERMS;
+        acc += tinyaot_dot_s16_s8(x, w, run);
+        x += run;
+        w += run;
+        n -= run;
+    }
+    return acc;
+}
+
 /* int16 clamp of an int32 value */
 static inline int16_t tinyaot_clamp_s16(int32_t v, int32_t act_min, int32_t act_max)
 {

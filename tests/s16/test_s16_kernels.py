@@ -133,9 +133,11 @@ def test_depthwise_s16(lib, case):
 
 def test_fully_connected_s16(lib):
     rng = np.random.default_rng(3)
-    for k in range(6):
+    for k in range(7):
         batches, depth, out_ch = int(rng.integers(1, 4)), int(rng.integers(1, 70)) | 1, int(rng.integers(1, 12))
-        weights = rng.integers(-127, 128, (out_ch, depth)) if k else np.full((out_ch, depth), 127)
+        if k == 6:  # longer than one int32 run (516 products): the kernel adds runs into its int64 accumulator
+            depth = 1201
+        weights = rng.integers(-127, 128, (out_ch, depth)) if k not in (0, 6) else np.full((out_ch, depth), 127)
         bias = rng.integers(-(1 << 44), 1 << 44, out_ch)
         mult, shift = _requant(rng, out_ch, extreme=k == 5)
         act = (-32768, 32767) if k % 2 else (0, 32767)

@@ -117,7 +117,7 @@ def precision_report(graph: Graph) -> dict:
     bits = {n.name: layer_bits(graph, n) for n in graph.nodes if n.op not in ALIAS_OPS}
     widths = {v for k, v in bits.items() if graph_op(graph, k) != "Requantize"} or {8}
     out = {"mode": widths.pop() if len(widths) == 1 else "mixed",
-           "layers_16": [k for k, v in bits.items() if v == 16],
+           "layers_16": [k for k, v in bits.items() if v == 16 and graph_op(graph, k) != "Requantize"],
            "conversions": [n.name for n in graph.nodes if n.op == "Requantize"]}
     if "mixed_precision" in graph.meta:
         out["search"] = graph.meta["mixed_precision"]
