@@ -264,7 +264,7 @@ def evaluate(
     typer.echo(f"{r['samples']} samples: float {100 * r['float_top1']:.2f} %, tinyaot {label} "
                f"{100 * r['int8_top1']:.2f} %"
                + (f", onnxruntime int8 {100 * ort:.2f} %" if ort is not None else "")
-               + f"; int8 agrees with float on {100 * r['agreement']:.2f} %")
+               + f"; {label} agrees with float on {100 * r['agreement']:.2f} %")
     if activation_bits != ActivationBits.eight or max_accuracy_drop is not None:
         from tinyaot.pipeline.precision_search import bits_line
 
