@@ -768,6 +768,113 @@ static TINYAOT_NOINLINE void tinyaot_dw_quads(const tinyaot_dw_job *job, tinyaot
     }
 }
 
+/* The same for 3x3 windows without dilation, channel multiplier 1 and whole groups of four channels (DS-CNN and
+   MobileNet depthwise layers), with the tap loops written out: a pixel whose window lies inside the input runs its
+   nine taps unrolled (constant tile offsets, no loop counters), a border pixel its valid rows with the row's taps
+   picked by a switch on the column count. Same integer sums and requantization as tinyaot_dw_quads, so the same
+   results. GCC's pre-allocation scheduler would hoist the nine taps' loads and spill; it is turned off here. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TINYAOT_DW3_NOSCHED __attribute__((optimize("no-schedule-insns")))
+#else
+#define TINYAOT_DW3_NOSCHED
+#endif
+#if TINYAOT_USE_DSP
+#define TINYAOT_DW3_TAP(p, t)                                                                                          \
+    do {                                                                                                               \
+        const int32_t xv_ = tinyaot_read_s8x4(p);                                                                      \
+        const int32_t wv_ = tinyaot_read_s8x4(tile + 4 * (t));                                                         \
+        const int32_t x02_ = __sxtab16(off2, xv_);                                                                     \
+        const int32_t x13_ = tinyaot_sxtab16_ror8(off2, xv_);                                                          \
+        const int32_t w02_ = __sxtb16(wv_);                                                                            \
+        const int32_t w13_ = tinyaot_sxtb16_ror8(wv_);                                                                 \
+        a0 = __smlabb(x02_, w02_, a0);                                                                                 \
+        a2 = __smlatt(x02_, w02_, a2);                                                                                 \
+        a1 = __smlabb(x13_, w13_, a1);                                                                                 \
+        a3 = __smlatt(x13_, w13_, a3);                                                                                 \
+    } while (0)
+#else
+#define TINYAOT_DW3_TAP(p, t)                                                                                          \
+    do {                                                                                                               \
+        const int8_t *xp_ = (p);                                                                                       \
+        const int8_t *wp_ = tile + 4 * (t);                                                                            \
+        a0 += ((int32_t)xp_[0] + in_off) * wp_[0];                                                                     \
+        a1 += ((int32_t)xp_[1] + in_off) * wp_[1];                                                                     \
+        a2 += ((int32_t)xp_[2] + in_off) * wp_[2];                                                                     \
+        a3 += ((int32_t)xp_[3] + in_off) * wp_[3];                                                                     \
+    } while (0)
+#endif
+
+TINYAOT_DW3_NOSCHED static TINYAOT_NOINLINE void tinyaot_dw_quads_3x3(const tinyaot_dw_job *job,
+                                                                     tinyaot_dw_tile_fn decode_tile)
+{
+    const int32_t npx = job->npx;
+    const int32_t in_off = job->in_off;
+    const int32_t out_c = job->out_c;
+    const int32_t in_c = job->in_c;
+    const int32_t in_row = job->in_row;
+    int32_t tile_words[9]; /* the 3x3 tile of four channels, as words for their alignment */
+    const int8_t *const tile = (const int8_t *)(const void *)tile_words;
+#if TINYAOT_USE_DSP
+    const int32_t off2 = tinyaot_dup16(in_off);
+#endif
+    int32_t oc;
+    for (oc = 0; oc < out_c; oc += 4) {
+        decode_tile(job->weights, oc, 4, out_c, 9, (int8_t *)(void *)tile_words);
+        const int32_t *const mult_q = job->mult + oc;
+        const int32_t *const shift_q = job->shift + oc;
+        int8_t *out = job->out + oc;
+        int32_t i;
+        for (i = 0; i < npx; i++, out += out_c) {
+            const int32_t shape = job->pshape[i];
+            const int8_t *x = job->in_b + job->pfirst[i] + oc;
+            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            if (job->bias) {
+                a0 = job->bias[oc];
+                a1 = job->bias[oc + 1];
+                a2 = job->bias[oc + 2];
+                a3 = job->bias[oc + 3];
+            }
+            if ((shape >> 10) == (3 | 3 << 10)) { /* three rows of three taps: the whole window */
+                TINYAOT_DW3_TAP(x, 0);
+                TINYAOT_DW3_TAP(x + in_c, 1);
+                TINYAOT_DW3_TAP(x + 2 * in_c, 2);
+                x += in_row;
+                TINYAOT_DW3_TAP(x, 3);
+                TINYAOT_DW3_TAP(x + in_c, 4);
+                TINYAOT_DW3_TAP(x + 2 * in_c, 5);
+                x += in_row;
+                TINYAOT_DW3_TAP(x, 6);
+                TINYAOT_DW3_TAP(x + in_c, 7);
+                TINYAOT_DW3_TAP(x + 2 * in_c, 8);
+            } else {
+                const int32_t rows = (shape >> 10) & 0x3FF;
+                const int32_t cols = shape >> 20;
+                int32_t t = shape & 0x3FF; /* the first valid tap */
+                int32_t r;
+                for (r = 0; r < rows; r++, x += in_row, t += 3) {
+                    switch (cols) { /* the row's taps, last first; each case falls through to the ones before */
+                    case 3:
+                        TINYAOT_DW3_TAP(x + 2 * in_c, t + 2);
+                        /* fall through */
+                    case 2:
+                        TINYAOT_DW3_TAP(x + in_c, t + 1);
+                        /* fall through */
+                    case 1:
+                        TINYAOT_DW3_TAP(x, t);
+                        break;
+                    default:
+                        break;
+                    }
+                }
+            }
+            out[0] = tinyaot_requantize_s8(a0, mult_q[0], shift_q[0], job->out_off, job->act_min, job->act_max);
+            out[1] = tinyaot_requantize_s8(a1, mult_q[1], shift_q[1], job->out_off, job->act_min, job->act_max);
+            out[2] = tinyaot_requantize_s8(a2, mult_q[2], shift_q[2], job->out_off, job->act_min, job->act_max);
+            out[3] = tinyaot_requantize_s8(a3, mult_q[3], shift_q[3], job->out_off, job->act_min, job->act_max);
+        }
+    }
+}
+
 static inline int tinyaot_dw_conv(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
                                   const tinyaot_per_channel_quant_params *quant_params,
                                   const tinyaot_dims *input_dims, const int8_t *input,
@@ -853,7 +960,10 @@ static inline int tinyaot_dw_conv(const tinyaot_context *ctx, const tinyaot_dw_c
                 }
             }
             job.out = output + (b * n_pix + q0) * out_c;
-            if (k_h * k_w <= TINYAOT_DW_TILE_TAPS) {
+            if (k_h == 3 && k_w == 3 && dil_h == 1 && dil_w == 1 && ch_mult == 1 && out_c % 4 == 0 &&
+                !skip_zero_taps) {
+                tinyaot_dw_quads_3x3(&job, decode_tile);
+            } else if (k_h * k_w <= TINYAOT_DW_TILE_TAPS) {
                 tinyaot_dw_quads(&job, decode_tile, skip_zero_taps);
             } else {
                 tinyaot_dw_channels(&job, begin, decode);
