@@ -6,16 +6,13 @@ input, bytes past the end untouched; CMSIS-NN's add vector (tests/fixtures) too;
 host."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import numpy as np
-import pytest
 
 from tinyaot.core import fixedpoint as fp
 from tinyaot.ops.add import add_params, elementwise_add_s8
 
-from mve.mve_harness import KERNELS, c_array, needs_arm, run_program
+from mve.mve_harness import c_array, needs_arm, run_program
+from mve.mve_host import run_host
 from ops.test_cmsis_nn_vectors import _add_kwargs, _arrays, _cases
 
 GUARD = 8
@@ -114,23 +111,6 @@ def test_mve_add_matches_reference_under_qemu(tmp_path):
     assert res.exit_code == 0 and "ALL PASSED" in res.stderr, (res.exit_code, res.stderr[-2000:])
 
 
-HOST_HAL = r"""
-#include <stdio.h>
-#include <stdint.h>
-static inline void tinyaot_hal_puts(const char *s) { fputs(s, stderr); }
-static inline void tinyaot_hal_put_uint(uint32_t v) { fprintf(stderr, "%lu", (unsigned long)v); }
-"""
-
-
-def test_plain_c_path_matches_reference_on_the_host(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no host C compiler")
-    (tmp_path / "tinyaot_hal.h").write_text(HOST_HAL)
-    (tmp_path / "program.c").write_text(program(cases()))
-    exe = tmp_path / "program"
-    subprocess.run([cc, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}", f"-I{KERNELS}",
-                    str(tmp_path / "program.c"), str(KERNELS / "tinyaot_elementwise_add_s8_mve.c"), "-o", str(exe)],
-                   check=True)
-    res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+def test_plain_c_path_matches_reference_on_the_host_under_sanitizers(tmp_path):
+    res = run_host(tmp_path, program(cases()), ["tinyaot_elementwise_add_s8_mve.c"])
     assert res.returncode == 0 and "ALL PASSED" in res.stderr, res.stderr[-2000:]

@@ -7,18 +7,15 @@ per-channel shifts of both signs; the same kernel compiled for a core without MV
 too. Bytes around the output are checked untouched."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import numpy as np
-import pytest
 
 from tinyaot.core import fixedpoint as fp
 from tinyaot.ops.common import fold_input_offset
 from tinyaot.ops.conv import depthwise_conv2d_s8
 from tinyaot.ops.mve_depthwise import dw_table, table_slots
 
-from mve.mve_harness import KERNELS, c_array, needs_arm, run_program
+from mve.mve_harness import c_array, needs_arm, run_program
+from mve.mve_host import run_host
 
 GUARD = 16  # bytes either side of each output, filled with a sentinel
 
@@ -122,24 +119,7 @@ def test_mve_depthwise_matches_reference_under_qemu(tmp_path):
     assert res.exit_code == 0 and "ALL PASSED" in res.stderr, (res.exit_code, res.stderr[-2000:])
 
 
-HOST_HAL = r"""
-#include <stdio.h>
-#include <stdint.h>
-static inline void tinyaot_hal_puts(const char *s) { fputs(s, stderr); }
-static inline void tinyaot_hal_put_uint(uint32_t v) { fprintf(stderr, "%lu", (unsigned long)v); }
-"""
-
-
-def test_plain_c_path_matches_reference_on_the_host(tmp_path):
+def test_plain_c_path_matches_reference_on_the_host_under_sanitizers(tmp_path):
     """The file's fallback for cores without MVE (what evaluate's host build of an MVE deploy runs)."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no host C compiler")
-    (tmp_path / "tinyaot_hal.h").write_text(HOST_HAL)
-    (tmp_path / "program.c").write_text(program(cases()))
-    exe = tmp_path / "program"
-    subprocess.run([cc, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function",
-                    f"-I{tmp_path}", f"-I{KERNELS}", str(tmp_path / "program.c"),
-                    str(KERNELS / "tinyaot_depthwise_conv_s8_mve.c"), "-o", str(exe)], check=True)
-    res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    res = run_host(tmp_path, program(cases()), ["tinyaot_depthwise_conv_s8_mve.c"])
     assert res.returncode == 0 and "ALL PASSED" in res.stderr, res.stderr[-2000:]

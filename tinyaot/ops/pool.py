@@ -19,7 +19,7 @@ from tinyaot.core.quant import activation_clamp
 from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params, spatial_out
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import GENERIC_VARIANT, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
 
 
 def _windows(x: np.ndarray, fill: int, kernel_hw, stride_hw, pad_top_left, output_hw):
@@ -97,6 +97,16 @@ def maxpool_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(
         raise ValueError("maxpool_s8: a pooling window lies entirely in the padding")
     m = win.max(axis=(3, 4))
     return np.clip(m, int(act_min), int(act_max)).astype(np.int8)
+
+
+# Helium (MVE) variants (offered only with target.has_mve): max pooling (tinyaot_max_pool_s8_mve.c, sixteen int8
+# lanes) and the requantizing average pool (tinyaot_avgpool_s8_mve.c, int16 sums); the same arguments and integers
+# as the generic kernels. Cost model, instructions under QEMU on mps3-an547 per window tap of sixteen channels and
+# per output value (tests/mve/test_mve_pool.py prints them).
+MVE_POOL = "mve_pool"
+MVE_MAX_COST = (3.0, 4.0)      # per tap of 16 channels, per output
+MVE_AVG_COST = (6.0, 5.0)
+MVE_POOL_FILES = {"tinyaot_avgpool_requant_s8_mve": "tinyaot_avgpool_s8_mve.c"}
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
@@ -179,6 +189,20 @@ class _Pool(OpSpec):
     def scratch_bytes(self, node, graph):
         return int(node.attrs.get("scratch_bytes", 0))
 
+    def variants(self, node, graph, target):
+        listed = [Variant(GENERIC_VARIANT)]
+        x = graph.tensors[node.inputs[0]]
+        if not target.has_mve or x.dtype != "int8":
+            return tuple(listed)
+        k, _, _ = self._geometry(node, graph)
+        o = graph.tensors[node.outputs[0]].shape
+        taps16 = int(np.prod(o[:3])) * k[0] * k[1] * -(-o[3] // 16)
+        if node.op == "MaxPool":
+            listed.append(Variant(MVE_POOL, taps16 * MVE_MAX_COST[0] + int(np.prod(o)) * MVE_MAX_COST[1]))
+        elif node.attrs.get("requantize") and -128 <= node.attrs["input_offset"] <= 128:
+            listed.append(Variant(MVE_POOL, taps16 * MVE_AVG_COST[0] + int(np.prod(o)) * MVE_AVG_COST[1]))
+        return tuple(listed)
+
     def macs(self, node, graph):
         k, _, _ = self._geometry(node, graph)
         return int(np.prod(graph.tensors[node.outputs[0]].shape) * k[0] * k[1])
@@ -191,15 +215,19 @@ class _Pool(OpSpec):
         params = {"stride": [s[0], s[1]], "padding": [p[0], p[1]], "activation": [a["act_min"], a["act_max"]],
                   "input_dims": list(x), "filter_dims": [1, k[0], k[1], 1], "output_dims": list(o), "variant": "plain"}
         kernel = self.kernel
+        mve = variant_of(node) == MVE_POOL  # the same call with the Helium kernel
         if a.get("requantize"):
-            kernel = "tinyaot_avgpool_requant_s8"
+            kernel = "tinyaot_avgpool_requant_s8_mve" if mve else "tinyaot_avgpool_requant_s8"
             params.update(variant="requant", input_offset=a["input_offset"], output_offset=a["output_offset"],
                           output_mult=a["output_mult"], output_shift=a["output_shift"])
         elif self._counts_pad(node, graph):
             kernel = "tinyaot_avgpool_count_pad_s8"
             params.update(variant="count_pad", pad_end=[p[2], p[3]],
                           input_offset=-graph.tensors[node.inputs[0]].quant.zp)
-        return KernelCall(kernel, files=[kernel + ".c"], template="layers/pool.c.j2", params=params)
+        elif mve:
+            kernel = "tinyaot_max_pool_s8_mve"
+        files = [MVE_POOL_FILES.get(kernel, kernel + ".c")] + (["tinyaot_mve_support.h"] if mve else [])
+        return KernelCall(kernel, files=files, template="layers/pool.c.j2", params=params)
 
     def oracle(self, node, graph):
         k, s, p = self._geometry(node, graph)
@@ -228,18 +256,20 @@ class _Pool(OpSpec):
 
 
 @register("MaxPool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
-                             kernels=("tinyaot_max_pool_s8",)))
+                             kernels=("tinyaot_max_pool_s8", "tinyaot_max_pool_s8_mve")))
 class MaxPool(_Pool):
     kernel = "tinyaot_max_pool_s8"
 
 
 @register("AveragePool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
-                                 scratch=True, kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8")))
+                                 scratch=True, kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8",
+                                          "tinyaot_avgpool_requant_s8_mve")))
 class AveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"
 
 
 @register("GlobalAveragePool", traits=Traits(layout="spatial", fuses_activation=True, per_channel=True, scratch=True,
-                                       kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8")))
+                                       kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8",
+                                          "tinyaot_avgpool_requant_s8_mve")))
 class GlobalAveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"

@@ -1,0 +1,129 @@
+/*
+ * tinyaot_avgpool_requant_s8_mve: int8 NHWC average pooling without padding onto its own output parameters
+ * (TFLite's integer MEAN scheme) for Helium (MVE) cores; the same arguments and results as
+ * tinyaot_avgpool_requant_s8 (tinyaot_avgpool_requant_s8.c explains the scheme):
+ *   out = requant(sum_{window} (x + input_offset), mult, shift) + output_offset, clamped.
+ *
+ * Channels lie in the lanes. For windows of at most 256 taps the raw sums are exact in int16: each x is in
+ * [-128, 127], so a sum of n <= 256 values lies in [-32768, 32512]; sixteen channels per pass then cost two loads
+ * (VLDRB.S16) and two adds per tap. The sums are widened to int32 (VMOVLB / VMOVLT: even and odd lanes), the
+ * window's offset (input_offset * taps, |.| <= 128 * taps) added, requantized per tensor on four lanes
+ * (tinyaot_mve_support.h, TFLite's double rounding) and scattered back to their channels. Larger windows, and
+ * the last channels (fewer than eight), sum in int32 lanes, four channels in order, the last group tail
+ * predicated. No scratch; on a core without MVE this file runs the scalar loop.
+ */
+#include "tinyaot_nn.h"
+#include "tinyaot_mve_support.h"
+
+#if TINYAOT_USE_MVE
+/* requant + output offset + clamp of four int32 window sums (offset not yet added) */
+static inline __attribute__((always_inline)) int32x4_t avgm_out(int32x4_t s, int32_t window_offset, int32_t mult,
+                                                                  int32_t shift, int32_t out_off, int32_t act_min,
+                                                                  int32_t act_max)
+{
+    const int32x4_t r = tinyaot_mve_requantize_n(vaddq_n_s32(s, window_offset), mult, shift);
+    return tinyaot_mve_offset_clamp(r, out_off, act_min, act_max);
+}
+#endif
+
+int tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_params, const tinyaot_dims *input_dims,
+                                   const int8_t *input, const tinyaot_dims *filter_dims,
+                                   const tinyaot_dims *output_dims, int32_t input_offset, int32_t output_offset,
+                                   int32_t mult, int32_t shift, int8_t *output)
+{
+    const int32_t batches = input_dims->n;
+    const int32_t in_h = input_dims->h;
+    const int32_t in_w = input_dims->w;
+    const int32_t ch = input_dims->c;
+    const int32_t k_h = filter_dims->h;
+    const int32_t k_w = filter_dims->w;
+    const int32_t out_h = output_dims->h;
+    const int32_t out_w = output_dims->w;
+    const int32_t stride_h = pool_params->stride.h;
+    const int32_t stride_w = pool_params->stride.w;
+    const int32_t act_min = pool_params->activation.min;
+    const int32_t act_max = pool_params->activation.max;
+    /* every tap contributes input_offset once: added per window; |.| <= 128 * taps */
+    const int32_t window_offset = input_offset * k_h * k_w;
+
+    if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0 || pool_params->padding.h != 0 ||
+        pool_params->padding.w != 0 || (out_h - 1) * stride_h + k_h > in_h || (out_w - 1) * stride_w + k_w > in_w) {
+        return -1; /* a window would leave the input: this kernel has no padding */
+    }
+    const int32_t row_skip = in_w * ch;
+    const int32_t narrow = k_h * k_w <= 256; /* int16 sums are exact */
+    int32_t b;
+    for (b = 0; b < batches; b++) {
+        const int8_t *in_b = input + b * in_h * in_w * ch;
+        int32_t oy;
+        for (oy = 0; oy < out_h; oy++) {
+            int32_t ox;
+            for (ox = 0; ox < out_w; ox++) {
+                int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
+                const int8_t *win = in_b + (oy * stride_h * in_w + ox * stride_w) * ch;
+                int32_t c = 0;
+#if TINYAOT_USE_MVE
+                const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
+                if (narrow) {
+                    for (; c + 16 <= ch; c += 16) {
+                        int16x8_t s0 = vdupq_n_s16(0), s1 = vdupq_n_s16(0);
+                        const int8_t *r = win + c;
+                        int32_t ky, kx;
+                        for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                            const int8_t *q = r;
+                            for (kx = 0; kx < k_w; kx++, q += ch) {
+                                s0 = vaddq_s16(s0, vldrbq_s16(q));
+                                s1 = vaddq_s16(s1, vldrbq_s16(q + 8));
+                            }
+                        }
+                        vstrbq_scatter_offset_s32(out + c, idx, avgm_out(vmovlbq_s16(s0), window_offset, mult, shift,
+                                                                         output_offset, act_min, act_max));
+                        vstrbq_scatter_offset_s32(out + c + 1, idx, avgm_out(vmovltq_s16(s0), window_offset, mult,
+                                                                             shift, output_offset, act_min, act_max));
+                        vstrbq_scatter_offset_s32(out + c + 8, idx, avgm_out(vmovlbq_s16(s1), window_offset, mult,
+                                                                             shift, output_offset, act_min, act_max));
+                        vstrbq_scatter_offset_s32(out + c + 9, idx, avgm_out(vmovltq_s16(s1), window_offset, mult,
+                                                                             shift, output_offset, act_min, act_max));
+                    }
+                    for (; c + 8 <= ch; c += 8) {
+                        int16x8_t s0 = vdupq_n_s16(0);
+                        const int8_t *r = win + c;
+                        int32_t ky, kx;
+                        for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                            const int8_t *q = r;
+                            for (kx = 0; kx < k_w; kx++, q += ch) {
+                                s0 = vaddq_s16(s0, vldrbq_s16(q));
+                            }
+                        }
+                        vstrbq_scatter_offset_s32(out + c, idx, avgm_out(vmovlbq_s16(s0), window_offset, mult, shift,
+                                                                         output_offset, act_min, act_max));
+                        vstrbq_scatter_offset_s32(out + c + 1, idx, avgm_out(vmovltq_s16(s0), window_offset, mult,
+                                                                             shift, output_offset, act_min, act_max));
+                    }
+                }
+                for (; c < ch; c += 4) {
+                    const mve_pred16_t p = vctp32q((uint32_t)(ch - c));
+                    int32x4_t s = vdupq_n_s32(0);
+                    const int8_t *r = win + c;
+                    int32_t ky, kx;
+                    for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                        const int8_t *q = r;
+                        for (kx = 0; kx < k_w; kx++, q += ch) {
+                            s = vaddq_s32(s, vldrbq_z_s32(q, p));
+                        }
+                    }
+                    vstrbq_p_s32(out + c, avgm_out(s, window_offset, mult, shift, output_offset, act_min, act_max),
+                                 p);
+                }
+#else
+                (void)narrow;
+                for (; c < ch; c++) {
+                    const int32_t s = window_offset + tinyaot_window_sum_s8(win + c, k_h, k_w, row_skip, ch);
+                    out[c] = tinyaot_requantize_s8(s, mult, shift, output_offset, act_min, act_max);
+                }
+#endif
+            }
+        }
+    }
+    return 0;
+}
