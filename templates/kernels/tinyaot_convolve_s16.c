@@ -13,6 +13,66 @@
  */
 #include "tinyaot_s16_support.h"
 
+/* Four output channels of one pixel (filters w, w + row, w + 2 row, w + 3 row; one group). Each channel's window
+   products are summed in int32 over at most TINYAOT_S16_INT32_TERMS of them (the count `run`), then added to its
+   int64 accumulator, so no int32 sum can overflow whatever the window size. */
+static void block4(const int16_t *in_b, int32_t in_w, int32_t in_c, const int8_t *w, int32_t row, int32_t k_w,
+                   int32_t y0, int32_t x0, int32_t dil_h, int32_t dil_w, int32_t ky_begin, int32_t ky_end,
+                   int32_t kx_begin, int32_t kx_end, const int64_t *bias, const int32_t *mult, const int32_t *shift,
+                   int32_t act_min, int32_t act_max, int16_t *out)
+{
+    int64_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, run = 0;
+    int32_t ky, kx, i;
+    for (ky = ky_begin; ky < ky_end; ky++) {
+        const int32_t iy = y0 + ky * dil_h;
+        for (kx = kx_begin; kx < kx_end; kx++) {
+            const int16_t *x = in_b + (iy * in_w + x0 + kx * dil_w) * in_c;
+            const int8_t *w0 = w + (ky * k_w + kx) * in_c;
+            const int8_t *w1 = w0 + row;
+            const int8_t *w2 = w1 + row;
+            const int8_t *w3 = w2 + row;
+            if (in_c <= TINYAOT_S16_INT32_TERMS) {
+                if (run + in_c > TINYAOT_S16_INT32_TERMS) { /* this tap would pass the int32 bound: flush first */
+                    a0 += s0;
+                    a1 += s1;
+                    a2 += s2;
+                    a3 += s3;
+                    s0 = s1 = s2 = s3 = run = 0;
+                }
+                for (i = 0; i < in_c; i++) {
+                    const int32_t xv = x[i];
+                    s0 += xv * w0[i];
+                    s1 += xv * w1[i];
+                    s2 += xv * w2[i];
+                    s3 += xv * w3[i];
+                }
+                run += in_c;
+            } else {
+                for (i = 0; i < in_c; i++) { /* a tap longer than one run: flush every TINYAOT_S16_INT32_TERMS */
+                    if (run == TINYAOT_S16_INT32_TERMS) {
+                        a0 += s0;
+                        a1 += s1;
+                        a2 += s2;
+                        a3 += s3;
+                        s0 = s1 = s2 = s3 = run = 0;
+                    }
+                    const int32_t xv = x[i];
+                    s0 += xv * w0[i];
+                    s1 += xv * w1[i];
+                    s2 += xv * w2[i];
+                    s3 += xv * w3[i];
+                    run++;
+                }
+            }
+        }
+    }
+    out[0] = tinyaot_requantize_s16(a0 + s0, mult[0], shift[0], act_min, act_max);
+    out[1] = tinyaot_requantize_s16(a1 + s1, mult[1], shift[1], act_min, act_max);
+    out[2] = tinyaot_requantize_s16(a2 + s2, mult[2], shift[2], act_min, act_max);
+    out[3] = tinyaot_requantize_s16(a3 + s3, mult[3], shift[3], act_min, act_max);
+}
+
 int tinyaot_convolve_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
                          const int32_t *shift, const int32_t *geom, int16_t *output)
 {
@@ -37,7 +97,16 @@ int tinyaot_convolve_s16(const int16_t *input, const int8_t *filter, const int64
                 int32_t kx_begin, kx_end;
                 tinyaot_valid_taps(x0, k_w, dil_w, in_w, &kx_begin, &kx_end);
                 int16_t *out = output + ((b * out_h + oy) * out_w + ox) * out_c;
-                for (o = 0; o < out_c; o++) {
+                o = 0;
+                if (filter_c == in_c) {
+                    /* one group: four output channels at a time share each input load */
+                    for (; o + 4 <= out_c; o += 4) {
+                        block4(input + (b * in_h * in_w) * in_c, in_w, in_c, filter + o * filter_row, filter_row,
+                               k_w, y0, x0, dil_h, dil_w, ky_begin, ky_end, kx_begin, kx_end, bias + o, mult + o,
+                               shift + o, act_min, act_max, out + o);
+                    }
+                }
+                for (; o < out_c; o++) {
                     const int16_t *in_g = input + (o / out_per_group) * filter_c;
                     const int8_t *w_o = filter + o * filter_row;
                     int64_t acc = bias[o];

@@ -4,8 +4,9 @@
  *
  * geom = {batches, in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, stride_h, stride_w, pad_top, pad_left,
  *         dilation_h, dilation_w, act_min, act_max, ch_mult}.
- * Each output pixel visits its window's valid taps only (computed once per pixel) and accumulates a block of up to
- * 8 output channels at a time, tap by tap, so the weights and inputs of a tap are read contiguously. Products
+ * Each output pixel visits its window's valid taps only (computed once per pixel) and accumulates a block of output
+ * channels at a time, tap by tap, so the weights and inputs of a tap are read contiguously: with ch_mult 1 and at
+ * most TINYAOT_S16_INT32_TERMS taps, four channels in int32 registers, otherwise up to 8 in int64. Products
  * |in * w| <= 32768 * 127 fit int32 and go into int64 accumulators, whose bound |bias| + sum|w| * 32768 < 2^47 is
  * checked per layer at compile time (tinyaot/compress/bounds.py). Returns -1 for inconsistent geometry.
  */
@@ -35,7 +36,33 @@ int tinyaot_depthwise_conv_s16(const int16_t *input, const int8_t *filter, const
                 int32_t kx_begin, kx_end;
                 tinyaot_valid_taps(x0, k_w, dil_w, in_w, &kx_begin, &kx_end);
                 int16_t *out = output + ((b * out_h + oy) * out_w + ox) * out_c;
-                for (o0 = 0; o0 < out_c; o0 += TINYAOT_DW_S16_BLOCK) {
+                o0 = 0;
+                if (ch_mult == 1 && k_h * k_w <= TINYAOT_S16_INT32_TERMS) {
+                    /* four channels in int32 registers: a window of at most TINYAOT_S16_INT32_TERMS products each
+                       cannot overflow int32 (tinyaot_s16_support.h); the bias joins in int64 */
+                    for (; o0 + 4 <= out_c; o0 += 4) {
+                        int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                        for (ky = ky_begin; ky < ky_end; ky++) {
+                            const int32_t iy = y0 + ky * dil_h;
+                            for (kx = kx_begin; kx < kx_end; kx++) {
+                                const int16_t *x = input + ((b * in_h + iy) * in_w + x0 + kx * dil_w) * in_c + o0;
+                                const int8_t *w = filter + (ky * k_w + kx) * out_c + o0;
+                                s0 += (int32_t)x[0] * w[0];
+                                s1 += (int32_t)x[1] * w[1];
+                                s2 += (int32_t)x[2] * w[2];
+                                s3 += (int32_t)x[3] * w[3];
+                            }
+                        }
+                        out[o0] = tinyaot_requantize_s16(bias[o0] + s0, mult[o0], shift[o0], act_min, act_max);
+                        out[o0 + 1] = tinyaot_requantize_s16(bias[o0 + 1] + s1, mult[o0 + 1], shift[o0 + 1], act_min,
+                                                             act_max);
+                        out[o0 + 2] = tinyaot_requantize_s16(bias[o0 + 2] + s2, mult[o0 + 2], shift[o0 + 2], act_min,
+                                                             act_max);
+                        out[o0 + 3] = tinyaot_requantize_s16(bias[o0 + 3] + s3, mult[o0 + 3], shift[o0 + 3], act_min,
+                                                             act_max);
+                    }
+                }
+                for (; o0 < out_c; o0 += TINYAOT_DW_S16_BLOCK) {
                     const int32_t n = out_c - o0 < TINYAOT_DW_S16_BLOCK ? out_c - o0 : TINYAOT_DW_S16_BLOCK;
                     for (j = 0; j < n; j++) {
                         acc[j] = bias[o0 + j];

@@ -222,3 +222,25 @@ def test_softmax_s16_s8(lib):
             xs = _a(x, np.int16)
             assert lib.tinyaot_softmax_s16_s8(xs.ctypes.data, rows, n, *q, out.ctypes.data) == 0
             np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("cin,kh", [(300, 2), (600, 1)])
+def test_conv_s16_long_windows(lib, cin, kh):
+    """Windows longer than one int32 run of products (516): flushed between taps (300 x 2) and inside a tap
+    (600), at the largest magnitudes (weights 127 / -127, inputs -32768 / 32767)."""
+    rng = np.random.default_rng(cin)
+    cout, h, w = 5, kh + 1, 2
+    weights = np.where(rng.random((cout, kh, 1, cin)) < 0.5, -127, 127)
+    bias = rng.integers(-(1 << 40), 1 << 40, cout)
+    mult, shift = reduced_multiplier_array([2.0 ** -20] * cout)
+    oh, ow = spatial_out((h, w), (kh, 1), (1, 1), [0, 0, 0, 0])
+    geom = _a([1, h, w, cin, oh, ow, cout, kh, 1, 1, 1, 0, 0, 1, 1, -32768, 32767, cin], np.int32)
+    for x in _inputs(rng, (1, h, w, cin)) + [np.sign(weights[0, 0, 0])[None, None, None, :] * 32767
+                                             * np.ones((1, h, w, 1))]:
+        want = conv2d_s16(x, weights, bias, mult, shift, output_hw=(oh, ow))
+        out = np.zeros((1, oh, ow, cout), np.int16)
+        xs, ws, bs = _a(x, np.int16), _a(weights, np.int8), _a(bias, np.int64)
+        ms, ss = _a(mult, np.int32), _a(shift, np.int32)
+        assert lib.tinyaot_convolve_s16(xs.ctypes.data, ws.ctypes.data, bs.ctypes.data, ms.ctypes.data,
+                                        ss.ctypes.data, geom.ctypes.data, out.ctypes.data) == 0
+        np.testing.assert_array_equal(out, want)
