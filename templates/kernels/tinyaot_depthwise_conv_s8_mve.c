@@ -6,9 +6,9 @@
  * Folding: with folded_bias[c] = bias[c] + input_offset * sum_{ky, kx} w[ky, kx, c],
  *   bias[c] + sum_{valid taps} (x + input_offset) * w
  *     = folded_bias[c] + sum_{valid taps} x * w + sum_{padded taps} (-input_offset) * w,
- * so every tap of the window is visited, a padded tap standing for the input zero point z = -input_offset, and the
- * inner loop multiplies raw int8 activations by raw int8 weights. A window wholly inside the input (most of them)
- * runs a loop without any tap test.
+ * so a window wholly inside the input (most of them) runs a loop without any tap test that multiplies raw int8
+ * activations by raw int8 weights. A window reaching into the padding instead visits its valid taps only, on
+ * x - z (z = -input_offset, the zero point) from the plain bias: the generic kernel's sum, with no padded tap.
  *
  * Lanes: both operands are widened to eight int16 lanes (VLDRB.S16, eight channels), and VMULLB / VMULLT form the
  * products of the even and the odd lanes in int32 (|x * w| <= 2^14, exact), added to two int32x4 accumulators:
@@ -18,15 +18,16 @@
  * groups of four channels in order, the last one tail predicated (VCTP: lanes past the end are neither read nor
  * written). Results are scattered back to their channels (VSTRB.32 with offsets {0, 2, 4, 6}).
  *
- * The table (`table`, in place of the bias): for each group of four lanes in that order, sixteen int32 values:
- * the four lanes' folded bias, multiplier, left shift (max(shift, 0)) and right shift (min(shift, 0)), so the
- * epilogue loads them with immediate offsets from one pointer. Requantization is TFLite's double rounding
+ * The table (`table`, in place of the bias): for each group of four lanes in that order, twenty int32 values:
+ * the four lanes' folded bias, bias, multiplier, left shift (max(shift, 0)) and right shift (min(shift, 0)), so
+ * the loops load them with immediate offsets from one pointer. Requantization is TFLite's double rounding
  * (tinyaot_mve_support.h tinyaot_mve_requantize_split, bit-identical to tinyaot_requantize).
  *
- * Overflow: each accumulator starts at folded_bias and adds products x * w with |x| <= 128 (z too) and |w| <= 128,
- * so every partial sum is bounded by |bias| + sum|w| * |input_offset| + sum|w| * 128, within the bound
- * |bias| + sum|w| * (128 + |input_offset|) that tinyaot/compress/bounds.py checks against int32 for every layer
- * (folded_bias itself is checked at compile time, ops/common.py fold_input_offset).
+ * Overflow: a full window's accumulator starts at folded_bias and adds products x * w with |x|, |w| <= 128, so
+ * every partial sum is bounded by |bias| + sum|w| * |input_offset| + sum|w| * 128; a border window's sums
+ * bias + sum (x + input_offset) * w. Both lie within |bias| + sum|w| * (128 + |input_offset|), the bound that
+ * tinyaot/compress/bounds.py checks against int32 for every layer (folded_bias itself is checked at compile time,
+ * ops/common.py fold_input_offset).
  *
  * Output pixels are computed one at a time in raster order, each reading only its window, as the generic kernel
  * does, so the output may overlap the input at the same offsets (Conv.inplace_offset). No scratch. On a core
@@ -50,21 +51,30 @@ typedef struct {
     int32_t ky0, ky1, kx0, kx1; /* its taps inside the input: [ky0, ky1) x [kx0, kx1) */
 } dwm_layer;
 
-/* Where channel c's four values sit in the table (the lane layout above): the index of its folded bias; its
-   multiplier, left and right shifts follow 4, 8 and 12 entries later. */
+/* The table: per group of four lanes, DWM_G entries: the lanes' folded bias, bias, multiplier, left shift and
+   right shift, four each, at these offsets. */
+#define DWM_G 20
+#define DWM_FB 0
+#define DWM_B 4
+#define DWM_M 8
+#define DWM_L 12
+#define DWM_R 16
+
+/* Where channel c's values sit in the table (the lane layout above): the index of its folded bias; its bias,
+   multiplier, left and right shifts follow 4, 8, 12 and 16 entries later. */
 static int32_t dwm_slot(int32_t c, int32_t ch)
 {
     const int32_t c16 = ch - ch % 16; /* channels in 16-channel blocks */
     if (c < c16) {
         const int32_t r = c % 16;
-        return (c / 16) * 64 + ((r >= 8) * 2 + (r & 1)) * 16 + ((r & 7) >> 1);
+        return (c / 16) * 4 * DWM_G + ((r >= 8) * 2 + (r & 1)) * DWM_G + ((r & 7) >> 1);
     }
     const int32_t c8 = ch % 16 >= 8 ? c16 + 8 : c16; /* end of the 8-channel block, if any */
     if (c < c8) {
         const int32_t r = c - c16;
-        return c16 * 4 + (r & 1) * 16 + (r >> 1);
+        return c16 / 4 * DWM_G + (r & 1) * DWM_G + (r >> 1);
     }
-    return c8 * 4 + ((c - c8) / 4) * 16 + (c - c8) % 4;
+    return c8 / 4 * DWM_G + ((c - c8) / 4) * DWM_G + (c - c8) % 4;
 }
 
 #if TINYAOT_USE_MVE
@@ -78,25 +88,26 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
         ao = vaddq_s32(ao, vmulltq_int_s16(xv_, wv_));                                                             \
     } while (0)
 
-/* Eight channels of a padded tap: the zero point times the weights. |z * w| <= 2^14 fits the int16 lanes of VMUL
-   by a scalar, whose even and odd lanes are then widened (VMOVLB / VMOVLT); z stays in a general register. */
-#define DWM_ZP8(wp, ae, ao)                                                                                        \
+/* The same on x - z (border windows): |x - z| <= 255 fits the int16 lanes, the products int32. */
+#define DWM_TAPZ8(xp, wp, ae, ao)                                                                                  \
     do {                                                                                                           \
-        const int16x8_t p_ = vmulq_n_s16(vldrbq_s16(wp), zp);                                                      \
-        ae = vaddq_s32(ae, vmovlbq_s16(p_));                                                                       \
-        ao = vaddq_s32(ao, vmovltq_s16(p_));                                                                       \
+        const int16x8_t xv_ = vsubq_n_s16(vldrbq_s16(xp), zp);                                                     \
+        const int16x8_t wv_ = vldrbq_s16(wp);                                                                      \
+        ae = vaddq_s32(ae, vmullbq_int_s16(xv_, wv_));                                                             \
+        ao = vaddq_s32(ao, vmulltq_int_s16(xv_, wv_));                                                             \
     } while (0)
 
-/* The taps of the current window for the channels from c: a window inside the input runs TAP_X(x, w) only, with
-   the input pointer stepping through it; otherwise the rows and columns outside [ky0, ky1) x [kx0, kx1) run
-   TAP_ZP(w). No test per tap either way. */
-#define DWM_WINDOW(L, c, TAP_X, TAP_ZP)                                                                            \
+/* The taps of the current window for the channels from c. A window wholly inside the input runs TAP_X(x, w) on
+   raw activations (its accumulators start at the folded bias); any other window runs TAP_XZ(x, w) on its valid taps
+   [ky0, ky1) x [kx0, kx1) only, on x - z (its accumulators start at the plain bias):
+   bias + sum_valid (x + input_offset) * w, the generic kernel's sum. No test per tap either way. */
+#define DWM_WINDOW(L, c, TAP_X, TAP_XZ)                                                                            \
     do {                                                                                                           \
         const int32_t ch_ = (L)->in_c;                                                                             \
         const int32_t col_ = (L)->dil_w * ch_;                                                                     \
-        const int8_t *w_ = (L)->filter + (c);                                                                      \
         int32_t ky_, kx_;                                                                                          \
         if (full) {                                                                                                \
+            const int8_t *w_ = (L)->filter + (c);                                                                  \
             const int32_t row_ = (L)->dil_h * (L)->in_w * ch_ - (L)->k_w * col_;                                   \
             const int8_t *x_ = (L)->in + ((L)->y0 * (L)->in_w + (L)->x0) * ch_ + (c);                              \
             for (ky_ = 0; ky_ < (L)->k_h; ky_++, x_ += row_) {                                                     \
@@ -105,23 +116,12 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
                 }                                                                                                  \
             }                                                                                                      \
         } else {                                                                                                   \
-            for (ky_ = 0; ky_ < (L)->k_h; ky_++) {                                                                 \
-                if (ky_ < (L)->ky0 || ky_ >= (L)->ky1) {                                                           \
-                    for (kx_ = 0; kx_ < (L)->k_w; kx_++, w_ += ch_) {                                              \
-                        TAP_ZP(w_);                                                                                \
-                    }                                                                                              \
-                    continue;                                                                                      \
-                }                                                                                                  \
-                for (kx_ = 0; kx_ < (L)->kx0; kx_++, w_ += ch_) {                                                  \
-                    TAP_ZP(w_);                                                                                    \
-                }                                                                                                  \
+            for (ky_ = (L)->ky0; ky_ < (L)->ky1; ky_++) {                                                          \
+                const int8_t *w_ = (L)->filter + (ky_ * (L)->k_w + (L)->kx0) * ch_ + (c);                          \
                 const int8_t *x_ = (L)->in + (((L)->y0 + ky_ * (L)->dil_h) * (L)->in_w + (L)->x0 +                 \
-                                              kx_ * (L)->dil_w) * ch_ + (c);                                       \
-                for (; kx_ < (L)->kx1; kx_++, x_ += col_, w_ += ch_) {                                             \
-                    TAP_X(x_, w_);                                                                                 \
-                }                                                                                                  \
-                for (; kx_ < (L)->k_w; kx_++, w_ += ch_) {                                                         \
-                    TAP_ZP(w_);                                                                                    \
+                                              (L)->kx0 * (L)->dil_w) * ch_ + (c);                                  \
+                for (kx_ = (L)->kx0; kx_ < (L)->kx1; kx_++, x_ += col_, w_ += ch_) {                               \
+                    TAP_XZ(x_, w_);                                                                                \
                 }                                                                                                  \
             }                                                                                                      \
         }                                                                                                          \
@@ -131,7 +131,8 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
 static inline __attribute__((always_inline)) int32x4_t dwm_requant(const dwm_layer *L, int32x4_t acc,
                                                                      const int32_t *g)
 {
-    const int32x4_t r = tinyaot_mve_requantize_split(acc, vldrwq_s32(g + 4), vldrwq_s32(g + 8), vldrwq_s32(g + 12));
+    const int32x4_t r = tinyaot_mve_requantize_split(acc, vldrwq_s32(g + DWM_M), vldrwq_s32(g + DWM_L),
+                                                     vldrwq_s32(g + DWM_R));
     return tinyaot_mve_offset_clamp(r, L->out_off, L->act_min, L->act_max);
 }
 
@@ -142,50 +143,51 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
     const int16_t zp = (int16_t)L->zp;
     const int32_t *g = L->table;
     int32_t c = 0;
-    for (; c + 16 <= ch; c += 16, g += 64) {
-        int32x4_t a0 = vldrwq_s32(g);
-        int32x4_t a1 = vldrwq_s32(g + 16);
-        int32x4_t a2 = vldrwq_s32(g + 32);
-        int32x4_t a3 = vldrwq_s32(g + 48);
+    const int32_t init = full ? DWM_FB : DWM_B; /* folded bias for raw taps, bias for x - z */
+    for (; c + 16 <= ch; c += 16, g += 4 * DWM_G) {
+        int32x4_t a0 = vldrwq_s32(g + init);
+        int32x4_t a1 = vldrwq_s32(g + DWM_G + init);
+        int32x4_t a2 = vldrwq_s32(g + 2 * DWM_G + init);
+        int32x4_t a3 = vldrwq_s32(g + 3 * DWM_G + init);
 #define DWM_X16(x, w)                                                                                              \
     do {                                                                                                           \
         DWM_TAP8(x, w, a0, a1);                                                                                    \
         DWM_TAP8((x) + 8, (w) + 8, a2, a3);                                                                        \
     } while (0)
-#define DWM_Z16(w)                                                                                                 \
+#define DWM_Z16(x, w)                                                                                              \
     do {                                                                                                           \
-        DWM_ZP8(w, a0, a1);                                                                                        \
-        DWM_ZP8((w) + 8, a2, a3);                                                                                  \
+        DWM_TAPZ8(x, w, a0, a1);                                                                                   \
+        DWM_TAPZ8((x) + 8, (w) + 8, a2, a3);                                                                       \
     } while (0)
         DWM_WINDOW(L, c, DWM_X16, DWM_Z16);
 #undef DWM_X16
 #undef DWM_Z16
         const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
         vstrbq_scatter_offset_s32(out + c, idx, dwm_requant(L, a0, g));
-        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + 16));
-        vstrbq_scatter_offset_s32(out + c + 8, idx, dwm_requant(L, a2, g + 32));
-        vstrbq_scatter_offset_s32(out + c + 9, idx, dwm_requant(L, a3, g + 48));
+        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + DWM_G));
+        vstrbq_scatter_offset_s32(out + c + 8, idx, dwm_requant(L, a2, g + 2 * DWM_G));
+        vstrbq_scatter_offset_s32(out + c + 9, idx, dwm_requant(L, a3, g + 3 * DWM_G));
     }
     if (c + 8 <= ch) {
-        int32x4_t a0 = vldrwq_s32(g);
-        int32x4_t a1 = vldrwq_s32(g + 16);
+        int32x4_t a0 = vldrwq_s32(g + init);
+        int32x4_t a1 = vldrwq_s32(g + DWM_G + init);
 #define DWM_X8(x, w) DWM_TAP8(x, w, a0, a1)
-#define DWM_Z8(w) DWM_ZP8(w, a0, a1)
+#define DWM_Z8(x, w) DWM_TAPZ8(x, w, a0, a1)
         DWM_WINDOW(L, c, DWM_X8, DWM_Z8);
 #undef DWM_X8
 #undef DWM_Z8
         const uint32x4_t idx = vidupq_n_u32(0, 2);
         vstrbq_scatter_offset_s32(out + c, idx, dwm_requant(L, a0, g));
-        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + 16));
+        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + DWM_G));
         c += 8;
-        g += 32;
+        g += 2 * DWM_G;
     }
-    for (; c < ch; c += 4, g += 16) {
+    for (; c < ch; c += 4, g += DWM_G) {
         /* four channels in order, int32 lanes; lanes past the last channel predicated off */
         const mve_pred16_t p = vctp32q((uint32_t)(ch - c));
-        int32x4_t a = vldrwq_s32(g);
+        int32x4_t a = vldrwq_s32(g + init);
 #define DWM_X4(x, w) a = vaddq_s32(a, vmulq_s32(vldrbq_z_s32(x, p), vldrbq_z_s32(w, p)))
-#define DWM_Z4(w) a = vmlaq_n_s32(a, vldrbq_z_s32(w, p), L->zp)
+#define DWM_Z4(x, w) a = vaddq_s32(a, vmulq_s32(vsubq_n_s32(vldrbq_z_s32(x, p), L->zp), vldrbq_z_s32(w, p)))
         DWM_WINDOW(L, c, DWM_X4, DWM_Z4);
 #undef DWM_X4
 #undef DWM_Z4
@@ -196,8 +198,8 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
 /* Two output pixels of one row, (y0, x0) and the next one (x0 + stride_w), both windows wholly inside the input:
    eight channels at a time in four accumulators (first pixel's even and odd lanes, then the second's), so each
    weight load and each group's multiplier and shifts serve both pixels. The eight channels from c have their two
-   lane groups at table + 4c and + 4c + 16 in every block layout (16- and 8-channel blocks alike); the last
-   1..7 channels run four at a time, predicated, pixel by pixel. */
+   lane groups at table + (c / 4) * DWM_G and one group further in every block layout (16- and 8-channel blocks
+   alike); the last 1..7 channels run four at a time, predicated, pixel by pixel. */
 static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t *out)
 {
     const int32_t ch = L->in_c;
@@ -209,9 +211,9 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
     const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
     const int32_t *g = L->table;
     int32_t c = 0;
-    for (; c + 8 <= ch; c += 8, g += 32) {
-        int32x4_t a0 = vldrwq_s32(g);
-        int32x4_t a1 = vldrwq_s32(g + 16);
+    for (; c + 8 <= ch; c += 8, g += 2 * DWM_G) {
+        int32x4_t a0 = vldrwq_s32(g + DWM_FB);
+        int32x4_t a1 = vldrwq_s32(g + DWM_G + DWM_FB);
         int32x4_t a2 = a0;
         int32x4_t a3 = a1;
         const int8_t *x = origin + c;
@@ -234,14 +236,15 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
         }
 #undef DWM_PAIR_TAP
         {
-            const int32x4_t m = vldrwq_s32(g + 4), l = vldrwq_s32(g + 8), r = vldrwq_s32(g + 12);
+            const int32x4_t m = vldrwq_s32(g + DWM_M), l = vldrwq_s32(g + DWM_L), r = vldrwq_s32(g + DWM_R);
             vstrbq_scatter_offset_s32(out + c, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
                                                         a0, m, l, r), L->out_off, L->act_min, L->act_max));
             vstrbq_scatter_offset_s32(out + ch + c, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
                                                              a2, m, l, r), L->out_off, L->act_min, L->act_max));
         }
         {
-            const int32x4_t m = vldrwq_s32(g + 20), l = vldrwq_s32(g + 24), r = vldrwq_s32(g + 28);
+            const int32x4_t m = vldrwq_s32(g + DWM_G + DWM_M), l = vldrwq_s32(g + DWM_G + DWM_L),
+                            r = vldrwq_s32(g + DWM_G + DWM_R);
             vstrbq_scatter_offset_s32(out + c + 1, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
                                                             a1, m, l, r), L->out_off, L->act_min, L->act_max));
             vstrbq_scatter_offset_s32(out + ch + c + 1, idx,
@@ -249,11 +252,11 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
                                                                L->out_off, L->act_min, L->act_max));
         }
     }
-    for (; c < ch; c += 4, g += 16) {
+    for (; c < ch; c += 4, g += DWM_G) {
         const mve_pred16_t p = vctp32q((uint32_t)(ch - c));
         int32_t px;
         for (px = 0; px < 2; px++) {
-            int32x4_t a = vldrwq_s32(g);
+            int32x4_t a = vldrwq_s32(g + DWM_FB);
             const int8_t *x = origin + px * pstep + c;
             const int8_t *w = L->filter + c;
             int32_t ky, kx;
@@ -289,7 +292,7 @@ static void dwm_pixel(const dwm_layer *L, int32_t full, int8_t *out)
             }
         }
         /* one of left (>= 0) and right (<= 0) is zero: their sum is the shift */
-        out[c] = tinyaot_requantize_s8(a, t[4], t[8] + t[12], L->out_off, L->act_min, L->act_max);
+        out[c] = tinyaot_requantize_s8(a, t[DWM_M], t[DWM_L] + t[DWM_R], L->out_off, L->act_min, L->act_max);
     }
 }
 
@@ -329,7 +332,7 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
     if (dw_conv_params->ch_mult != 1 || filter_dims->c != in_c || output_dims->c != in_c || table == NULL ||
         stride_h <= 0 || stride_w <= 0 || dw_conv_params->dilation.h <= 0 || dw_conv_params->dilation.w <= 0 ||
         dw_conv_params->input_offset < -128 || dw_conv_params->input_offset > 128) {
-        return -1; /* |z| <= 128 keeps z * w within the int16 lanes of the padded-tap products */
+        return -1; /* |z| <= 128 keeps x - z within the int16 lanes of the border windows' products */
     }
     dwm_layer L;
     L.in_h = in_h;

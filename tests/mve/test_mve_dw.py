@@ -46,7 +46,7 @@ def make_case(rng, c, kh=3, kw=3, h=None, w=None, stride=(1, 1), dil=(1, 1), pad
     want = depthwise_conv2d_s8(x, wt, bias, mult, shift, input_offset=in_off, output_offset=out_off,
                                stride_hw=stride, pad_top_left=pads[:2], dilation_hw=dil, output_hw=(oh, ow),
                                act_min=act[0], act_max=act[1])
-    return dict(x=x, w=wt, fb=dw_table(fold_input_offset(bias, wt.reshape(-1, c).T, in_off), mult, shift),
+    return dict(x=x, w=wt, fb=dw_table(fold_input_offset(bias, wt.reshape(-1, c).T, in_off), bias, mult, shift),
                 mult=mult, shift=shift, in_off=in_off,
                 out_off=out_off, act=act, stride=stride, dil=dil, pads=pads, want=want)
 

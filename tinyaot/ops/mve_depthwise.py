@@ -2,15 +2,16 @@
 
 Offered by Conv.variants on targets with MVE for a depthwise layer with channel multiplier 1, dense int8 weights
 and int8 activations. At compile time the input offset is folded into the bias (ops/common.py fold_input_offset:
-bias + input_offset * sum of the channel's weights), so the kernel multiplies raw int8 activations by raw int8
-weights in int16 lanes (VMULLB/VMULLT into int32 accumulators) and a padded tap stands for the input zero point.
-The kernel computes the generic kernel's integers exactly (the reference is ops/conv.py depthwise_conv2d_s8);
-tests/mve/test_mve_dw.py checks it under QEMU on mps3-an547 and its plain C fallback on the host.
+bias + input_offset * sum of the channel's weights), so for a window wholly inside the input the kernel multiplies
+raw int8 activations by raw int8 weights in int16 lanes (VMULLB/VMULLT into int32 accumulators); a window reaching
+into the padding starts from the plain bias and visits its valid taps on x - zero point. The kernel computes the
+generic kernel's integers exactly (the reference is ops/conv.py depthwise_conv2d_s8); tests/mve/test_mve_dw.py
+checks it under QEMU on mps3-an547 and its plain C fallback on the host.
 
 The weights are the generic kernel's array; bias, multipliers and shifts become one table laid out for the vector
-lanes (`dw_table`: folded bias, multiplier, left and right shift per channel, 16 bytes per channel instead of 12).
-No scratch; the output may overlap the input exactly as for the generic depthwise kernel (pixels in raster order,
-one at a time).
+lanes (`dw_table`: folded bias, bias, multiplier, left and right shift per channel, 20 bytes per channel instead
+of 12). No scratch; the output may overlap the input exactly as for the generic depthwise kernel (pixels in raster
+order, one or two at a time, each reading only its window).
 """
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ MVE_DW = "mve_dw"
 KERNEL = "tinyaot_depthwise_conv_s8_mve"
 
 # Cost model: instructions per multiply-accumulate under QEMU on mps3-an547 (3x3 layers of the shared models' shapes,
-# measured with random data: 25x5x64 2.37, 24x24x32 2.25, 6x6x128 2.29; 48x48x8, whose channels do not fill a
-# 16-channel block, 2.87).
-PER_MAC = {True: 2.3, False: 2.9}  # keyed by "channels a multiple of 16"
+# measured with random data: 25x5x64 2.25, 24x24x32 2.21, 6x6x128 2.10; 48x48x8, whose channels do not fill a
+# 16-channel block, 2.83).
+PER_MAC = {True: 2.2, False: 2.85}  # keyed by "channels a multiple of 16"
 
 
 def mve_dw_variants(node, graph, target, macs: int) -> list:
@@ -43,33 +44,38 @@ def mve_dw_variants(node, graph, target, macs: int) -> list:
     return [Variant(MVE_DW, macs * PER_MAC[o[3] % 16 == 0])]
 
 
+GROUP = 20  # table entries per group of four lanes: folded bias, bias, multiplier, left shift, right shift
+
+
 def table_slots(channels: int) -> np.ndarray:
-    """slot[c]: where channel c's folded bias sits in the kernel's table (its multiplier, left and right shifts
-    4, 8 and 12 entries later); the C twin is tinyaot_depthwise_conv_s8_mve_table_slot. Lanes: per 16-channel
-    block the groups c + {0,2,4,6}, {1,3,5,7}, {8,10,12,14}, {9,11,13,15}; then an 8-channel block's two groups if
-    at least eight channels remain; then groups of four in order, the last one padded."""
+    """slot[c]: where channel c's folded bias sits in the kernel's table (its bias, multiplier, left and right
+    shifts 4, 8, 12 and 16 entries later); the C twin is tinyaot_depthwise_conv_s8_mve_table_slot. Lanes: per
+    16-channel block the groups c + {0,2,4,6}, {1,3,5,7}, {8,10,12,14}, {9,11,13,15}; then an 8-channel block's two
+    groups if at least eight channels remain; then groups of four in order, the last one padded."""
     c = np.arange(channels)
     c16 = channels - channels % 16
     c8 = c16 + 8 if channels % 16 >= 8 else c16
     r = c % 16
-    s16 = (c // 16) * 64 + ((r >= 8) * 2 + (r & 1)) * 16 + ((r & 7) >> 1)
+    s16 = (c // 16) * 4 * GROUP + ((r >= 8) * 2 + (r & 1)) * GROUP + ((r & 7) >> 1)
     r8 = c - c16
-    s8 = c16 * 4 + (r8 & 1) * 16 + (r8 >> 1)
+    s8 = c16 // 4 * GROUP + (r8 & 1) * GROUP + (r8 >> 1)
     r4 = c - c8
-    s4 = c8 * 4 + (r4 // 4) * 16 + r4 % 4
+    s4 = c8 // 4 * GROUP + (r4 // 4) * GROUP + r4 % 4
     return np.where(c < c16, s16, np.where(c < c8, s8, s4))
 
 
-def dw_table(folded_bias, mult, shift) -> np.ndarray:
-    """The kernel's per-channel table: per group of four lanes, the lanes' folded bias, multiplier, left shift
-    (max(shift, 0)) and right shift (min(shift, 0)); unused lanes of the last group hold zeros."""
+def dw_table(folded_bias, bias, mult, shift) -> np.ndarray:
+    """The kernel's per-channel table: per group of four lanes, the lanes' folded bias (for windows inside the
+    input), bias (for windows reaching into the padding), multiplier, left shift (max(shift, 0)) and right shift
+    (min(shift, 0)); unused lanes of the last group hold zeros."""
     fb = np.asarray(folded_bias, np.int64).reshape(-1)
     channels = fb.size
+    b = np.zeros(channels, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
     m = np.broadcast_to(np.asarray(mult, np.int64).reshape(-1), (channels,))
     sh = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (channels,))
     slots = table_slots(channels)
-    table = np.zeros(16 * -(-channels // 4), np.int64)
-    for k, values in enumerate((fb, m, np.maximum(sh, 0), np.minimum(sh, 0))):
+    table = np.zeros(GROUP * -(-channels // 4), np.int64)
+    for k, values in enumerate((fb, b, m, np.maximum(sh, 0), np.minimum(sh, 0))):
         table[slots + 4 * k] = values
     return table.astype(np.int32)
 
@@ -80,7 +86,7 @@ def layer_table(node, graph) -> np.ndarray:
     w = graph.tensors[node.inputs[1]].data  # [1, kh, kw, C]
     bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
     folded = fold_input_offset(bias, np.asarray(w).reshape(-1, w.shape[3]).T, a["input_offset"])
-    return dw_table(folded, a["output_mult"], a["output_shift"])
+    return dw_table(folded, bias, a["output_mult"], a["output_shift"])
 
 
 def render_node(node, graph, cname: str, geometry) -> KernelCall:
