@@ -10,7 +10,10 @@
  * - qtab: per group of four channels 16 int32: the four biases, the four multipliers, the four radd and the four
  *   e, where e = -shift >= 1 (a right shift) and radd = 2^(e-1) + output_offset * 2^e: the rounding half of
  *   TFLite's RoundingDivideByPOT and the output zero point, added before one arithmetic shift. Padded to whole
- *   groups like the weights.
+ *   groups like the weights. With `folded` (cores without DSP) 20 values per group: four more, the folded biases
+ *   bias + input_offset * (sum of the channel's nine weights), from which interior pixels start so that their taps
+ *   multiply raw inputs (one add less per multiply); border pixels keep the bias and the offset. The folded bias
+ *   and every partial sum from it stay within the accumulator bound below.
  * - bounds (checked by the compiler before it offers this variant, per channel): |acc| < 2^30, where
  *   |acc| <= |bias| + sum|w| * (128 + |input_offset|), and |acc| + 2^(e-1) + 128 * 2^e < 2^31.
  *
@@ -50,6 +53,7 @@ typedef struct {
     int32_t in_row; /* input bytes from one row to the next */
     int32_t in_off;
     int32_t act_min, act_max;
+    int32_t qstride; /* int32 table values per group: 16, or 20 with the folded biases */
 } dw3_layer;
 
 #if TINYAOT_USE_DSP
@@ -123,11 +127,13 @@ static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const i
 static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t *x, const int8_t *w0,
                                                                    const int32_t *q0, int8_t *out,
                                                                    const dw3_layer *L, int32_t npix,
-                                                                   int32_t x_step, int full)
+                                                                   int32_t x_step, int full, int folded)
 {
     const int32_t in_c = L->in_c;
     const int32_t in_row = L->in_row;
-    const int32_t in_off = L->in_off;
+    /* folded: the accumulators start from bias + input_offset * (sum of the channel's weights) and the taps
+       multiply raw inputs (every tap of an interior window is a real input) */
+    const int32_t in_off = folded ? 0 : L->in_off;
 #if TINYAOT_USE_DSP
     const int32_t off2 = tinyaot_dup16(in_off);
 #endif
@@ -137,7 +143,8 @@ static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t
         const int8_t *xg = x;
         int32_t g;
         for (g = L->groups; g > 0; g--) {
-            int32_t a0 = q[0], a1 = q[1], a2 = q[2], a3 = q[3];
+            const int32_t *b = folded ? q + 16 : q;
+            int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];
             const int8_t *r = xg;
             DW3_TAP(r, 0);
             DW3_TAP(r + in_c, 1);
@@ -153,7 +160,7 @@ static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t
             DW3_STORE4();
             xg += 4;
             w += DW3_GROUP_BYTES;
-            q += 16;
+            q += folded ? 20 : 16;
             out += 4;
         }
         x += x_step;
@@ -198,7 +205,7 @@ static inline __attribute__((always_inline)) void dw3_border_body(const int8_t *
         DW3_STORE4();
         x += 4;
         w += DW3_GROUP_BYTES;
-        q += 16;
+        q += L->qstride;
         out += 4;
     }
 }
@@ -207,14 +214,53 @@ DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_full(const int8_t *x, cons
                                                            int8_t *out, const dw3_layer *L, int32_t npix,
                                                            int32_t x_step)
 {
-    dw3_interior_body(x, w, q, out, L, npix, x_step, 1);
+    dw3_interior_body(x, w, q, out, L, npix, x_step, 1, 0);
 }
 
 DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_clamp(const int8_t *x, const int8_t *w, const int32_t *q,
                                                             int8_t *out, const dw3_layer *L, int32_t npix,
                                                             int32_t x_step)
 {
-    dw3_interior_body(x, w, q, out, L, npix, x_step, 0);
+    dw3_interior_body(x, w, q, out, L, npix, x_step, 0, 0);
+}
+
+#if !TINYAOT_USE_DSP
+/* The folded tables (variant dw3x3_fold, for cores without DSP, where it saves an add per multiply; on DSP cores
+   the offset rides along in SXTAB16 for free and the compiler does not fold). */
+DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_full_fold(const int8_t *x, const int8_t *w, const int32_t *q,
+                                                                int8_t *out, const dw3_layer *L, int32_t npix,
+                                                                int32_t x_step)
+{
+    dw3_interior_body(x, w, q, out, L, npix, x_step, 1, 1);
+}
+
+DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_clamp_fold(const int8_t *x, const int8_t *w, const int32_t *q,
+                                                                 int8_t *out, const dw3_layer *L, int32_t npix,
+                                                                 int32_t x_step)
+{
+    dw3_interior_body(x, w, q, out, L, npix, x_step, 0, 1);
+}
+#endif
+
+/* The interior pixels of one call: the instantiation for the activation range and the table kind. */
+static void dw3_interior(const int8_t *x, const int8_t *w, const int32_t *q, int8_t *out, const dw3_layer *L,
+                         int32_t npix, int32_t x_step, int full)
+{
+#if !TINYAOT_USE_DSP
+    if (L->qstride == 20) {
+        if (full) {
+            dw3_interior_full_fold(x, w, q, out, L, npix, x_step);
+        } else {
+            dw3_interior_clamp_fold(x, w, q, out, L, npix, x_step);
+        }
+        return;
+    }
+#endif
+    if (full) {
+        dw3_interior_full(x, w, q, out, L, npix, x_step);
+    } else {
+        dw3_interior_clamp(x, w, q, out, L, npix, x_step);
+    }
 }
 
 DW3_NOSCHED static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_t *w, int32_t w0, const int32_t *q,
@@ -230,11 +276,16 @@ DW3_NOSCHED static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_
 int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, const int32_t *qtab, int8_t *output,
                                   int32_t batches, int32_t in_h, int32_t in_w, int32_t channels, int32_t out_h,
                                   int32_t out_w, int32_t stride_h, int32_t stride_w, int32_t pad_t, int32_t pad_l,
-                                  int32_t input_offset, int32_t act_min, int32_t act_max)
+                                  int32_t input_offset, int32_t act_min, int32_t act_max, int32_t folded)
 {
-    if (channels <= 0 || stride_h <= 0 || stride_w <= 0 || pad_t < 0 || pad_l < 0) {
+    if (channels <= 0 || stride_h <= 0 || stride_w <= 0 || pad_t < 0 || pad_l < 0 || (folded != 0 && folded != 1)) {
         return -1;
     }
+#if TINYAOT_USE_DSP
+    if (folded) {
+        return -1; /* folded tables are made for cores without DSP only */
+    }
+#endif
     const int32_t in_row = in_w * channels;
     const int32_t c4 = channels & ~3;
     const int full = act_min == -128 && act_max == 127;
@@ -245,9 +296,10 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
     L.in_off = input_offset;
     L.act_min = act_min;
     L.act_max = act_max;
+    L.qstride = folded ? 20 : 16;
     /* where the channels past the last multiple of four start, in the weights and in the table */
     const int8_t *w_tail = weights + L.groups * DW3_GROUP_BYTES;
-    const int32_t *q_tail = qtab + L.groups * 16;
+    const int32_t *q_tail = qtab + L.groups * L.qstride;
     int32_t b;
     for (b = 0; b < batches; b++) {
         const int8_t *in_b = input + b * in_h * in_row;
@@ -270,13 +322,8 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
                     /* the row's interior pixels in one call (whole groups only: see dw3_interior_body) */
                     const int32_t first = base_y * in_row + base_x * channels;
                     int8_t *out_px = output + ((b * out_h + oy) * out_w + ox) * channels;
-                    if (full) {
-                        dw3_interior_full(in_b + first, weights, qtab, out_px, &L, ox_hi - ox_lo,
-                                          stride_w * channels);
-                    } else {
-                        dw3_interior_clamp(in_b + first, weights, qtab, out_px, &L, ox_hi - ox_lo,
-                                           stride_w * channels);
-                    }
+                    dw3_interior(in_b + first, weights, qtab, out_px, &L, ox_hi - ox_lo, stride_w * channels,
+                                 full);
                     ox = ox_hi - 1;
                     continue;
                 }
@@ -291,7 +338,7 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
                     /* the window lies entirely in the padding: bias only */
                     int32_t c;
                     for (c = 0; c < channels; c++) {
-                        const int32_t *q = qtab + (c / 4) * 16;
+                        const int32_t *q = qtab + (c / 4) * L.qstride;
                         out_px[c] = full ? dw3_out(q[c % 4], q, c % 4, 1, act_min, act_max)
                                          : dw3_out(q[c % 4], q, c % 4, 0, act_min, act_max);
                     }
@@ -299,11 +346,7 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
                 }
                 if (L.groups > 0) {
                     if (rows == 3 && cols == 3) {
-                        if (full) {
-                            dw3_interior_full(in_b + first, weights, qtab, out_px, &L, 1, 0);
-                        } else {
-                            dw3_interior_clamp(in_b + first, weights, qtab, out_px, &L, 1, 0);
-                        }
+                        dw3_interior(in_b + first, weights, qtab, out_px, &L, 1, 0, full);
                     } else {
                         dw3_border(in_b + first, weights, wfirst, qtab, out_px, &L, rows, cols);
                     }

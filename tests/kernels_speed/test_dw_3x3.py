@@ -4,7 +4,9 @@ bit-exact against the numpy reference, offered only where it is exact, and chose
 (a) host C (plain path) == depthwise_conv2d_s8 on random layers and on the extremes: every input and weight -128 or
     127, input offsets -127 and 128, output offsets -128 and 127, channel counts 1..13 (tails), strides 1..3,
     padding 0..2 on every side, tiny images (windows wholly in the padding), clamped and full activation ranges;
-(b) the same kernel on Cortex-M4 (DSP path: SXTAB16/SMLABB, SMMULR, SSAT) and Cortex-M3 (plain C) under QEMU;
+    both table kinds: plain, and folded (variant dw3x3_fold: interior pixels from bias + offset * sum of weights);
+(b) the same kernel on Cortex-M4 (DSP path: SXTAB16/SMLABB, SMMULR, SSAT) and Cortex-M3 (plain C, both tables)
+    under QEMU;
 (c) the variant is listed with a cost on boards, never for the generic target, 5x5 filters, dilation, channel
     multipliers or shifts it cannot take; a tiny model deployed on mps2-an386 runs it and verifies.
 """
@@ -26,7 +28,7 @@ KERNELS = TEMPLATES / "kernels"
 SOURCE = KERNELS / "tinyaot_depthwise_conv_s8_3x3.c"
 
 
-def _case(rng, extreme: bool, small: bool = False) -> dict | None:
+def _case(rng, extreme: bool, small: bool = False, folded: bool = False) -> dict | None:
     n = int(rng.integers(1, 3))
     h, w = (int(v) for v in rng.integers(1, 5 if small else 9, 2))
     c = int(rng.integers(1, 14))
@@ -47,15 +49,17 @@ def _case(rng, extreme: bool, small: bool = False) -> dict | None:
     assert d3.applicable(wt, bias, s, off, (3, 3), (1, 1), 1)
     exp = depthwise_conv2d_s8(x, wt, bias, m, s, input_offset=off, output_offset=ooff, stride_hw=(sh, sw),
                               pad_top_left=(pt, pl), output_hw=(oh, ow), act_min=lo, act_max=hi)
-    return dict(x=x, w=d3.arrange_weights(wt).astype(np.int8), q=d3.channel_table(bias, m, s, ooff, c), exp=exp,
-                dims=[n, h, w, c, oh, ow, sh, sw, pt, pl, off, lo, hi])
+    fb = bias.astype(np.int64) + off * wt.astype(np.int64).reshape(9, c).sum(axis=0) if folded else None
+    return dict(x=x, w=d3.arrange_weights(wt).astype(np.int8), q=d3.channel_table(bias, m, s, ooff, c, fb), exp=exp,
+                dims=[n, h, w, c, oh, ow, sh, sw, pt, pl, off, lo, hi, int(folded)])
 
 
-def cases(count: int, seed: int) -> list[dict]:
+def cases(count: int, seed: int, folded=(False, True)) -> list[dict]:
+    """Layers alternating between the plain and the folded table (`folded`: the kinds to draw from)."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < count:
-        c = _case(rng, extreme=len(out) % 3 == 0, small=len(out) % 5 == 0)
+        c = _case(rng, extreme=len(out) % 3 == 0, small=len(out) % 5 == 0, folded=folded[len(out) % len(folded)])
         if c is not None:
             out.append(c)
     return out
@@ -65,7 +69,7 @@ def cases(count: int, seed: int) -> list[dict]:
 def _host_kernel():
     lib = ctypes.CDLL(str(compile_shared([SOURCE], [KERNELS], extra_flags=["-Werror"])))
     f = lib.tinyaot_depthwise_conv_s8_3x3
-    f.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int32] * 13
+    f.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int32] * 14
     f.restype = ctypes.c_int
     return f
 
@@ -88,7 +92,7 @@ def firmware(cs: list[dict]) -> str:
     parts = ['#include <string.h>\n#include "tinyaot_nn.h"\n', "void harness_puts(const char *s);\n",
              "int tinyaot_depthwise_conv_s8_3x3(const int8_t *, const int8_t *, const int32_t *, int8_t *, int32_t,"
              " int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t,"
-             " int32_t);\n", f"static int8_t out_buf[{max(c['exp'].size for c in cs)}];\n"]
+             " int32_t, int32_t);\n", f"static int8_t out_buf[{max(c['exp'].size for c in cs)}];\n"]
     body = ["int main(void)\n{\n    int bad = 0;\n    int i;\n"]
     for k, c in enumerate(cs):
         parts += [_arr("int8_t", f"x{k}", c["x"]), _arr("int8_t", f"w{k}", c["w"]), _arr("int32_t", f"q{k}", c["q"]),
@@ -108,7 +112,9 @@ def test_kernel_under_qemu_matches_reference(tmp_path, cpu):
     if ARM_GCC is None or QEMU is None:
         pytest.skip("arm-none-eabi-gcc or qemu-system-arm is not installed")
     runner = ArmRunner(tmp_path)
-    cs = [c for c in cases(60, seed=7) if c["x"].size <= 1200]
+    # the folded tables are made for cores without DSP only (the DSP build refuses them)
+    cs = [c for c in cases(60, seed=7, folded=(False,) if cpu == "cortex-m4" else (False, True))
+          if c["x"].size <= 1200]
     elf = runner.build(cpu, "dw3x3", firmware(cs), [SOURCE], [KERNELS], ("-Wall", "-Wextra", "-Werror"))
     rc, out = runner.run(cpu, elf)
     assert rc == 0 and "ALL PASSED" in out, f"{cpu}: {len(cs)} cases, exit {rc}:\n{out[-2000:]}"
@@ -146,3 +152,25 @@ def test_deployed_on_dsp_board_runs_variant(tmp_path):
     model = save_model(tmp_path / "dw.onnx", nodes, (1, 3, 9, 10), (1, 12, 5, 5), inits)
     report = deploy_verified(model, calibration(tmp_path / "cal.npz", (1, 3, 9, 10)), tmp_path / "out")
     assert [layer.get("variant") for layer in report["layers"] if layer["op"] == "Conv"][1] == d3.DW3X3
+
+
+def test_variant_per_core():
+    """dw3x3 on DSP cores, dw3x3_fold on plain cores, nothing for the generic target or --optimize size."""
+    from tinyaot.boards import load_board
+    from tinyaot.ir import Graph, Node
+    from tinyaot.ir.graph import Tensor
+    from tinyaot.ops.conv import Conv
+
+    rng = np.random.default_rng(2)
+    tensors = {"x": Tensor("x", (1, 6, 6, 8), "int8"), "y": Tensor("y", (1, 6, 6, 8), "int8"),
+               "w": Tensor("w", (1, 3, 3, 8), "int8", rng.integers(-128, 128, (1, 3, 3, 8)).astype(np.int8)),
+               "b": Tensor("b", (8,), "int32", rng.integers(-999, 999, 8).astype(np.int32))}
+    node = Node("Conv", "dw", ["x", "w", "b"], ["y"],
+                {"depthwise": True, "kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1),
+                 "dilations": (1, 1), "output_shift": np.full(8, -8), "input_offset": 5})
+    g = Graph("g", tensors, [node], ["x"], ["y"])
+    names = {b: [v.name for v in Conv().variants(node, g, load_board(b).target())]
+             for b in ("mps2-an386", "mps2-an385")}
+    assert names == {"mps2-an386": ["generic", d3.DW3X3], "mps2-an385": ["generic", d3.DW3X3_FOLD]}
+    from tinyaot.core.target import GENERIC
+    assert [v.name for v in Conv().variants(node, g, GENERIC)] == ["generic"]

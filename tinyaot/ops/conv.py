@@ -20,7 +20,7 @@ from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_input_
                                 record_raised, set_const, spatial_out)
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
-from tinyaot.ops.depthwise3x3 import DW3X3, dw3x3_variants, render_node as dw3x3_render
+from tinyaot.ops.depthwise3x3 import DW3X3_VARIANTS, dw3x3_variants, render_node as dw3x3_render
 from tinyaot.ops.mve_depthwise import MVE_DW, mve_dw_variants, render_node as mve_dw_render
 from tinyaot.ops import mve as mve_conv  # Helium standard conv variants (mve-mac)
 from tinyaot.core.fixedpoint import quantize_multiplier_array
@@ -351,7 +351,7 @@ class Conv(OpSpec):
         o = graph.tensors[node.outputs[0]].shape
         kernel = self._kernel(node)
         dw = a["depthwise"]
-        if variant_of(node) == DW3X3:
+        if variant_of(node) in DW3X3_VARIANTS:
             return dw3x3_render(node, graph, cname)
         if variant_of(node) == MVE_DW:
             return mve_dw_render(node, graph, cname, (k, s, p, d))

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall
+from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, variant_of
 
-DW3X3 = "dw3x3"
+DW3X3 = "dw3x3"  # DSP cores: the input offset rides along in SXTAB16
+DW3X3_FOLD = "dw3x3_fold"  # cores without DSP: interior pixels start from the folded bias (one add less per MAC)
+DW3X3_VARIANTS = (DW3X3, DW3X3_FOLD)
 KERNEL = "tinyaot_depthwise_conv_s8_3x3"
 
 # Cost model: instructions executed under QEMU per MAC (counted as 9 per output value, border pixels included),
 # measured on kws_dscnn's depthwise layers (3x3, 64 channels, 25x5, pads 1): 4.42 on a Cortex-M4 (DSP path),
-# 7.08 on a Cortex-M3 (plain C); the generic kernel takes 9.8 and 12.1 there. Keyed by target.has_dsp.
-COST_PER_MAC = {True: 4.4, False: 7.1}
+# 6.45 on a Cortex-M3 (plain C, folded tables); the generic kernel takes 9.8 and 12.1 there. Keyed by
+# target.has_dsp.
+COST_PER_MAC = {True: 4.4, False: 6.5}
 
 
 def accumulator_bound(weights_1hwc: np.ndarray, bias, input_offset: int) -> np.ndarray:
@@ -57,9 +60,9 @@ def arrange_weights(weights_1hwc: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(9, groups, 4).transpose(1, 0, 2)).reshape(-1)
 
 
-def channel_table(bias, mult, shift, output_offset: int, channels: int) -> np.ndarray:
+def channel_table(bias, mult, shift, output_offset: int, channels: int, folded_bias=None) -> np.ndarray:
     """Per group of four channels 16 int32 as the kernel reads them: four biases, four multipliers, four radd, four
-    e (the last group padded with bias 0, multiplier 0, e 1)."""
+    e (the last group padded with bias 0, multiplier 0, e 1); with `folded_bias` 20, those four next."""
     groups = -(-channels // 4)
     b = np.zeros(groups * 4, np.int64)
     m = np.zeros(groups * 4, np.int64)
@@ -69,18 +72,28 @@ def channel_table(bias, mult, shift, output_offset: int, channels: int) -> np.nd
     m[:channels] = np.broadcast_to(np.asarray(mult, np.int64).reshape(-1), (channels,))
     e[:channels] = np.broadcast_to(-np.asarray(shift, np.int64).reshape(-1), (channels,))
     radd = (np.int64(1) << (e - 1)) + int(output_offset) * (np.int64(1) << e)
-    return np.stack([b, m, radd, e]).reshape(4, groups, 4).transpose(1, 0, 2).reshape(-1).astype(np.int32)
+    rows = [b, m, radd, e]
+    if folded_bias is not None:
+        f = np.zeros(groups * 4, np.int64)
+        f[:channels] = np.asarray(folded_bias, np.int64).reshape(-1)
+        rows.append(f)
+    return np.stack(rows).reshape(len(rows), groups, 4).transpose(1, 0, 2).reshape(-1).astype(np.int32)
 
 
 def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, stride_hw, pads, input_offset: int,
-                 output_offset: int, act_min: int, act_max: int) -> KernelCall:
+                 output_offset: int, act_min: int, act_max: int, folded: bool = False) -> KernelCall:
     """The layer's call of the dw3x3 kernel (flat arguments, generic call template)."""
 
     n, h, w, c = x_shape
+    fb = None
+    if folded:
+        wsum = np.asarray(weights_1hwc, np.int64).reshape(-1, c).sum(axis=0)
+        b = np.zeros(c, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
+        fb = b + int(input_offset) * wsum  # within the accumulator bound that applicable() checked
     consts = [ConstArray("int8_t", f"{cname}_weights", arrange_weights(weights_1hwc)),
-              ConstArray("int32_t", f"{cname}_qtab", channel_table(bias, mult, shift, output_offset, c))]
+              ConstArray("int32_t", f"{cname}_qtab", channel_table(bias, mult, shift, output_offset, c, fb))]
     args = [IN0, f"{cname}_weights", f"{cname}_qtab", OUT0, n, h, w, c, o_shape[1], o_shape[2], stride_hw[0],
-            stride_hw[1], pads[0], pads[1], int(input_offset), int(act_min), int(act_max)]
+            stride_hw[1], pads[0], pads[1], int(input_offset), int(act_min), int(act_max), int(folded)]
     return KernelCall(KERNEL, args=args, files=[KERNEL + ".c"], consts=consts)
 
 
@@ -102,7 +115,7 @@ def dw3x3_variants(node, graph, target, macs: int) -> list:
     if not applicable(wt.data, bias, a["output_shift"], a["input_offset"], tuple(a["kernel_shape"]),
                       tuple(a.get("dilations", (1, 1))), o[3] // x[3]):
         return []
-    return [Variant(DW3X3, macs * COST_PER_MAC[bool(target.has_dsp)])]
+    return [Variant(DW3X3 if target.has_dsp else DW3X3_FOLD, macs * COST_PER_MAC[bool(target.has_dsp)])]
 
 
 def render_node(node, graph, cname: str) -> KernelCall:
@@ -113,4 +126,4 @@ def render_node(node, graph, cname: str) -> KernelCall:
     return render_dw3x3(cname, graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape,
                         graph.tensors[node.inputs[1]].data, bias, a["output_mult"], a["output_shift"],
                         tuple(a.get("strides", (1, 1))), (p[0], p[1]), a["input_offset"], a["output_offset"],
-                        a["act_min"], a["act_max"])
+                        a["act_min"], a["act_max"], folded=variant_of(node) == DW3X3_FOLD)
