@@ -11,10 +11,11 @@ import pytest
 
 from spatial_models import host_kernels
 from tinyaot.core import fixedpoint as fp
-from tinyaot.core.quant16 import ACC64_LIMIT, reduced_multiplier, reduced_multiplier_array, requantize_s64
+from tinyaot.core.quant16 import (ACC64_LIMIT, layer_weights16, reduced_multiplier, reduced_multiplier_array,
+                                  requantize_s64)
 from tinyaot.ops.common import spatial_out
 from tinyaot.ops.s16 import (add_params16, avgpool_s16, conv2d_s16, depthwise_conv2d_s16, elementwise_add_s16,
-                             fully_connected_s16, requantize_values)
+                             fully_connected_s16, maxpool_s16, requantize_values)
 from tinyaot.ops.softmax import softmax_s8
 
 P = ctypes.c_void_p
@@ -24,7 +25,7 @@ I32 = ctypes.c_int32
 def _lib():
     lib = host_kernels("tinyaot_convolve_s16.c", "tinyaot_depthwise_conv_s16.c", "tinyaot_fully_connected_s16.c",
                        "tinyaot_avgpool_s16.c", "tinyaot_elementwise_add_s16.c", "tinyaot_requantize_s16.c",
-                       "tinyaot_softmax_s16_s8.c")
+                       "tinyaot_softmax_s16_s8.c", "tinyaot_max_pool_s16.c")
     for name, args in (("tinyaot_convolve_s16", [P] * 7), ("tinyaot_depthwise_conv_s16", [P] * 7),
                        ("tinyaot_fully_connected_s16", [P] * 7), ("tinyaot_avgpool_s16", [P] * 3),
                        ("tinyaot_elementwise_add_s16", [P, P, P, I32, P]),
@@ -244,3 +245,37 @@ def test_conv_s16_long_windows(lib, cin, kh):
         assert lib.tinyaot_convolve_s16(xs.ctypes.data, ws.ctypes.data, bs.ctypes.data, ms.ctypes.data,
                                         ss.ctypes.data, geom.ctypes.data, out.ctypes.data) == 0
         np.testing.assert_array_equal(out, want)
+
+
+def test_maxpool_s16(lib):
+    fn = lib.tinyaot_max_pool_s16
+    fn.restype, fn.argtypes = ctypes.c_int, [P] * 3
+    rng = np.random.default_rng(8)
+    for k in range(6):
+        c = int(rng.integers(1, 6)) | 1
+        kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        h, w = int(rng.integers(kh, 8)), int(rng.integers(kw, 8))
+        s = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+        pads = [int(v) for v in rng.integers(0, min(kh, kw), 4)]
+        act = (-32768, 32767) if k % 2 else (0, 32767)
+        oh, ow = spatial_out((h, w), (kh, kw), s, pads)
+        geom = _a([1, h, w, c, oh, ow, kh, kw, s[0], s[1], pads[0], pads[1], *act], np.int32)
+        for x in _inputs(rng, (1, h, w, c)):
+            want = maxpool_s16(x, kernel_hw=(kh, kw), stride_hw=s, pad_top_left=pads[:2], output_hw=(oh, ow),
+                               act_min=act[0], act_max=act[1])
+            out = np.zeros((1, oh, ow, c), np.int16)
+            xs = _a(x, np.int16)
+            assert fn(xs.ctypes.data, geom.ctypes.data, out.ctypes.data) == 0
+            np.testing.assert_array_equal(out, want)
+
+
+def test_bias_past_the_accumulator_raises_the_weight_scale():
+    """A channel of near-zero weights with a normal bias (BatchNormalization with gamma ~ 0; vww_mobilenetv1_025)
+    would need a bias of ~1e34 units at its natural scale: its weight scale is raised until the bias fits 2**46;
+    normal channels keep max|w| / 127, and an all-zero channel stores its bias as 2**40 units."""
+    w = np.array([[1e-30, -1e-30, 0.0], [0.5, -0.2, 0.1], [0.0, 0.0, 0.0]])
+    qw, wq, qb, _ = layer_weights16(w, np.array([1.0, 0.3, -2.0]), 0, 1e-4, "test")
+    bound = np.abs(qb) + np.abs(qw.astype(np.int64)).sum(axis=1) * 32768
+    assert np.all(bound <= 1 << 46)
+    assert np.isclose(wq.scale[1], np.float32(0.5 / 127))
+    assert abs(int(qb[2])) == 1 << 40 and abs(qb[0] * 1e-4 * wq.scale[0] - 1.0) < 1e-6

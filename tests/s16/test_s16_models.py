@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 from typer.testing import CliRunner
 
 from shared_data import calibration_file, model_path
@@ -58,12 +60,17 @@ def test_mixed_precision_resnet_is_bit_exact_and_within_one_lsb(tmp_path):
 
 
 def test_unsupported_op_and_bad_bits_are_one_line_errors(tmp_path):
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["h"]), helper.make_node("Sigmoid", ["h"], ["y"])],
+                          "sig", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3])],
+                          [numpy_helper.from_array(np.full((4, 3), 0.5, np.float32), "w")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "sig.onnx")
+    np.savez(tmp_path / "cal.npz", x=np.random.default_rng(0).normal(size=(8, 1, 4)).astype(np.float32))
     runner = CliRunner()
-    res = runner.invoke(app, ["deploy", str(model_path("mnist8_opset13")), "-c",
-                              str(calibration_file(tmp_path, "mnist8_opset13")), "--out", str(tmp_path / "o"),
-                              "--activation-bits", "16", "--no-verify"])
+    res = runner.invoke(app, ["deploy", str(tmp_path / "sig.onnx"), "-c", str(tmp_path / "cal.npz"), "--out",
+                              str(tmp_path / "o"), "--activation-bits", "16", "--no-verify"])
     assert res.exit_code != 0
     lines = res.output.strip().splitlines()
-    assert lines[-1].startswith("Error: MaxPool node") and "Conv" in lines[-1] and "Softmax" in lines[-1]
+    assert lines[-1].startswith("Error: Sigmoid node") and "Conv" in lines[-1] and "Softmax" in lines[-1]
     res = runner.invoke(app, ["deploy", str(model_path("mnist8_opset13")), "--activation-bits", "12"])
     assert res.exit_code != 0 and "--activation-bits" in res.output

@@ -1,6 +1,6 @@
 """Every 16x8 kernel under AddressSanitizer and UndefinedBehaviorSanitizer (tinyaot/toolchain/sanitize.py): a small
 mixed 8/16 graph that reaches each *_s16 kernel file (padded and grouped conv, depthwise with stride, residual Add,
-padded and global average pooling, fully connected, softmax, conversions both ways), built for the host with every
+padded and global average pooling, max pooling, fully connected, softmax, conversions both ways), built for the host with every
 report fatal and fed random and extreme int8 inputs (all -128, all 127, alternating) over arenas of 0x00 and 0xFF;
 outputs == the numpy reference."""
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _model(path, rng):
              n("Conv", ["d1", "wp", "bp"], ["p1"]),
              n("Add", ["d1", "p1"], ["a1"]),
              n("AveragePool", ["a1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-             n("GlobalAveragePool", ["ap"], ["gp"]), n("Flatten", ["gp"], ["fl"]),
+             n("MaxPool", ["ap"], ["mp"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
+             n("GlobalAveragePool", ["mp"], ["gp"]), n("Flatten", ["gp"], ["fl"]),
              n("Gemm", ["fl", "wf", "bf"], ["z"]), n("Softmax", ["z"], ["y"], axis=1)]
     g = helper.make_graph(nodes, "s16_all", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 9, 7])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 5])], inits)

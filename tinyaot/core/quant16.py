@@ -18,14 +18,18 @@ Part of the numerics core: imports nothing else of tinyaot but the core.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinyaot.core.errors import TinyaotError
-from tinyaot.core.fixedpoint import ScaleError, quantize_multiplier
+from tinyaot.core.fixedpoint import ScaleError
 from tinyaot.core.quant import QuantParams
 
 Q16MIN, Q16MAX = -32768, 32767
 ACC64_LIMIT = 1 << 47  # TFLite's stated input range of the int64 requantization (|acc| < 2**47)
+RAISED16_TARGET = 1 << 46  # a channel whose accumulator bound passes this gets a larger weight scale
+RAISED16_ZERO_UNITS = 1 << 40  # an all-zero weight channel's bias, in accumulator units
 
 
 def activation_qparams16(lo: float, hi: float) -> QuantParams:
@@ -49,9 +53,19 @@ def reduced_multiplier(real: float) -> tuple[int, int]:
     """(reduced multiplier, total shift) of a real scale for `requantize_s64`: the Q0.31 multiplier rounded to 15
     bits and the right shift 15 - shift. A scale that would need a left shift of 15 or more (total shift < 1) is
     refused: no 16x8 layer has one (the ratio s_in * s_w / s_out is far below 2**14)."""
-    mult, shift = quantize_multiplier(real)
-    if mult == 0:
+    real = float(real)
+    if not math.isfinite(real) or real < 0:
+        raise ScaleError(f"the int16 requantization needs a finite non-negative scale, got {real!r}")
+    if real == 0.0:
         return 0, 1
+    # The Q0.31 mantissa as quantize_multiplier makes it, without its flush of scales below 2**-31 to zero: the
+    # int64 path divides by up to 2**62, and a 16-bit layer can need that (an all-zero weight channel whose bias is
+    # stored as 2**40 units maps it to an output of ~2**11 with a scale near 2**-29).
+    mantissa, shift = math.frexp(real)
+    mult = int(math.floor(mantissa * (1 << 31) + 0.5))
+    if mult == (1 << 31):
+        mult //= 2
+        shift += 1
     reduced = (mult + (1 << 15)) >> 16 if mult < 0x7FFF0000 else 0x7FFF
     total = 15 - shift
     if total < 1:
@@ -81,9 +95,9 @@ def requantize_to_int16(acc, reduced, total_shift, act_min: int, act_max: int) -
 
 
 def layer_weights16(w: np.ndarray, b: np.ndarray | None, axis: int, s_in: float, where: str):
-    """int8 per-channel symmetric weights in [-127, 127] at their natural scales max|w_c| / 127 (an all-zero
-    channel gets scale 1), and the int64 bias at s_in * s_w[c]. No scale is raised to fit the bias: the int64
-    accumulator holds it (bounds.py checks |bias| + sum|w| * 32768 < 2**47 per channel).
+    """int8 per-channel symmetric weights in [-127, 127] at their natural scales max|w_c| / 127, raised for a channel
+    whose bias would not fit the int64 accumulator's 2**46 beside its weights (see below), and the int64 bias at
+    s_in * s_w[c] (bounds.py checks |bias| + sum|w| * 32768 < 2**47 per channel).
     Returns (int8 weights, their QuantParams, int64 bias, the bias QuantParams)."""
     w64 = np.asarray(w, np.float64)
     channels = w64.shape[axis]
@@ -92,11 +106,31 @@ def layer_weights16(w: np.ndarray, b: np.ndarray | None, axis: int, s_in: float,
     if not (np.all(np.isfinite(moved)) and np.all(np.isfinite(bf))):
         raise TinyaotError(f"{where}: weights or bias are not finite (inf or NaN)")
     amax = np.abs(moved).max(axis=1) if moved.size else np.zeros(channels)
-    scale = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32).astype(np.float64)
+    s_in = np.float64(s_in)
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        # an all-zero channel: any scale is exact for its weights; one that makes its bias 2**40 units keeps it
+        # to float32's precision, far inside the accumulator range
+        natural = np.where(amax > 0, amax / 127.0, np.abs(bf) / (s_in * RAISED16_ZERO_UNITS))
+        natural = np.where(natural > 0, natural, 1.0)
+        scale = np.clip(natural, np.finfo(np.float32).tiny, np.finfo(np.float32).max).astype(np.float32)
+    for _ in range(32):
+        # A channel whose bias would pass RAISED16_TARGET beside its weights' share gets a larger weight scale (its
+        # weights and bias quantized again), as the int8 scheme does for int32 (core/quant.py fit_channel_scales):
+        # BatchNormalization with gamma near 0 folds into near-zero weights with a normal bias (vww_mobilenetv1_025
+        # had a bias of 5.9e34 units at the natural scale). It costs precision only in weights that are ~0.
+        s64 = scale.astype(np.float64)
+        q = np.clip(np.rint(moved / s64[:, None]), -127, 127)
+        bound = np.abs(np.rint(bf / (s_in * s64))) + np.abs(q).sum(axis=1) * 32768
+        fix = bound > RAISED16_TARGET
+        if not fix.any():
+            break
+        up = np.nextafter((s64 * (bound / RAISED16_TARGET)).astype(np.float32), np.float32(np.inf))
+        scale = np.where(fix, up, scale).astype(np.float32)
+    scale = scale.astype(np.float64)
     shape = [1] * w64.ndim
     shape[axis] = -1
     qw = np.clip(np.rint(w64 / scale.reshape(shape)), -127, 127).astype(np.int8)
-    s_acc = np.float64(s_in) * scale
+    s_acc = s_in * scale
     qb = np.rint(bf / s_acc)
     if np.any(np.abs(qb) >= ACC64_LIMIT):
         c = int(np.flatnonzero(np.abs(qb) >= ACC64_LIMIT)[0])
