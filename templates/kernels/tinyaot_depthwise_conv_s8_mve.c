@@ -49,7 +49,14 @@ typedef struct {
     int32_t out_off, act_min, act_max;
     int32_t y0, x0;             /* input coordinates of the window's tap (0, 0); may lie in the padding */
     int32_t ky0, ky1, kx0, kx1; /* its taps inside the input: [ky0, ky1) x [kx0, kx1) */
+    int32_t taps;               /* k_h * k_w, at most DWM_MAX_TAPS */
+    const int32_t *steps;       /* input bytes from tap t of a window inside the input to tap t + 1 */
 } dwm_layer;
+
+/* Windows inside the input walk their taps in one flat loop, the input pointer advanced by a per-layer table of
+   steps (one row's columns, then the jump to the next row), so no per-row loop overhead; the table lives on the
+   stack: DWM_MAX_TAPS * 4 bytes. */
+#define DWM_MAX_TAPS 64
 
 /* The table: per group of four lanes, DWM_G entries: the lanes' folded bias, bias, multiplier, left shift and
    right shift, four each, at these offsets. */
@@ -108,12 +115,12 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
         int32_t ky_, kx_;                                                                                          \
         if (full) {                                                                                                \
             const int8_t *w_ = (L)->filter + (c);                                                                  \
-            const int32_t row_ = (L)->dil_h * (L)->in_w * ch_ - (L)->k_w * col_;                                   \
             const int8_t *x_ = (L)->in + ((L)->y0 * (L)->in_w + (L)->x0) * ch_ + (c);                              \
-            for (ky_ = 0; ky_ < (L)->k_h; ky_++, x_ += row_) {                                                     \
-                for (kx_ = 0; kx_ < (L)->k_w; kx_++, x_ += col_, w_ += ch_) {                                      \
-                    TAP_X(x_, w_);                                                                                 \
-                }                                                                                                  \
+            const int32_t *st_ = (L)->steps;                                                                       \
+            int32_t t_;                                                                                            \
+            for (t_ = 0; t_ < (L)->taps; t_++, w_ += ch_) {                                                        \
+                TAP_X(x_, w_);                                                                                     \
+                x_ += st_[t_];                                                                                     \
             }                                                                                                      \
         } else {                                                                                                   \
             for (ky_ = (L)->ky0; ky_ < (L)->ky1; ky_++) {                                                          \
@@ -203,10 +210,8 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
 static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t *out)
 {
     const int32_t ch = L->in_c;
-    const int32_t k_h = L->k_h;
-    const int32_t k_w = L->k_w;
-    const int32_t col = L->dil_w * ch;
-    const int32_t row = L->dil_h * L->in_w * ch - k_w * col;
+    const int32_t taps = L->taps;
+    const int32_t *steps = L->steps;
     const int8_t *origin = L->in + (L->y0 * L->in_w + L->x0) * ch;
     const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
     const int32_t *g = L->table;
@@ -218,7 +223,6 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
         int32x4_t a3 = a1;
         const int8_t *x = origin + c;
         const int8_t *w = L->filter + c;
-        int32_t ky, kx;
 #define DWM_PAIR_TAP(xp, wp)                                                                                       \
     do {                                                                                                           \
         const int16x8_t wv = vldrbq_s16(wp);                                                                       \
@@ -229,10 +233,10 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
         a2 = vaddq_s32(a2, vmullbq_int_s16(xb, wv));                                                               \
         a3 = vaddq_s32(a3, vmulltq_int_s16(xb, wv));                                                               \
     } while (0)
-        for (ky = 0; ky < k_h; ky++, x += row) {
-            for (kx = 0; kx < k_w; kx++, x += col, w += ch) {
-                DWM_PAIR_TAP(x, w);
-            }
+        int32_t t;
+        for (t = 0; t < taps; t++, w += ch) {
+            DWM_PAIR_TAP(x, w);
+            x += steps[t];
         }
 #undef DWM_PAIR_TAP
         {
@@ -259,11 +263,10 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
             int32x4_t a = vldrwq_s32(g + DWM_FB);
             const int8_t *x = origin + px * pstep + c;
             const int8_t *w = L->filter + c;
-            int32_t ky, kx;
-            for (ky = 0; ky < k_h; ky++, x += row) {
-                for (kx = 0; kx < k_w; kx++, x += col, w += ch) {
-                    a = vaddq_s32(a, vmulq_s32(vldrbq_z_s32(x, p), vldrbq_z_s32(w, p)));
-                }
+            int32_t t;
+            for (t = 0; t < taps; t++, w += ch) {
+                a = vaddq_s32(a, vmulq_s32(vldrbq_z_s32(x, p), vldrbq_z_s32(w, p)));
+                x += steps[t];
             }
             vstrbq_p_s32(out + px * ch + c, dwm_requant(L, a, g), p);
         }
@@ -331,7 +334,8 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
 
     if (dw_conv_params->ch_mult != 1 || filter_dims->c != in_c || output_dims->c != in_c || table == NULL ||
         stride_h <= 0 || stride_w <= 0 || dw_conv_params->dilation.h <= 0 || dw_conv_params->dilation.w <= 0 ||
-        dw_conv_params->input_offset < -128 || dw_conv_params->input_offset > 128) {
+        dw_conv_params->input_offset < -128 || dw_conv_params->input_offset > 128 ||
+        filter_dims->h * filter_dims->w > DWM_MAX_TAPS) {
         return -1; /* |z| <= 128 keeps x - z within the int16 lanes of the border windows' products */
     }
     dwm_layer L;
@@ -348,6 +352,15 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
     L.out_off = dw_conv_params->output_offset;
     L.act_min = dw_conv_params->activation.min;
     L.act_max = dw_conv_params->activation.max;
+    L.taps = L.k_h * L.k_w;
+    int32_t steps[DWM_MAX_TAPS];
+    {
+        int32_t t;
+        for (t = 0; t < L.taps; t++) { /* the next tap in the row, or the first one of the next row */
+            steps[t] = (t + 1) % L.k_w ? L.dil_w * in_c : (L.dil_h * in_w - (L.k_w - 1) * L.dil_w) * in_c;
+        }
+    }
+    L.steps = steps;
 
     const int32_t span_w = (L.k_w - 1) * L.dil_w; /* from a window's first column to its last */
     (void)span_w;
