@@ -242,8 +242,8 @@ static TINYAOT_NOINLINE void direct_pair(const int8_t *wa, const int8_t *wb, con
         {
             const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
             const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
-            tinyaot_mve_store4(a0, a1, a2, a3, &e, &b, p4, out_a + o);
-            tinyaot_mve_store4(b0, b1, b2, b3, &e, &b, p4, out_b + o);
+            tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), &e, &b, p4, out_a + o);
+            tinyaot_mve_store4(tinyaot_mve_lanes(b0, b1, b2, b3), &e, &b, p4, out_b + o);
         }
     }
 }
@@ -317,7 +317,7 @@ static TINYAOT_NOINLINE void direct_one(const int8_t *input, const conv_geom *g,
         {
             const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
             const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
-            tinyaot_mve_store4(a0, a1, a2, a3, &e, &b, p4, out + o);
+            tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), &e, &b, p4, out + o);
         }
     }
 }

@@ -73,16 +73,21 @@ static inline __attribute__((always_inline)) tinyaot_mve_block tinyaot_mve_block
     return b;
 }
 
-/* Four accumulators -> four int8 outputs at out (lanes past the predicate not stored). */
-static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32_t a0, int32_t a1, int32_t a2, int32_t a3,
-                                                                     const tinyaot_mve_epilogue *e,
-                                                                     const tinyaot_mve_block *b, mve_pred16_t p,
-                                                                     int8_t *out)
+/* Four sums as one vector (lane i = ai). */
+static inline __attribute__((always_inline)) int32x4_t tinyaot_mve_lanes(int32_t a0, int32_t a1, int32_t a2,
+                                                                         int32_t a3)
 {
     int32x4_t v = vdupq_n_s32(a0);
     v = vsetq_lane_s32(a1, v, 1);
     v = vsetq_lane_s32(a2, v, 2);
-    v = vsetq_lane_s32(a3, v, 3);
+    return vsetq_lane_s32(a3, v, 3);
+}
+
+/* Four sums -> four int8 outputs at out (lanes past the predicate not stored). */
+static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32x4_t v, const tinyaot_mve_epilogue *e,
+                                                                     const tinyaot_mve_block *b, mve_pred16_t p,
+                                                                     int8_t *out)
+{
     v = tinyaot_mve_requantize_split(vaddq_s32(v, b->bias), b->m, b->left, b->right);
     v = vqaddq_n_s32(v, e->out_off);
     v = vminq_s32(vmaxq_s32(v, e->lo), e->hi);
@@ -90,11 +95,12 @@ static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32_t a0,
 }
 
 /*
- * The filter is pre-arranged at compile time for the four-channel blocks (tinyaot/ops/mve.py block_filter): output
- * channels in blocks of four (the last block padded with zero rows), each block of four rows of k values stored
- * as its whole 16-value chunks, chunk by chunk, each chunk as the four rows' 16 values in turn, then the four rows'
- * last k % 16 values, row after row. A block is still 4 * k bytes at filter + o * k, and one pointer serves all four
- * rows at fixed offsets 0, 16, 32, 48 (the tail at 0, t, 2t, 3t for t = k % 16).
+ * The filter is pre-arranged at compile time for the four-channel blocks (tinyaot/ops/mve.py block_filter): each row
+ * of k values padded with zeros to k16 = k rounded up to a multiple of 16, output channels in blocks of four (the
+ * last block padded with zero rows); per block, chunk by chunk, the four rows' 16 values of that chunk in turn. A
+ * block is 4 * k16 bytes at filter + o * k16, one pointer serves its four rows (offsets 0, 16, 32, 48), and the last
+ * partial chunk is a whole 64-byte chunk too: only its activations need a tail predicate (zeroing load), the zero
+ * weights past k make the rest exact. The padding costs (k16 - k) bytes of flash per output channel.
  */
 
 /* One column against all n_out filter rows. */
@@ -103,9 +109,12 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, 
 {
     const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
     const int32_t t = k & 15;
+    const int32_t k16 = (k + 15) & ~15;
+    /* the column's last partial chunk, loaded once for every block */
+    const int8x16_t x_tail = vldrbq_z_s8(col + (k & ~15), vctp8q((uint32_t)t));
     int32_t o;
     for (o = 0; o < n_out; o += 4) {
-        const int8_t *w = filter + o * k;
+        const int8_t *w = filter + o * k16;
         const int8_t *x = col;
         int32_t a0 = 0;
         int32_t a1 = 0;
@@ -122,18 +131,15 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, 
             w += 64;
         }
         if (t > 0) {
-            /* the last t < 16 values: lanes past t load as zero and add nothing */
-            const mve_pred16_t p = vctp8q((uint32_t)t);
-            const int8x16_t xv = vldrbq_z_s8(x, p);
-            a0 = vmladavaq_s8(a0, xv, vldrbq_z_s8(w, p));
-            a1 = vmladavaq_s8(a1, xv, vldrbq_z_s8(w + t, p));
-            a2 = vmladavaq_s8(a2, xv, vldrbq_z_s8(w + 2 * t, p));
-            a3 = vmladavaq_s8(a3, xv, vldrbq_z_s8(w + 3 * t, p));
+            a0 = vmladavaq_s8(a0, x_tail, vldrbq_s8(w));
+            a1 = vmladavaq_s8(a1, x_tail, vldrbq_s8(w + 16));
+            a2 = vmladavaq_s8(a2, x_tail, vldrbq_s8(w + 32));
+            a3 = vmladavaq_s8(a3, x_tail, vldrbq_s8(w + 48));
         }
         {
             const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
             const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
-            tinyaot_mve_store4(a0, a1, a2, a3, &e, &b, p4, out + o);
+            tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), &e, &b, p4, out + o);
         }
     }
 }
@@ -201,11 +207,13 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
 {
     const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
     const int32_t t = k & 15;
+    const int32_t k16 = (k + 15) & ~15;
     int32_t o;
     for (o = 0; o < n_out; o += 4) {
-        const int8_t *w = filter + o * k;
+        const int8_t *w = filter + o * k16;
         const int8_t *xa = col_a;
         const int8_t *xb = col_b;
+        int32x4_t va, vb;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
         int32_t n = k >> 4;
@@ -213,28 +221,30 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
             TINYAOT_MVE_MAC4X2(xa, xb, w, n, a0, a1, a2, a3, b0, b1, b2, b3);
         }
         if (t > 0) {
-            const mve_pred16_t p = vctp8q((uint32_t)t);
-            const int8x16_t va = vldrbq_z_s8(xa, p);
-            const int8x16_t vb = vldrbq_z_s8(xb, p);
-            int8x16_t wv;
-            wv = vldrbq_z_s8(w, p);
-            a0 = vmladavaq_s8(a0, va, wv);
-            b0 = vmladavaq_s8(b0, vb, wv);
-            wv = vldrbq_z_s8(w + t, p);
-            a1 = vmladavaq_s8(a1, va, wv);
-            b1 = vmladavaq_s8(b1, vb, wv);
-            wv = vldrbq_z_s8(w + 2 * t, p);
-            a2 = vmladavaq_s8(a2, va, wv);
-            b2 = vmladavaq_s8(b2, vb, wv);
-            wv = vldrbq_z_s8(w + 3 * t, p);
-            a3 = vmladavaq_s8(a3, va, wv);
-            b3 = vmladavaq_s8(b3, vb, wv);
+            /* the last partial chunk: activations past k load as zero (the weights there are zero too) */
+            const mve_pred16_t pt = vctp8q((uint32_t)t);
+            const int8x16_t ta = vldrbq_z_s8(xa, pt);
+            const int8x16_t tb = vldrbq_z_s8(xb, pt);
+            int8x16_t wv = vldrbq_s8(w);
+            a0 = vmladavaq_s8(a0, ta, wv);
+            b0 = vmladavaq_s8(b0, tb, wv);
+            wv = vldrbq_s8(w + 16);
+            a1 = vmladavaq_s8(a1, ta, wv);
+            b1 = vmladavaq_s8(b1, tb, wv);
+            wv = vldrbq_s8(w + 32);
+            a2 = vmladavaq_s8(a2, ta, wv);
+            b2 = vmladavaq_s8(b2, tb, wv);
+            wv = vldrbq_s8(w + 48);
+            a3 = vmladavaq_s8(a3, ta, wv);
+            b3 = vmladavaq_s8(b3, tb, wv);
         }
+        va = tinyaot_mve_lanes(a0, a1, a2, a3);
+        vb = tinyaot_mve_lanes(b0, b1, b2, b3);
         {
             const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
             const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
-            tinyaot_mve_store4(a0, a1, a2, a3, &e, &b, p4, out_a + o);
-            tinyaot_mve_store4(b0, b1, b2, b3, &e, &b, p4, out_b + o);
+            tinyaot_mve_store4(va, &e, &b, p4, out_a + o);
+            tinyaot_mve_store4(vb, &e, &b, p4, out_b + o);
         }
     }
 }
@@ -244,10 +254,8 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
 /* Value i of filter row o in the blocked layout described above. */
 static inline int8_t tinyaot_mve_filter_at(const int8_t *filter, int32_t k, int32_t o, int32_t i)
 {
-    const int32_t full = k & ~15;
-    const int8_t *block = filter + (o & ~3) * k;
-    const int32_t r = o & 3;
-    return i < full ? block[(i >> 4) * 64 + r * 16 + (i & 15)] : block[4 * full + r * (k - full) + (i - full)];
+    const int32_t k16 = (k + 15) & ~15;
+    return filter[(o & ~3) * k16 + (i >> 4) * 64 + (o & 3) * 16 + (i & 15)];
 }
 
 static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,

@@ -27,14 +27,15 @@ def c_array(name: str, values, ctype: str) -> str:
 
 
 def run_program(out_dir: Path, source: str, kernel_files=(), board_name: str = "mps3-an547",
-                count: bool = False, defines=()) -> QemuResult:
-    """Compile `source` (a program with main) with the given kernel .c files for the board (-Werror) and run it."""
+                count: bool = False, defines=(), extra_cflags=()) -> QemuResult:
+    """Compile `source` (a program with main) with the given kernel .c files for the board (-Werror) and run it;
+    extra_cflags come after the product's flags (e.g. "-O0" replaces its -O2)."""
     board = load_board(board_name)
     out_dir.mkdir(parents=True, exist_ok=True)
     src = out_dir / "program.c"
     src.write_text(source)
     elf = build_firmware([src, *[KERNELS / f for f in kernel_files]], [KERNELS], board, out_dir, werror=True,
-                         defines=defines)
+                         defines=defines, extra_cflags=extra_cflags)
     return run_qemu(elf, board, out_dir, timeout_s=60, count_instructions=count)
 
 
@@ -221,9 +222,10 @@ def run_host_cases(out_dir: Path, cases: list[Layer], kernel_files) -> tuple[int
     return run.returncode, run.stdout + run.stderr
 
 
-def run_arm_cases(out_dir: Path, cases: list[Layer], kernel_files) -> tuple[int, str]:
-    """The Helium path: the same program on mps3-an547 under QEMU."""
+def run_arm_cases(out_dir: Path, cases: list[Layer], kernel_files, opt: str = "-O2") -> tuple[int, str]:
+    """The Helium path: the same program on mps3-an547 under QEMU, built at `opt` (at -O0 the kernels' C loops
+    replace their inline assembly)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "cases.c").write_text(layers_program(cases))
-    res = run_program(out_dir, ARM_MAIN, [*kernel_files, out_dir / "cases.c"])
+    res = run_program(out_dir, ARM_MAIN, [*kernel_files, out_dir / "cases.c"], extra_cflags=[opt])
     return res.exit_code, res.stdout + res.stderr

@@ -63,17 +63,17 @@ def test_cases_reach_the_extremes():
     assert any(np.prod(c.expected.shape[:3]) % 2 for c in CASES)
 
 
-def test_block_filter_is_a_permutation_plus_zero_rows():
+def test_block_filter_is_the_rows_plus_zero_padding():
     rng = np.random.default_rng(1)
     for out_c, k in [(1, 1), (4, 16), (5, 17), (7, 40), (8, 3)]:
         rows = rng.integers(-128, 128, (out_c, k)).astype(np.int8)
         b = block_filter(rows)
-        padded = -(-out_c // 4) * 4
-        assert b.size == padded * k and b.dtype == np.int8
-        assert sorted(b.tolist()) == sorted(rows.ravel().tolist() + [0] * ((padded - out_c) * k))
-        # row 1's value 0 sits at offset 16 of its block when k >= 16, at offset t = k % 16 otherwise
-        if out_c > 1:
-            assert b[16 if k >= 16 else k] == rows[1, 0]
+        k16, padded = -(-k // 16) * 16, -(-out_c // 4) * 4
+        assert b.size == padded * k16 and b.dtype == np.int8
+        assert sorted(b.tolist()) == sorted(rows.ravel().tolist() + [0] * (padded * k16 - out_c * k))
+        # value i of row o: block o // 4, chunk i // 16, row o % 4 within the chunk
+        for o, i in [(0, 0), (out_c - 1, k - 1), (out_c // 2, k // 2)]:
+            assert b[(o // 4) * 4 * k16 + (i // 16) * 64 + (o % 4) * 16 + i % 16] == rows[o, i]
 
 
 @pytest.mark.skipif(HOST_CC is None, reason="no host C compiler")
@@ -83,6 +83,7 @@ def test_portable_path_matches_reference_on_host(tmp_path):
 
 
 @needs_arm
-def test_helium_path_matches_reference_under_qemu(tmp_path):
-    rc, out = run_arm_cases(tmp_path, CASES, FILES)
+@pytest.mark.parametrize("opt", ["-O2", "-O0"])  # -O0: the C loops that stand in for the inline assembly
+def test_helium_path_matches_reference_under_qemu(tmp_path, opt):
+    rc, out = run_arm_cases(tmp_path, CASES, FILES, opt)
     assert rc == 0 and "ALL PASSED" in out, out[-3000:]

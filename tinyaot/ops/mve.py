@@ -37,20 +37,16 @@ PER_COPY = 1.0
 
 
 def block_filter(rows: np.ndarray) -> np.ndarray:
-    """[out_ch, k] int8 -> the flat layout of tinyaot_mve_gemm.h: channels in blocks of four (zero rows appended
-    up to a multiple of four); per block, each whole 16-value chunk as the four rows' 16 values in turn, then the
-    four rows' last k % 16 values, row after row."""
+    """[out_ch, k] int8 -> the flat layout of tinyaot_mve_gemm.h: each row zero-padded to k16 (k rounded up to a
+    multiple of 16), zero rows appended up to a multiple of four channels; per block of four channels, chunk by
+    chunk, the four rows' 16 values of that chunk in turn."""
     rows = np.asarray(rows)
     out_c, k = rows.shape
-    pad = -out_c % 4
-    if pad:
-        rows = np.concatenate([rows, np.zeros((pad, k), rows.dtype)])
-    g = rows.shape[0] // 4
-    full = k - k % 16
-    blocks = rows.reshape(g, 4, k)
-    head = blocks[:, :, :full].reshape(g, 4, full // 16, 16).transpose(0, 2, 1, 3).reshape(g, -1)
-    tail = blocks[:, :, full:].reshape(g, -1)
-    return np.concatenate([head, tail], axis=1).reshape(-1).astype(rows.dtype)
+    k16 = -(-k // 16) * 16
+    padded = np.zeros((-(-out_c // 4) * 4, k16), rows.dtype)
+    padded[:out_c, :k] = rows
+    g = padded.shape[0] // 4
+    return padded.reshape(g, 4, k16 // 16, 16).transpose(0, 2, 1, 3).reshape(-1)
 
 
 def _per_channel(values, channels: int) -> np.ndarray:
