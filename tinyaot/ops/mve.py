@@ -28,12 +28,17 @@ CONV_VARIANTS = (MVE_CONV, MVE_1X1)
 # the headers the kernels include, copied into a deployed project with the kernel file
 HEADERS = ["tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h"]
 
-# Cost model: instructions executed under QEMU on mps3-an547 (measured on the shared models' layers, see
-# tests/mve and the report's per-layer counts): per multiply-accumulate, per output value (requantization of four
-# lanes, loop and call overhead), per value copied into an im2col column.
-PER_MAC = 0.20
-PER_OUT = 6.0
-PER_COPY = 1.0
+# Cost model: instructions executed under QEMU on mps3-an547, fitted to single layers of the shared models' shapes
+# (kws 1x1 64->64: 164,147 for 512,000 MACs; ic 1x1 s2 16->32: 125,028 for 131,072; ic 3x3 16->16 without
+# padding: 128,617 for 451,584; columns: 3x3 on 1 channel 87,617 for 18,432, kws 10x4 209,679 for 320,000):
+# per multiply-accumulate (the 4x2 VMLADAVA block), per output value (requantization of four lanes and the block
+# loop), per output pixel (calls and addressing), per kernel row copied into an im2col column (column path only).
+# A fully connected row runs the one-column block (4x1), about 0.2 per MAC.
+PER_MAC = 0.15
+PER_MAC_FC = 0.2
+PER_OUT = 9.0
+PER_PIXEL = 125.0
+PER_COLUMN_ROW = 50.0
 
 
 def block_filter(rows: np.ndarray) -> np.ndarray:
@@ -73,7 +78,8 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
     if w[3] != x[3]:
         return []
     outs = int(np.prod(o))
-    compute = macs * PER_MAC + outs * PER_OUT
+    pixels = outs // o[3]
+    compute = macs * PER_MAC + outs * PER_OUT + pixels * PER_PIXEL
     if _is_1x1(node, graph):
         return [Variant(MVE_1X1, compute)]
     if _direct(node, graph):
@@ -82,7 +88,7 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
         # the column path's scratch (two columns) where the generic kernel plans none: it could raise the arena
         # above its lower bound, so no Helium variant for these shapes
         return []
-    return [Variant(MVE_CONV, compute + (outs // o[3]) * int(np.prod(w[1:])) * PER_COPY)]
+    return [Variant(MVE_CONV, compute + pixels * w[1] * PER_COLUMN_ROW)]
 
 
 def _direct(node, graph) -> bool:
@@ -122,7 +128,7 @@ def fc_variants(node, graph, target, macs: int) -> list[Variant]:
     if not target.has_mve or not _dense_int8(graph, node) or node.attrs.get("filter_offset", 0) != 0:
         return []
     outs = graph.tensors[node.inputs[0]].shape[0] * graph.tensors[node.inputs[1]].shape[0]
-    return [Variant(MVE_FC, macs * PER_MAC + outs * PER_OUT)]
+    return [Variant(MVE_FC, macs * PER_MAC_FC + outs * PER_OUT)]
 
 
 def render_fc(node, graph, cname: str, params: dict) -> KernelCall:
