@@ -7,10 +7,11 @@
  * What the compiler prepared (tinyaot/ops/depthwise3x3.py), so the kernel does less per output:
  * - weights: per group of four channels, the nine taps of the group as four bytes each (tap-major), 36 bytes per
  *   group; the last group padded with zero weights. Every weight load of a pass is at a constant offset.
- * - qtab: per group of four channels 16 int32: the four biases, the four multipliers, the four radd and the four
- *   e, where e = -shift >= 1 (a right shift) and radd = 2^(e-1) + output_offset * 2^e: the rounding half of
+ * - qtab: per group of four channels 13 int32: the four biases, the four multipliers, the four radd and one word
+ *   of the four e as bytes (channel j in byte j, little-endian, read as bytes), where e = -shift in 1..30 (a right
+ *   shift) and radd = 2^(e-1) + output_offset * 2^e: the rounding half of
  *   TFLite's RoundingDivideByPOT and the output zero point, added before one arithmetic shift. Padded to whole
- *   groups like the weights. With `folded` (cores without DSP) 20 values per group: four more, the folded biases
+ *   groups like the weights. With `folded` (cores without DSP) 17 values per group: four more, the folded biases
  *   bias + input_offset * (sum of the channel's nine weights), from which interior pixels start so that their taps
  *   multiply raw inputs (one add less per multiply); border pixels keep the bias and the offset. The folded bias
  *   and every partial sum from it stay within the accumulator bound below.
@@ -53,7 +54,7 @@ typedef struct {
     int32_t in_row; /* input bytes from one row to the next */
     int32_t in_off;
     int32_t act_min, act_max;
-    int32_t qstride; /* int32 table values per group: 16, or 20 with the folded biases */
+    int32_t qstride; /* int32 table values per group: 13, or 17 with the folded biases */
 } dw3_layer;
 
 #if TINYAOT_USE_DSP
@@ -110,7 +111,8 @@ static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const i
 #else
     const int32_t h = (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
 #endif
-    return (int8_t)dw3_clamp((h + (h >> 31) + q[8 + j]) >> q[12 + j], full, act_min, act_max);
+    const int32_t e = ((const uint8_t *)(const void *)(q + 12))[j]; /* byte j of the e word */
+    return (int8_t)dw3_clamp((h + (h >> 31) + q[8 + j]) >> e, full, act_min, act_max);
 }
 
 #define DW3_STORE4()                                                                                                   \
@@ -143,7 +145,7 @@ static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t
         const int8_t *xg = x;
         int32_t g;
         for (g = L->groups; g > 0; g--) {
-            const int32_t *b = folded ? q + 16 : q;
+            const int32_t *b = folded ? q + 13 : q;
             int32_t a0 = b[0], a1 = b[1], a2 = b[2], a3 = b[3];
             const int8_t *r = xg;
             DW3_TAP(r, 0);
@@ -160,7 +162,7 @@ static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t
             DW3_STORE4();
             xg += 4;
             w += DW3_GROUP_BYTES;
-            q += folded ? 20 : 16;
+            q += folded ? 17 : 13;
             out += 4;
         }
         x += x_step;
@@ -247,7 +249,7 @@ static void dw3_interior(const int8_t *x, const int8_t *w, const int32_t *q, int
                          int32_t npix, int32_t x_step, int full)
 {
 #if !TINYAOT_USE_DSP
-    if (L->qstride == 20) {
+    if (L->qstride == 17) {
         if (full) {
             dw3_interior_full_fold(x, w, q, out, L, npix, x_step);
         } else {
@@ -296,7 +298,7 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
     L.in_off = input_offset;
     L.act_min = act_min;
     L.act_max = act_max;
-    L.qstride = folded ? 20 : 16;
+    L.qstride = folded ? 17 : 13;
     /* where the channels past the last multiple of four start, in the weights and in the table */
     const int8_t *w_tail = weights + L.groups * DW3_GROUP_BYTES;
     const int32_t *q_tail = qtab + L.groups * L.qstride;

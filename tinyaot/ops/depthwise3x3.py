@@ -4,8 +4,10 @@
 What the compiler prepares so the kernel does less per output:
 - the weights regrouped per four channels, the nine taps of a group four bytes each (zero-padded last group): a
   permutation of the same bytes plus at most 27 padding bytes;
-- one table of int32 per group of four channels (four biases, multipliers, radd, e): e = -shift (a right shift,
-  >= 1) and radd = 2^(e-1) + output_offset * 2^e, TFLite's rounding half and the output zero point in one add.
+- one table of int32 per group of four channels (four biases, multipliers, radd, and the four e in the bytes of
+  one word): e = -shift (a right shift, >= 1) and radd = 2^(e-1) + output_offset * 2^e, TFLite's rounding half and
+  the output zero point in one add. 13 bytes per channel, one more than the generic kernel's bias, multiplier and
+  shift.
 
 The kernel computes TFLite's double rounding exactly under two bounds checked here per channel (otherwise the
 variant is not offered): |acc| < 2^30 (so 2*acc feeds the rounding high multiply SMMULR) and
@@ -61,8 +63,9 @@ def arrange_weights(weights_1hwc: np.ndarray) -> np.ndarray:
 
 
 def channel_table(bias, mult, shift, output_offset: int, channels: int, folded_bias=None) -> np.ndarray:
-    """Per group of four channels 16 int32 as the kernel reads them: four biases, four multipliers, four radd, four
-    e (the last group padded with bias 0, multiplier 0, e 1); with `folded_bias` 20, those four next."""
+    """Per group of four channels 13 int32 as the kernel reads them: four biases, four multipliers, four radd, and
+    the four e as the bytes of one word (channel j in byte j, little-endian); the last group padded with bias 0,
+    multiplier 0, e 1. With `folded_bias` 17: those four after."""
     groups = -(-channels // 4)
     b = np.zeros(groups * 4, np.int64)
     m = np.zeros(groups * 4, np.int64)
@@ -72,12 +75,13 @@ def channel_table(bias, mult, shift, output_offset: int, channels: int, folded_b
     m[:channels] = np.broadcast_to(np.asarray(mult, np.int64).reshape(-1), (channels,))
     e[:channels] = np.broadcast_to(-np.asarray(shift, np.int64).reshape(-1), (channels,))
     radd = (np.int64(1) << (e - 1)) + int(output_offset) * (np.int64(1) << e)
-    rows = [b, m, radd, e]
+    e_word = (e.reshape(groups, 4) << np.array([0, 8, 16, 24], np.int64)).sum(axis=1)  # e <= 30: no sign bit
+    rows = [b.reshape(groups, 4), m.reshape(groups, 4), radd.reshape(groups, 4), e_word.reshape(groups, 1)]
     if folded_bias is not None:
         f = np.zeros(groups * 4, np.int64)
         f[:channels] = np.asarray(folded_bias, np.int64).reshape(-1)
-        rows.append(f)
-    return np.stack(rows).reshape(len(rows), groups, 4).transpose(1, 0, 2).reshape(-1).astype(np.int32)
+        rows.append(f.reshape(groups, 4))
+    return np.concatenate(rows, axis=1).reshape(-1).astype(np.int32)
 
 
 def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, stride_hw, pads, input_offset: int,
