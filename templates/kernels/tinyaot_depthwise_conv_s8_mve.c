@@ -134,17 +134,34 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
         }                                                                                                          \
     } while (0)
 
-/* Requantize a group of four lanes with its table entries g (bias at g[0..3], then multiplier, left, right). */
-static inline __attribute__((always_inline)) int32x4_t dwm_requant(const dwm_layer *L, int32x4_t acc,
-                                                                     const int32_t *g)
+/* Requantization of four lanes with multipliers m, left shifts l and right shifts r (VRSHL amounts), plus the
+   output offset and the clamp. `fast` (a constant where it is inlined): the layer has no left shift, every right
+   shift is at least 1 and the activation range is all of int8, so the steps that would do nothing are left out:
+   no VQSHL; the ties fixup needs no mask (every lane is shifted); the clamp is a saturating shift up by 24 and an
+   arithmetic shift back, which is a clamp to [-128, 127], without constant vectors. Same integers either way. */
+static inline __attribute__((always_inline)) int32x4_t dwm_requant_v(const dwm_layer *L, int32x4_t acc,
+                                                                       int32x4_t m, int32x4_t l, int32x4_t r,
+                                                                       int fast)
 {
-    const int32x4_t r = tinyaot_mve_requantize_split(acc, vldrwq_s32(g + DWM_M), vldrwq_s32(g + DWM_L),
-                                                     vldrwq_s32(g + DWM_R));
-    return tinyaot_mve_offset_clamp(r, L->out_off, L->act_min, L->act_max);
+    if (fast) {
+        int32x4_t v = vqrdmulhq_s32(acc, m);
+        v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), r);
+        return vshrq_n_s32(vqshlq_n_s32(vqaddq_n_s32(v, L->out_off), 24), 24);
+    }
+    return tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(acc, m, l, r), L->out_off, L->act_min, L->act_max);
 }
 
-/* All channels of the current output pixel. Out of line so that the pixel loop's registers stay its own. */
-static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t *out)
+/* Requantize a group of four lanes with its table entries g (multiplier, left and right shifts). */
+static inline __attribute__((always_inline)) int32x4_t dwm_requant(const dwm_layer *L, int32x4_t acc,
+                                                                     const int32_t *g, int fast)
+{
+    return dwm_requant_v(L, acc, vldrwq_s32(g + DWM_M), fast ? acc : vldrwq_s32(g + DWM_L), vldrwq_s32(g + DWM_R),
+                         fast);
+}
+
+/* All channels of the current output pixel (instantiated below for both requantizations). */
+static inline __attribute__((always_inline)) void dwm_pixel_body(const dwm_layer *L, int32_t full, int8_t *out,
+                                                                 int fast)
 {
     const int32_t ch = L->in_c;
     const int16_t zp = (int16_t)L->zp;
@@ -170,10 +187,10 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
 #undef DWM_X16
 #undef DWM_Z16
         const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
-        vstrbq_scatter_offset_s32(out + c, idx, dwm_requant(L, a0, g));
-        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + DWM_G));
-        vstrbq_scatter_offset_s32(out + c + 8, idx, dwm_requant(L, a2, g + 2 * DWM_G));
-        vstrbq_scatter_offset_s32(out + c + 9, idx, dwm_requant(L, a3, g + 3 * DWM_G));
+        vstrbq_scatter_offset_s32(out + c, idx, dwm_requant(L, a0, g, fast));
+        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + DWM_G, fast));
+        vstrbq_scatter_offset_s32(out + c + 8, idx, dwm_requant(L, a2, g + 2 * DWM_G, fast));
+        vstrbq_scatter_offset_s32(out + c + 9, idx, dwm_requant(L, a3, g + 3 * DWM_G, fast));
     }
     if (c + 8 <= ch) {
         int32x4_t a0 = vldrwq_s32(g + init);
@@ -184,8 +201,8 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
 #undef DWM_X8
 #undef DWM_Z8
         const uint32x4_t idx = vidupq_n_u32(0, 2);
-        vstrbq_scatter_offset_s32(out + c, idx, dwm_requant(L, a0, g));
-        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + DWM_G));
+        vstrbq_scatter_offset_s32(out + c, idx, dwm_requant(L, a0, g, fast));
+        vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant(L, a1, g + DWM_G, fast));
         c += 8;
         g += 2 * DWM_G;
     }
@@ -198,7 +215,7 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
         DWM_WINDOW(L, c, DWM_X4, DWM_Z4);
 #undef DWM_X4
 #undef DWM_Z4
-        vstrbq_p_s32(out + c, dwm_requant(L, a, g), p);
+        vstrbq_p_s32(out + c, dwm_requant(L, a, g, fast), p);
     }
 }
 
@@ -207,7 +224,8 @@ static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t 
    weight load and each group's multiplier and shifts serve both pixels. The eight channels from c have their two
    lane groups at table + (c / 4) * DWM_G and one group further in every block layout (16- and 8-channel blocks
    alike); the last 1..7 channels run four at a time, predicated, pixel by pixel. */
-static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t *out)
+static inline __attribute__((always_inline)) void dwm_pair_body(const dwm_layer *L, int32_t pstep, int8_t *out,
+                                                                int fast)
 {
     const int32_t ch = L->in_c;
     const int32_t taps = L->taps;
@@ -240,20 +258,16 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
         }
 #undef DWM_PAIR_TAP
         {
-            const int32x4_t m = vldrwq_s32(g + DWM_M), l = vldrwq_s32(g + DWM_L), r = vldrwq_s32(g + DWM_R);
-            vstrbq_scatter_offset_s32(out + c, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
-                                                        a0, m, l, r), L->out_off, L->act_min, L->act_max));
-            vstrbq_scatter_offset_s32(out + ch + c, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
-                                                             a2, m, l, r), L->out_off, L->act_min, L->act_max));
+            const int32x4_t m = vldrwq_s32(g + DWM_M), r = vldrwq_s32(g + DWM_R);
+            const int32x4_t l = fast ? r : vldrwq_s32(g + DWM_L);
+            vstrbq_scatter_offset_s32(out + c, idx, dwm_requant_v(L, a0, m, l, r, fast));
+            vstrbq_scatter_offset_s32(out + ch + c, idx, dwm_requant_v(L, a2, m, l, r, fast));
         }
         {
-            const int32x4_t m = vldrwq_s32(g + DWM_G + DWM_M), l = vldrwq_s32(g + DWM_G + DWM_L),
-                            r = vldrwq_s32(g + DWM_G + DWM_R);
-            vstrbq_scatter_offset_s32(out + c + 1, idx, tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(
-                                                            a1, m, l, r), L->out_off, L->act_min, L->act_max));
-            vstrbq_scatter_offset_s32(out + ch + c + 1, idx,
-                                      tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(a3, m, l, r),
-                                                               L->out_off, L->act_min, L->act_max));
+            const int32x4_t m = vldrwq_s32(g + DWM_G + DWM_M), r = vldrwq_s32(g + DWM_G + DWM_R);
+            const int32x4_t l = fast ? r : vldrwq_s32(g + DWM_G + DWM_L);
+            vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant_v(L, a1, m, l, r, fast));
+            vstrbq_scatter_offset_s32(out + ch + c + 1, idx, dwm_requant_v(L, a3, m, l, r, fast));
         }
     }
     for (; c < ch; c += 4, g += DWM_G) {
@@ -268,9 +282,31 @@ static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t 
                 a = vaddq_s32(a, vmulq_s32(vldrbq_z_s32(x, p), vldrbq_z_s32(w, p)));
                 x += steps[t];
             }
-            vstrbq_p_s32(out + px * ch + c, dwm_requant(L, a, g), p);
+            vstrbq_p_s32(out + px * ch + c, dwm_requant(L, a, g, fast), p);
         }
     }
+}
+
+/* The two instantiations of each: general requantization, and the shorter one (see dwm_requant_v). Out of line
+   so that their registers are their own (inlined into the pixel loops, GCC spills accumulators). */
+static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t *out)
+{
+    dwm_pixel_body(L, full, out, 0);
+}
+
+static TINYAOT_NOINLINE void dwm_pixel_fast(const dwm_layer *L, int32_t full, int8_t *out)
+{
+    dwm_pixel_body(L, full, out, 1);
+}
+
+static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t *out)
+{
+    dwm_pair_body(L, pstep, out, 0);
+}
+
+static TINYAOT_NOINLINE void dwm_pair_fast(const dwm_layer *L, int32_t pstep, int8_t *out)
+{
+    dwm_pair_body(L, pstep, out, 1);
 }
 
 #else /* plain C: the same folded arithmetic from the same table, one channel at a time */
@@ -361,6 +397,18 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
         }
     }
     L.steps = steps;
+#if TINYAOT_USE_MVE
+    /* the shorter requantization applies when no channel shifts left, every channel shifts right and the clamp is
+       all of int8 (padded lanes of the last group are never stored: only real channels are checked) */
+    int32_t fast = L.act_min <= -128 && L.act_max >= 127;
+    {
+        int32_t c;
+        for (c = 0; c < in_c && fast; c++) {
+            const int32_t *t = table + dwm_slot(c, in_c);
+            fast = t[DWM_L] == 0 && t[DWM_R] < 0;
+        }
+    }
+#endif
 
     const int32_t span_w = (L.k_w - 1) * L.dil_w; /* from a window's first column to its last */
     (void)span_w;
@@ -381,9 +429,19 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
 #if TINYAOT_USE_MVE
                 /* this window and the next one wholly inside the input: both at once */
                 if (full && ox + 1 < out_w && L.x0 + stride_w + span_w < in_w) {
-                    dwm_pair(&L, stride_w * in_c, out_px);
+                    if (fast) {
+                        dwm_pair_fast(&L, stride_w * in_c, out_px);
+                    } else {
+                        dwm_pair(&L, stride_w * in_c, out_px);
+                    }
                     ox++;
                     out_px += in_c;
+                    continue;
+                }
+#endif
+#if TINYAOT_USE_MVE
+                if (fast) {
+                    dwm_pixel_fast(&L, full, out_px);
                     continue;
                 }
 #endif
