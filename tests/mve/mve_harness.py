@@ -153,6 +153,13 @@ def _case_c(i: int, c: Layer) -> str:
               # two columns (pairs of pixels) for even cases, one column for odd ones
               f"    const tinyaot_context ctx = {{scratch_buf, {2 * k if i % 2 == 0 else k}}};\n")
         call = (f"{c.kernel}(&ctx, &prm, &q, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, &o_d, out_buf)")
+        if g.get("inplace") is not None:
+            # output d bytes before the input in one buffer, d the planner's offset (ops/conv.py)
+            d = g["inplace"]
+            s += (f"    memcpy(inplace_buf + {d}, {pre}x, {c.x.size});\n"
+                  f"    rc = {call.replace(pre + 'x,', f'inplace_buf + {d},').replace('out_buf)', 'inplace_buf)')};\n"
+                  f"    if (rc != 0) return 1000;\n"
+                  f"    if (mismatches(inplace_buf, {pre}e, {n_out})) return 2000;\n")
     s += (f"    memset(out_buf, {SENTINEL}, sizeof out_buf);\n"
           "    __asm__ volatile(\"\" : : \"r\"(out_buf) : \"memory\");\n"
           f"    rc = {call};\n"
@@ -165,16 +172,19 @@ def _case_c(i: int, c: Layer) -> str:
 def layers_program(cases: list[Layer]) -> str:
     out_size = max(c.expected.size for c in cases) + 16
     scratch = max([2 * int(np.prod(c.w.shape[1:])) for c in cases] + [16])
+    inplace = max([c.geo["inplace"] + c.x.size + c.expected.size for c in cases if c.geo.get("inplace") is not None]
+                  + [16])
     parts = ['#include <stddef.h>\n#include <string.h>\n#include "tinyaot_nn_types.h"\n#include "tinyaot_nn_mve.h"\n',
              "void report(int i, int bad);\n",
              f"static int8_t out_buf[{out_size}];\nstatic int8_t scratch_buf[{scratch}];\n",
+             f"static int8_t inplace_buf[{inplace}];\n",
              "static int mismatches(const int8_t *a, const int8_t *b, int n)\n"
              "{\n    int bad = 0, i;\n    for (i = 0; i < n; i++) bad += a[i] != b[i];\n    return bad;\n}\n",
              "static int untouched(const int8_t *a, int n)\n"
              f"{{\n    int bad = 0, i;\n    for (i = 0; i < n; i++) bad += a[i] != {SENTINEL};\n    return bad;\n}}\n"]
     for i, c in enumerate(cases):
         parts.append(_case_c(i, c))
-    parts.append("int run_cases(void)\n{\n    int fails = 0, bad;\n    (void)scratch_buf;\n")
+    parts.append("int run_cases(void)\n{\n    int fails = 0, bad;\n    (void)scratch_buf;\n    (void)inplace_buf;\n")
     for i in range(len(cases)):
         parts.append(f"    bad = case_{i}();\n    if (bad) {{ report({i}, bad); fails++; }}\n")
     parts.append("    return fails;\n}\n")

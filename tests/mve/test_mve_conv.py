@@ -6,12 +6,14 @@ last pixel after the pairs), in_c a multiple of 16 (the direct path: windows rea
 border pixels one at a time), input zero points -128 and 127 (offsets 128 and -127), output offsets -128 and 127,
 all-127 / all--128 inputs against opposite-sign weights, padding on every side, strides 1 and 2, dilation,
 positive shifts, a clamping activation, one and two columns of scratch. Every case also checks that no byte after
-the output was written (the predicated tail stores)."""
+the output was written (the predicated tail stores), and a few layers run with the output over the input at the
+memory planner's offset (ops/conv.py conv_inplace_offset)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from tinyaot.ops.conv import conv_inplace_offset
 from tinyaot.ops.mve import block_filter
 
 from mve.mve_harness import HOST_CC, conv_layer, needs_arm, run_arm_cases, run_host_cases
@@ -47,6 +49,14 @@ def _cases() -> list:
                                 extreme=extreme, n=2))
         cases.append(conv_layer(rng, h=3, w=5, cin=20, cout=5, kh=1, kw=1, zp=zp, out_zp=127, extreme=extreme,
                                 act=(-100, 90), n=2, positive_shift=True))
+    # output over input at the planner's offset (conv_inplace_offset): the kernels' raster order, two pixels at a time
+    for g in [dict(kh=1, kw=1, cin=16, cout=8), dict(kh=1, kw=1, cin=24, cout=40, stride=(2, 2)),
+              dict(kh=3, kw=3, cin=16, cout=16, pads=(1, 1, 1, 1)), dict(kh=3, kw=3, cin=3, cout=12, pads=(1, 1, 1, 1)),
+              dict(kh=3, kw=3, cin=32, cout=8, pads=(0, 0, 1, 1), stride=(2, 2))]:
+        c = conv_layer(rng, h=6, w=5, **g)
+        c.geo["inplace"] = conv_inplace_offset(c.x.shape, c.expected.shape, c.geo["stride"],
+                                               (*c.geo["pad"], 0, 0))
+        cases.append(c)
     return cases
 
 
