@@ -192,7 +192,7 @@ static TINYAOT_NOINLINE void direct_pair(const int8_t *wa, const int8_t *wb, con
         const int8_t *xb = wb;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-#if defined(__OPTIMIZE__) && defined(__GNUC__)
+#if defined(__OPTIMIZE__) && defined(__GNUC__) && !defined(__clang__)
         /* All kernel rows in one loop nest, the row loop's constants in memory (loop[]): the eight even-register
            accumulators and the three pointers leave no register for them (see TINYAOT_MVE_MAC4X2). */
         int32_t loop[3];

@@ -2,17 +2,18 @@
  * tinyaot int8 kernels: the matrix core of the Helium (MVE) convolution and fully connected kernels
  * (tinyaot_convolve_s8_mve.c, tinyaot_convolve_1x1_s8_mve.c, tinyaot_fully_connected_s8_mve.c).
  *
- * out[o] = requant(bias[o] + sum_{i < k} col[i] * w[o * k + i]) for every output channel o of one or two columns
- * (an output pixel's im2col window, an input pixel of a 1x1 convolution, a row of a fully connected layer).
+ * out[o] = requant(bias[o] + sum_{i < k} col[i] * w[o][i]) for every output channel o of one or two columns
+ * (an output pixel's im2col window, an input pixel of a 1x1 convolution, a row of a fully connected layer), the
+ * filter in the blocked layout described below.
  *
  * The input offset is folded into the bias at compile time (tinyaot/ops/common.py fold_input_offset:
  * bias[o] = b[o] + input_offset * sum(w[o])), so raw int8 activations multiply raw int8 weights: VMLADAVA.S8 does
  * 16 products and their sum into a scalar accumulator per instruction, no offset add and no widening. Four output
  * channels per pass share each 16-byte activation load, and with two columns each weight load is shared by both
  * (eight accumulators; the weights pre-arranged so that one pointer serves the four rows, which leaves enough
- * registers). The last partial 16 values are loaded with a tail predicate (VCTP.8, zeroing loads), so no column
- * needs padding; when fewer than four channels remain, the block's zero rows are computed and their lanes are not
- * stored (VCTP.32-predicated narrowing store). Requantization is four lanes at a time
+ * registers). The last partial 16 activations are loaded with a tail predicate (VCTP.8, zeroing loads), so no
+ * column needs padding; when fewer than four channels remain, the block's zero rows are computed and their lanes
+ * are not stored (VCTP.32-predicated narrowing store). Requantization is four lanes at a time
  * (tinyaot_mve_support.h).
  *
  * Overflow: VMLADAVA adds modulo 2^32 and the exact result, bias[o] + sum col * w = b[o] + sum (col + input_offset)
@@ -151,9 +152,9 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, 
  * accumulators need all of them (r0..r12 and lr), which its doloop (DLS/LE on lr) and register allocation do not
  * manage. "Te" is GCC's even-register constraint for MVE. Per chunk: 2 activation loads, 4 weight loads,
  * 8 VMLADAVA and 2 loop instructions for 128 MACs. Not at -O0, where the frame pointer leaves too few registers:
- * the same loop in C is used there.
+ * the same loop in C is used there (and with compilers other than GCC: "Te" is GCC-internal).
  */
-#if defined(__OPTIMIZE__) && defined(__GNUC__)
+#if defined(__OPTIMIZE__) && defined(__GNUC__) && !defined(__clang__)
 #define TINYAOT_MVE_MAC4X2(xa, xb, w, n, a0, a1, a2, a3, b0, b1, b2, b3)                                          \
     __asm__("1:\n\t"                                                                                             \
             "vldrb.8 q0, [%[pa]], #16\n\t"                                                                       \
