@@ -219,19 +219,22 @@ static inline __attribute__((always_inline)) void dwm_pixel_body(const dwm_layer
     }
 }
 
-/* Two output pixels of one row, (y0, x0) and the next one (x0 + stride_w), both windows wholly inside the input:
+/* `pairs` pairs of output pixels of one row from (y0, x0) on, all windows wholly inside the input. A pair, (y0, x0)
+   and the next pixel (x0 + stride_w):
    eight channels at a time in four accumulators (first pixel's even and odd lanes, then the second's), so each
    weight load and each group's multiplier and shifts serve both pixels. The eight channels from c have their two
    lane groups at table + (c / 4) * DWM_G and one group further in every block layout (16- and 8-channel blocks
    alike); the last 1..7 channels run four at a time, predicated, pixel by pixel. */
-static inline __attribute__((always_inline)) void dwm_pair_body(const dwm_layer *L, int32_t pstep, int8_t *out,
-                                                                int fast)
+static inline __attribute__((always_inline)) void dwm_pair_body(const dwm_layer *L, int32_t pstep, int32_t pairs,
+                                                                int8_t *out, int fast)
 {
     const int32_t ch = L->in_c;
     const int32_t taps = L->taps;
     const int32_t *steps = L->steps;
     const int8_t *origin = L->in + (L->y0 * L->in_w + L->x0) * ch;
     const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
+    int32_t n;
+    for (n = 0; n < pairs; n++, origin += 2 * pstep, out += 2 * ch) {
     const int32_t *g = L->table;
     int32_t c = 0;
     for (; c + 8 <= ch; c += 8, g += 2 * DWM_G) {
@@ -285,6 +288,7 @@ static inline __attribute__((always_inline)) void dwm_pair_body(const dwm_layer 
             vstrbq_p_s32(out + px * ch + c, dwm_requant(L, a, g, fast), p);
         }
     }
+    }
 }
 
 /* The two instantiations of each: general requantization, and the shorter one (see dwm_requant_v). Out of line
@@ -299,14 +303,14 @@ static TINYAOT_NOINLINE void dwm_pixel_fast(const dwm_layer *L, int32_t full, in
     dwm_pixel_body(L, full, out, 1);
 }
 
-static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int8_t *out)
+static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int32_t pairs, int8_t *out)
 {
-    dwm_pair_body(L, pstep, out, 0);
+    dwm_pair_body(L, pstep, pairs, out, 0);
 }
 
-static TINYAOT_NOINLINE void dwm_pair_fast(const dwm_layer *L, int32_t pstep, int8_t *out)
+static TINYAOT_NOINLINE void dwm_pair_fast(const dwm_layer *L, int32_t pstep, int32_t pairs, int8_t *out)
 {
-    dwm_pair_body(L, pstep, out, 1);
+    dwm_pair_body(L, pstep, pairs, out, 1);
 }
 
 #else /* plain C: the same folded arithmetic from the same table, one channel at a time */
@@ -411,7 +415,12 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
 #endif
 
     const int32_t span_w = (L.k_w - 1) * L.dil_w; /* from a window's first column to its last */
-    (void)span_w;
+    /* past the last output column whose window ends inside the input (x0 + span_w < in_w) */
+    const int32_t full_end = tinyaot_min_i32(
+        out_w, in_w - span_w + dw_conv_params->padding.w <= 0
+                   ? 0
+                   : (in_w - span_w - 1 + dw_conv_params->padding.w) / stride_w + 1);
+    (void)full_end;
     int32_t b;
     for (b = 0; b < batches; b++) {
         L.in = input + b * in_h * in_w * in_c;
@@ -427,15 +436,16 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
                 tinyaot_valid_taps(L.x0, L.k_w, L.dil_w, in_w, &L.kx0, &L.kx1);
                 const int32_t full = rows_in && L.kx0 == 0 && L.kx1 == L.k_w;
 #if TINYAOT_USE_MVE
-                /* this window and the next one wholly inside the input: both at once */
-                if (full && ox + 1 < out_w && L.x0 + stride_w + span_w < in_w) {
+                /* this window and the next ones wholly inside the input (up to full_end): two at a time */
+                const int32_t pairs = full ? (full_end - ox) / 2 : 0;
+                if (pairs > 0) {
                     if (fast) {
-                        dwm_pair_fast(&L, stride_w * in_c, out_px);
+                        dwm_pair_fast(&L, stride_w * in_c, pairs, out_px);
                     } else {
-                        dwm_pair(&L, stride_w * in_c, out_px);
+                        dwm_pair(&L, stride_w * in_c, pairs, out_px);
                     }
-                    ox++;
-                    out_px += in_c;
+                    ox += 2 * pairs - 1;
+                    out_px += (2 * pairs - 1) * in_c;
                     continue;
                 }
 #endif

@@ -1,17 +1,19 @@
 """tinyaot_depthwise_conv_s8_mve (Helium depthwise, input offset folded into the bias) == the numpy reference
-(tinyaot/ops/conv.py depthwise_conv2d_s8; bias folded by ops/common.py fold_input_offset as ops/mve_depthwise.py does) bit for bit under QEMU on mps3-an547, over small layers at the extremes:
-every channel count 1..17 and a few wider (16-channel blocks plus 4-lane tails, predicated), inputs and weights at
--128/127, input offsets -128, -127, 0, 127, 128, output offsets -128/127, padding on each side alone and on all
-sides, strides 1 and 2, dilation 2, kernels 1x1 to 5x5, windows partly or wholly in the padding, two batches,
-per-channel shifts of both signs; the same kernel compiled for a core without MVE (its plain C path) on the host
-too. Bytes around the output are checked untouched."""
+(ops/conv.py depthwise_conv2d_s8; the table built by ops/mve_depthwise.py dw_table) bit for bit under QEMU on
+mps3-an547, over small layers at the extremes: every channel count 1..17 and a few wider (16-channel blocks,
+8-channel blocks, predicated 4-lane tails), inputs and weights at -128/127, input offsets -128, -127, 0, 127, 128,
+output offsets -128/127, padding on each side alone and on all sides, strides 1 and 2, dilation 2, kernels 1x1 to
+5x5, windows partly or wholly in the padding, two batches, per-channel shifts of both signs, both
+requantizations; each case also in place (the output d bytes before its input, d the planner's offset); the table
+layout (C twin of table_slots); and the same file's plain C path on the host under ASan/UBSan. Bytes around the
+output are checked untouched."""
 from __future__ import annotations
 
 import numpy as np
 
 from tinyaot.core import fixedpoint as fp
 from tinyaot.ops.common import fold_input_offset
-from tinyaot.ops.conv import depthwise_conv2d_s8
+from tinyaot.ops.conv import conv_inplace_offset, depthwise_conv2d_s8
 from tinyaot.ops.mve_depthwise import dw_table, table_slots
 
 from mve.mve_harness import c_array, needs_arm, run_program
@@ -71,8 +73,13 @@ def cases() -> list[dict]:
 
 
 def program(cs) -> str:
+    # in place: the output starting d bytes before the input, d the planner's offset (Conv.inplace_offset)
+    for c in cs:
+        c["d"] = conv_inplace_offset(c["x"].shape, c["want"].shape, c["stride"], c["pads"])
+    arena = max(max(c["d"] + c["x"].size, c["want"].size) for c in cs)
     parts = ['#include <string.h>\n#include "tinyaot_hal.h"\n#include "tinyaot_nn.h"\n',
-             f"static int8_t out_buf[{max(c['want'].size for c in cs) + 2 * GUARD}];\n"]
+             f"static int8_t out_buf[{max(c['want'].size for c in cs) + 2 * GUARD}];\n",
+             f"static int8_t arena[{arena}];\n"]
     calls = []
     for i, c in enumerate(cs):
         p = f"c{i}_"
@@ -97,6 +104,11 @@ def program(cs) -> str:
             f"    for (i = 0; i < {c['want'].size}; i++) bad += out_buf[{GUARD} + i] != {p}want[i];\n"
             f"    for (i = 0; i < {GUARD}; i++) bad += (out_buf[i] != 0x5A) + "
             f"(out_buf[{GUARD + c['want'].size} + i] != 0x5A);\n"
+            f"    memcpy(arena + {c['d']}, {p}x, {c['x'].size});\n"
+            f"    __asm__ volatile(\"\" : : \"r\"(arena) : \"memory\");\n"
+            f"    if (tinyaot_depthwise_conv_s8_mve(NULL, &prm, &q, &in_d, arena + {c['d']}, &f_d, {p}w, &b_d, {p}b, "
+            f"&o_d, arena) != 0) return 1000;\n"
+            f"    for (i = 0; i < {c['want'].size}; i++) bad += arena[i] != {p}want[i];\n"
             f"    return bad;\n}}\n")
         calls.append(f"    r = case_{i}(); if (r) {{ tinyaot_hal_puts(\"FAIL case \"); "
                      f"tinyaot_hal_put_uint({i}); tinyaot_hal_puts(\"\\n\"); fails++; }}\n")
