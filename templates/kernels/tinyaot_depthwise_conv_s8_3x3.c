@@ -100,19 +100,24 @@ static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int fu
     return v > act_max ? act_max : v;
 }
 
-/* Channel j of a group: its requantization (see the header comment), q the group's 16 table values. */
+/* Channel j of a group: its requantization (see the header comment), q the group's table values. The sign term
+   of RoundingDivideByPOT is taken from acc instead of h = SRDHM(acc, m): they differ only when acc < 0 and h = 0,
+   and there the -1 changes nothing, since radd - 1 and radd (= 2^(e-1) mod 2^e, e >= 1) floor to the same
+   multiple of 2^e. So the rounding constant is ready before the multiply, and SMMLAR adds it to the rounded high
+   product in the same instruction: t + floor((2acc * m + 2^31) / 2^32), whose value fits int32 by the bounds. */
 static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int full,
                                                             int32_t act_min, int32_t act_max)
 {
     const int32_t acc2 = (int32_t)((uint32_t)acc << 1); /* |acc| < 2^30: the doubled value fits int32 */
+    const int32_t t = q[8 + j] + (acc >> 31);
 #if TINYAOT_USE_DSP && defined(__GNUC__)
-    int32_t h;
-    __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(acc2), "r"(q[4 + j]));
+    int32_t v;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(q[4 + j]), "r"(t));
 #else
-    const int32_t h = (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
+    const int32_t v = t + (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
 #endif
     const int32_t e = ((const uint8_t *)(const void *)(q + 12))[j]; /* byte j of the e word */
-    return (int8_t)dw3_clamp((h + (h >> 31) + q[8 + j]) >> e, full, act_min, act_max);
+    return (int8_t)dw3_clamp(v >> e, full, act_min, act_max);
 }
 
 #define DW3_STORE4()                                                                                                   \

@@ -13,7 +13,7 @@
  * Steps, with SRDHM(v, m) = floor((v*m + 2^30) / 2^31) = floor((2v*m + 2^31) / 2^32), the rounding high multiply
  * SMMULR of 2v, and RoundingDivideByPOT(h, e) = floor((h + 2^(e-1) - [h < 0]) / 2^e) for e >= 1 (round half away
  * from zero: for h < 0 the -1 moves a tie's floor away from zero and changes nothing else):
- *   2b = 2 * RDBPOT(SRDHM((x2 + o2) * 2^20, m2), e2)   (SMMULR of (x2 + o2) * 2^21)
+ *   2b = 2 * RDBPOT(SRDHM((x2 + o2) * 2^20, m2), e2)   (SMMLAR of (x2 + o2) * 2^21, see addf_rq)
  *   2s = 2a + 2b = (x1 + o1) * 2^20 + 2b
  *   out = clamp(floor((SRDHM(s, mo) + [SRDHM < 0 ? -1 : 0] + radd) / 2^eo))
  * Bounds: |x + o| <= 255, so |(x + o) * 2^21| < 2^29; each of a, b is at most half of (x + o) * 2^20 in
@@ -30,15 +30,20 @@
 #define ADDF_HAS_SSAT 0
 #endif
 
-/* floor((2v * m + 2^31) / 2^32): SMMULR where the core has it. */
-static inline __attribute__((always_inline)) int32_t addf_mulhi(int32_t v2, int32_t m)
+/* RoundingDivideByPOT(SRDHM(v, m), e) + c * 2^e... as floor((t + floor((2v * m + 2^31) / 2^32)) / 2^e) with
+   t = r + (v < 0 ? -1 : 0), r = 2^(e-1) (+ the output zero point * 2^e): SMMLAR where the core has it (the
+   rounded high product plus t in one instruction). The sign is v's, not the product's: they differ only when
+   v < 0 and the rounded product is 0, where the -1 changes nothing (r - 1 and r, r = 2^(e-1) mod 2^e, floor to
+   the same multiple of 2^e). t plus the product fits int32 by the bounds above. */
+static inline __attribute__((always_inline)) int32_t addf_rq(int32_t v2, int32_t m, int32_t r, int32_t e)
 {
+    const int32_t t = r + (v2 >> 31);
 #if TINYAOT_USE_DSP && defined(__GNUC__)
     int32_t h;
-    __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(v2), "r"(m));
-    return h;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(h) : "r"(v2), "r"(m), "r"(t));
+    return h >> e;
 #else
-    return (int32_t)(((int64_t)v2 * m + ((int64_t)1 << 31)) >> 32);
+    return (t + (int32_t)(((int64_t)v2 * m + ((int64_t)1 << 31)) >> 32)) >> e;
 #endif
 }
 
@@ -54,13 +59,11 @@ static inline __attribute__((always_inline)) int8_t addf_one(int32_t x1, int32_t
     if (in2_half) {
         b2 = p->o2_21 / 2 + (int32_t)((uint32_t)x2 << 20); /* (x2 + o2) * 2^20: exact, like input 1 */
     } else {
-        int32_t h = addf_mulhi(p->o2_21 + (int32_t)((uint32_t)x2 << 21), p->m2);
-        h = (h + (h >> 31) + p->half2) >> p->e2;
+        const int32_t h = addf_rq(p->o2_21 + (int32_t)((uint32_t)x2 << 21), p->m2, p->half2, p->e2);
         b2 = (int32_t)((uint32_t)h << 1);
     }
     const int32_t s2 = p->o1_20 + (int32_t)((uint32_t)x1 << 20) + b2;
-    int32_t h = addf_mulhi(s2, p->mo);
-    int32_t v = (h + (h >> 31) + p->radd) >> p->eo;
+    int32_t v = addf_rq(s2, p->mo, p->radd, p->eo);
 #if ADDF_HAS_SSAT
     if (full) {
         return (int8_t)__ssat(v, 8);
@@ -78,16 +81,9 @@ static inline __attribute__((always_inline)) void addf_loop(const int8_t *in1, c
 {
     /* the parameters in locals, so they stay in registers across the stores (which may alias the inputs) */
     const addf_params p = *P;
-    for (; n >= 2; n -= 2) {
-        const int32_t a0 = in1[0], b0 = in2[0], a1 = in1[1], b1 = in2[1];
-        out[0] = addf_one(a0, b0, &p, in2_half, full);
-        out[1] = addf_one(a1, b1, &p, in2_half, full);
-        in1 += 2;
-        in2 += 2;
-        out += 2;
-    }
-    if (n > 0) {
-        out[0] = addf_one(in1[0], in2[0], &p, in2_half, full);
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        out[i] = addf_one(in1[i], in2[i], &p, in2_half, full);
     }
 }
 
