@@ -28,7 +28,7 @@ from tinyaot.core.quant import QMAX, QMIN, QuantParams, activation_qparams
 from tinyaot.core.quant16 import (ACC64_LIMIT, Q16MAX, Q16MIN, activation_clamp16, activation_qparams16,
                                   layer_weights16, reduced_multiplier_array, requantize_to_int16)
 from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, set_const, spatial_out
-from tinyaot.ops.conv import im2col_patches
+from tinyaot.ops.conv import conv_inplace_offset, im2col_patches
 from tinyaot.ops.pool import _windows
 from tinyaot.ops.registry import IN0, IN1, OUT0, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
 from tinyaot.ops.softmax import MAX_ROW_SIZE, softmax_s8
@@ -237,6 +237,14 @@ class ConvS16(_WeightedS16):
         w = graph.tensors[node.inputs[1]].shape
         out = graph.tensors[node.outputs[0]].shape
         return int(np.prod(out) * w[1] * w[2] * (1 if node.attrs["depthwise"] else w[3]))
+
+    def inplace_offset(self, node, graph):
+        """Both s16 kernels compute output pixels in raster order, one at a time, and read a pixel's whole window
+        before writing any of its outputs, which conv_inplace_offset's bound (two pixels at a time) covers. Input
+        and output are both int16, so its offset, counted in elements there, doubles in bytes."""
+        _, s, p, _ = self._geometry(node)
+        return 2 * conv_inplace_offset(graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape,
+                                       s, p)
 
     def render(self, node, graph, cname):
         k, s, p, d = self._geometry(node)
@@ -511,6 +519,7 @@ class AddS16(OpSpec):
     """Add of two int16 activations of one shape (no broadcasting, no constant operand at 16 bits)."""
 
     internal = True
+    alias_output_to_input = True  # element i of both inputs is read before output i is written
     _KEYS = ("input1_mult", "input1_shift", "input2_mult", "input2_shift", "left_shift", "output_mult",
              "output_shift", "act_min", "act_max")
 
