@@ -101,12 +101,12 @@ def maxpool_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(
 
 # Helium (MVE) variants (offered only with target.has_mve): max pooling (tinyaot_max_pool_s8_mve.c, sixteen int8
 # lanes) and the requantizing average pool (tinyaot_avgpool_s8_mve.c, int16 sums); the same arguments and integers
-# as the generic kernels. Cost model: instructions under QEMU on mps3-an547 per window tap of sixteen channels and
-# per output value. Average pool fitted to the shared models' global pools (kws_dscnn 25x5x64: 4,747; ic_resnet8
-# 8x8x64: 2,493; vww 3x3x256: 2,400); max pool estimated from its loop (a load, a VMAX and the loop per tap).
+# as the generic kernels. Cost model: instructions under QEMU on mps3-an547 per output pixel, per window tap of
+# sixteen channels and per output value, fitted to the shared models' pools: average (kws_dscnn 25x5x64 4,747,
+# ic_resnet8 8x8x64 2,493, vww 3x3x256 2,400) and max (mnist8's 2x2 pools over 28x28x8 22,196 and 14x14x16 2,642).
 MVE_POOL = "mve_pool"
-MVE_MAX_COST = (4.0, 2.0)      # per tap of 16 channels, per output
-MVE_AVG_COST = (9.0, 4.0)
+MVE_MAX_COST = (100.0, 4.0, 0.0)  # per pixel, per tap of 16 channels, per output value
+MVE_AVG_COST = (0.0, 9.0, 4.0)
 MVE_POOL_FILES = {"tinyaot_avgpool_requant_s8_mve": "tinyaot_avgpool_s8_mve.c"}
 
 
@@ -197,11 +197,12 @@ class _Pool(OpSpec):
             return tuple(listed)
         k, _, _ = self._geometry(node, graph)
         o = graph.tensors[node.outputs[0]].shape
-        taps16 = int(np.prod(o[:3])) * k[0] * k[1] * -(-o[3] // 16)
+        pixels = int(np.prod(o[:3]))
+        counts = (pixels, pixels * k[0] * k[1] * -(-o[3] // 16), pixels * o[3])
         if node.op == "MaxPool":
-            listed.append(Variant(MVE_POOL, taps16 * MVE_MAX_COST[0] + int(np.prod(o)) * MVE_MAX_COST[1]))
+            listed.append(Variant(MVE_POOL, float(np.dot(counts, MVE_MAX_COST))))
         elif node.attrs.get("requantize") and -128 <= node.attrs["input_offset"] <= 128:
-            listed.append(Variant(MVE_POOL, taps16 * MVE_AVG_COST[0] + int(np.prod(o)) * MVE_AVG_COST[1]))
+            listed.append(Variant(MVE_POOL, float(np.dot(counts, MVE_AVG_COST))))
         return tuple(listed)
 
     def macs(self, node, graph):
