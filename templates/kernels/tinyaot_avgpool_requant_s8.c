@@ -15,6 +15,63 @@
  */
 #include "tinyaot_nn.h"
 
+/* The output requantization, one multiplier and shift for the tensor. When the shift is 0 or a right shift e in
+   1..30 and the window sums are small enough (|sum| <= 255 * taps =: B with B < 2^30 and
+   B + 2^(e-1) + 128 * 2^e < 2^31, checked once per call) TFLite's two roundings take a short exact form:
+   SaturatingRoundingDoublingHighMul(s, m) = floor((2s * m + 2^31) / 2^32) (2s fits int32), and
+   RoundingDivideByPOT(h, e) + output_offset = floor((h + radd - [s < 0]) / 2^e) with radd = 2^(e-1) +
+   output_offset * 2^e (the sign of s stands for the sign of h: they differ only when h = 0, where the -1 cannot
+   cross a multiple of 2^e); for e = 0 simply h + output_offset (fast == 2). Otherwise (fast == 0) the general
+   tinyaot_requantize_s8. */
+typedef struct {
+    int32_t mult, shift, out_off, act_min, act_max;
+    int32_t fast, radd, e;
+} pool_rq;
+
+static void pool_rq_init(pool_rq *r, int32_t mult, int32_t shift, int32_t out_off, int32_t act_min, int32_t act_max,
+                         int32_t taps)
+{
+    const int64_t bound = (int64_t)255 * taps;
+    r->mult = mult;
+    r->shift = shift;
+    r->out_off = out_off;
+    r->act_min = act_min;
+    r->act_max = act_max;
+    r->e = -shift;
+    r->fast = 0;
+    r->radd = 0;
+    if (shift == 0 && bound < ((int64_t)1 << 30)) {
+        r->fast = 2;
+        r->radd = out_off;
+    } else if (shift <= -1 && shift >= -30 && bound < ((int64_t)1 << 30) &&
+               bound + ((int64_t)1 << (r->e - 1)) + ((int64_t)128 << r->e) < ((int64_t)1 << 31)) {
+        r->fast = 1;
+        r->radd = (int32_t)(((int64_t)1 << (r->e - 1)) + (int64_t)out_off * ((int64_t)1 << r->e));
+    }
+}
+
+/* `fast` is r->fast, passed separately so that a caller may make it a constant */
+static inline __attribute__((always_inline)) int8_t pool_requant_k(int32_t acc, const pool_rq *r, int32_t fast)
+{
+    if (fast == 0) {
+        return tinyaot_requantize_s8(acc, r->mult, r->shift, r->out_off, r->act_min, r->act_max);
+    }
+    const int32_t acc2 = (int32_t)((uint32_t)acc << 1);
+    const int32_t t = fast == 1 ? r->radd + (acc >> 31) : r->radd;
+#if TINYAOT_USE_DSP && defined(__GNUC__)
+    int32_t v;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(r->mult), "r"(t));
+#else
+    const int32_t v = t + (int32_t)(((int64_t)acc2 * r->mult + ((int64_t)1 << 31)) >> 32);
+#endif
+    return (int8_t)tinyaot_clamp_i32(fast == 1 ? v >> r->e : v, r->act_min, r->act_max);
+}
+
+static inline int8_t pool_requant(int32_t acc, const pool_rq *r)
+{
+    return pool_requant_k(acc, r, r->fast);
+}
+
 #if TINYAOT_USE_DSP
 /* Lanes: the low and the high 16-bit halves of a word, sign-extended. */
 static inline int32_t lane_lo(int32_t v) { return (int32_t)(int16_t)(uint16_t)((uint32_t)v & 0xFFFFu); }
@@ -72,6 +129,8 @@ int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tin
         pool_params->padding.w != 0 || (out_h - 1) * stride_h + k_h > in_h || (out_w - 1) * stride_w + k_w > in_w) {
         return -1; /* a window would leave the input: this kernel has no padding */
     }
+    pool_rq rq;
+    pool_rq_init(&rq, mult, shift, output_offset, act_min, act_max, k_h * k_w);
     const int32_t row_skip = in_w * ch;
     int32_t b;
     for (b = 0; b < batches; b++) {
@@ -89,9 +148,18 @@ int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tin
                         int32_t sums[8];
                         int32_t j;
                         sum8_dsp(win + c, k_h, k_w, row_skip, ch, sums);
-                        for (j = 0; j < 8; j++) {
-                            out[c + j] = tinyaot_requantize_s8(window_offset + sums[j], mult, shift, output_offset,
-                                                               act_min, act_max);
+                        if (rq.fast == 1) {
+                            for (j = 0; j < 8; j++) {
+                                out[c + j] = pool_requant_k(window_offset + sums[j], &rq, 1);
+                            }
+                        } else if (rq.fast == 2) {
+                            for (j = 0; j < 8; j++) {
+                                out[c + j] = pool_requant_k(window_offset + sums[j], &rq, 2);
+                            }
+                        } else {
+                            for (j = 0; j < 8; j++) {
+                                out[c + j] = pool_requant_k(window_offset + sums[j], &rq, 0);
+                            }
                         }
                     }
                 }
@@ -110,14 +178,14 @@ int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tin
                             s3 += p[3];
                         }
                     }
-                    out[c] = tinyaot_requantize_s8(s0, mult, shift, output_offset, act_min, act_max);
-                    out[c + 1] = tinyaot_requantize_s8(s1, mult, shift, output_offset, act_min, act_max);
-                    out[c + 2] = tinyaot_requantize_s8(s2, mult, shift, output_offset, act_min, act_max);
-                    out[c + 3] = tinyaot_requantize_s8(s3, mult, shift, output_offset, act_min, act_max);
+                    out[c] = pool_requant(s0, &rq);
+                    out[c + 1] = pool_requant(s1, &rq);
+                    out[c + 2] = pool_requant(s2, &rq);
+                    out[c + 3] = pool_requant(s3, &rq);
                 }
                 for (; c < ch; c++) {
                     const int32_t s = window_offset + tinyaot_window_sum_s8(win + c, k_h, k_w, row_skip, ch);
-                    out[c] = tinyaot_requantize_s8(s, mult, shift, output_offset, act_min, act_max);
+                    out[c] = pool_requant(s, &rq);
                 }
             }
         }

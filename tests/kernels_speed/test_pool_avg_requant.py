@@ -2,7 +2,8 @@
 up to 256 taps) == the numpy reference avgpool_requant_s8, on Cortex-M4 under QEMU and (plain C) on the host:
 windows of 1..256 taps (256 of all -128 is the lane's extreme, -2^15), 257 and more taps (the int32 path), all
 -128 / all 127 inputs, offsets -127 and 128, channel counts 1..19 (tails of 8 and of 4), strides 1..3, global
-pools like kws_dscnn's 25x5 and clamped activation ranges.
+pools like kws_dscnn's 25x5 and clamped activation ranges; output shifts right and zero (the short exact
+requantizations) and left (the general one).
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ def cases(seed: int) -> list[dict]:
         off = int(rng.choice([-127, 128, int(rng.integers(-127, 129))]))
         ooff = int(rng.integers(-128, 128))
         m, s = fp.quantize_multiplier(float(rng.uniform(0.05, 2.0)) / (kh * kw))
+        if i % 5 == 1:
+            m, s = fp.quantize_multiplier(float(rng.uniform(0.5, 0.99)))  # shift 0 (vww_mobilenetv1_025's pool)
         lo, hi = (-128, 127) if i % 3 else (int(rng.integers(-128, 0)), int(rng.integers(0, 128)))
         oh, ow = (h - kh) // st + 1, (w - kw) // st + 1
         exp = avgpool_requant_s8(x, kernel_hw=(kh, kw), stride_hw=(st, st), output_hw=(oh, ow), input_offset=off,
