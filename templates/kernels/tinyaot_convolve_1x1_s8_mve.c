@@ -36,7 +36,7 @@ int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_p
     if (filter_dims->h != 1 || filter_dims->w != 1 || filter_dims->c != in_c || filter_dims->n != out_c ||
         conv_params->padding.h != 0 || conv_params->padding.w != 0 || output_dims->n != input_dims->n ||
         out_h < 1 || out_w < 1 || (out_h - 1) * conv_params->stride.h >= input_dims->h ||
-        (out_w - 1) * conv_params->stride.w >= input_dims->w) {
+        (out_w - 1) * conv_params->stride.w >= input_dims->w || bias == NULL) {
         return -1;
     }
     q.bias = bias;

@@ -240,10 +240,12 @@ static TINYAOT_NOINLINE void direct_pair(const int8_t *wa, const int8_t *wb, con
         }
 #endif
         {
+            int32x4_t va = tinyaot_mve_lanes(a0, a1, a2, a3);
+            int32x4_t vb = tinyaot_mve_lanes(b0, b1, b2, b3);
             const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
-            const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
-            tinyaot_mve_store4(tinyaot_mve_lanes(a0, a1, a2, a3), &e, &b, p4, out_a + o);
-            tinyaot_mve_store4(tinyaot_mve_lanes(b0, b1, b2, b3), &e, &b, p4, out_b + o);
+            tinyaot_mve_requant2(&va, &vb, &e, o);
+            vstrbq_p_s32(out_a + o, va, p4);
+            vstrbq_p_s32(out_b + o, vb, p4);
         }
     }
 }
@@ -384,7 +386,7 @@ int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_param
     int32_t p;
     (void)bias_dims;
     if (filter_dims->c != input_dims->c || filter_dims->n != out_c || output_dims->n != input_dims->n ||
-        in_off < -127 || in_off > 128 || k < 1) {
+        in_off < -127 || in_off > 128 || k < 1 || bias == NULL) {
         return -1;
     }
     g.in_h = input_dims->h;

@@ -23,7 +23,7 @@ int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_
     (void)ctx;
     (void)bias_dims;
     if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c ||
-        fc_params->filter_offset != 0 || !per_channel) {
+        fc_params->filter_offset != 0 || !per_channel || bias == NULL) {
         return -1;
     }
     q.bias = bias;

@@ -96,6 +96,68 @@ static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32x4_t v
 }
 
 /*
+ * Requantization of two pixels' sums of channels o .. o+3 (va, vb), clamped, ready for the narrowing stores. The
+ * bias, multiplier and shift arrays are read four entries at a time without a predicate: their length is a multiple
+ * of four (tinyaot/ops/mve.py pads them with zeros; the padded lanes are never stored). Written out in assembly
+ * under GCC because around the eight-accumulator block the compiler has no register left for the three array
+ * pointers and spills them (the same instructions as tinyaot_mve_requantize, tinyaot_mve_offset_clamp).
+ */
+static inline __attribute__((always_inline)) void tinyaot_mve_requant2(int32x4_t *va, int32x4_t *vb,
+                                                                       const tinyaot_mve_epilogue *e, int32_t o)
+{
+    const int32_t *pb = e->bias + o;
+    const int32_t *pm = e->mult + o;
+    const int32_t *ps = e->shift + o;
+#if defined(__OPTIMIZE__) && defined(__GNUC__) && !defined(__clang__)
+    int32x4_t a = *va;
+    int32x4_t b = *vb;
+    __asm__("vldrw.u32 q0, [%[pb]]\n\t"
+            "vadd.i32 %q[a], %q[a], q0\n\t"
+            "vadd.i32 %q[b], %q[b], q0\n\t"
+            "vldrw.u32 q0, [%[ps]]\n\t"
+            "vmov.i32 q1, #0\n\t"
+            "vmax.s32 q2, q0, q1\n\t"
+            "vmin.s32 q1, q0, q1\n\t"
+            "vqshl.s32 %q[a], %q[a], q2\n\t"
+            "vqshl.s32 %q[b], %q[b], q2\n\t"
+            "vldrw.u32 q0, [%[pm]]\n\t"
+            "vqrdmulh.s32 %q[a], %q[a], q0\n\t"
+            "vqrdmulh.s32 %q[b], %q[b], q0\n\t"
+            "vand q0, %q[a], q1\n\t"
+            "vshr.s32 q0, q0, #31\n\t"
+            "vqadd.s32 %q[a], %q[a], q0\n\t"
+            "vrshl.s32 %q[a], %q[a], q1\n\t"
+            "vand q0, %q[b], q1\n\t"
+            "vshr.s32 q0, q0, #31\n\t"
+            "vqadd.s32 %q[b], %q[b], q0\n\t"
+            "vrshl.s32 %q[b], %q[b], q1\n\t"
+            "vqadd.s32 %q[a], %q[a], %[off]\n\t"
+            "vqadd.s32 %q[b], %q[b], %[off]\n\t"
+            "vmax.s32 %q[a], %q[a], %q[lo]\n\t"
+            "vmax.s32 %q[b], %q[b], %q[lo]\n\t"
+            "vmin.s32 %q[a], %q[a], %q[hi]\n\t"
+            "vmin.s32 %q[b], %q[b], %q[hi]"
+            : [a] "+w"(a), [b] "+w"(b)
+            : [pb] "r"(pb), [pm] "r"(pm), [ps] "r"(ps), [off] "r"(e->out_off), [lo] "w"(e->lo), [hi] "w"(e->hi)
+            : "q0", "q1", "q2", "memory");
+    *va = a;
+    *vb = b;
+#else
+    const int32x4_t bias = vld1q_s32(pb);
+    const int32x4_t m = vld1q_s32(pm);
+    const int32x4_t s = vld1q_s32(ps);
+    const int32x4_t left = tinyaot_mve_shift_left(s);
+    const int32x4_t right = tinyaot_mve_shift_right(s);
+    int32x4_t a = tinyaot_mve_requantize_split(vaddq_s32(*va, bias), m, left, right);
+    int32x4_t b = tinyaot_mve_requantize_split(vaddq_s32(*vb, bias), m, left, right);
+    a = vqaddq_n_s32(a, e->out_off);
+    b = vqaddq_n_s32(b, e->out_off);
+    *va = vminq_s32(vmaxq_s32(a, e->lo), e->hi);
+    *vb = vminq_s32(vmaxq_s32(b, e->lo), e->hi);
+#endif
+}
+
+/*
  * The filter is pre-arranged at compile time for the four-channel blocks (tinyaot/ops/mve.py block_filter): each row
  * of k values padded with zeros to k16 = k rounded up to a multiple of 16, output channels in blocks of four (the
  * last block padded with zero rows); per block, chunk by chunk, the four rows' 16 values of that chunk in turn. A
@@ -241,11 +303,11 @@ static TINYAOT_NOINLINE void tinyaot_mve_gemm2_s8(const int8_t *col_a, const int
         }
         va = tinyaot_mve_lanes(a0, a1, a2, a3);
         vb = tinyaot_mve_lanes(b0, b1, b2, b3);
+        tinyaot_mve_requant2(&va, &vb, &e, o);
         {
             const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
-            const tinyaot_mve_block b = tinyaot_mve_block_of(&e, o, p4);
-            tinyaot_mve_store4(va, &e, &b, p4, out_a + o);
-            tinyaot_mve_store4(vb, &e, &b, p4, out_b + o);
+            vstrbq_p_s32(out_a + o, va, p4);
+            vstrbq_p_s32(out_b + o, vb, p4);
         }
     }
 }

@@ -1,9 +1,13 @@
 /*
  * tinyaot int8 kernels: the Helium (MVE) convolution and fully connected kernels (mve-mac). Same arguments as the
- * generic kernels in tinyaot_nn.h, except that `bias` holds the input offset folded in:
- * bias[o] = b[o] + input_offset * sum(w[o]) (tinyaot/ops/common.py fold_input_offset), and it is required for conv
- * (NULL means all zero folded biases). On cores without MVE (and on the host) the same files compile to portable C
- * computing the same integers. See tinyaot_mve_gemm.h for the inner loops and the overflow bound.
+ * generic kernels in tinyaot_nn.h, except that
+ *   - `bias` (required, not NULL) holds the input offset folded in: bias[o] = b[o] + input_offset * sum(w[o])
+ *     (tinyaot/ops/common.py fold_input_offset);
+ *   - bias, multipliers and shifts (one per output channel) are zero-padded to a multiple of four entries, and the
+ *     filter is in the blocked layout of tinyaot_mve_gemm.h (tinyaot/ops/mve.py renders both).
+ * A kernel returns -1 when its arguments do not fit it. On cores without MVE (and on the host) the same files
+ * compile to portable C computing the same integers. See tinyaot_mve_gemm.h for the inner loops and the overflow
+ * bound.
  */
 #ifndef TINYAOT_NN_MVE_H
 #define TINYAOT_NN_MVE_H

@@ -50,7 +50,7 @@ from tinyaot.core.fixedpoint import quantize_multiplier_array  # noqa: E402
 from tinyaot.ops.common import fold_input_offset  # noqa: E402
 from tinyaot.ops.conv import conv2d_s8  # noqa: E402
 from tinyaot.ops.fully_connected import fully_connected_s8  # noqa: E402
-from tinyaot.ops.mve import block_filter  # noqa: E402
+from tinyaot.ops.mve import block_filter, per_channel4  # noqa: E402
 
 SENTINEL = 0x5A
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
@@ -125,8 +125,8 @@ def _case_c(i: int, c: Layer) -> str:
     cout = c.w.shape[0]
     wb = block_filter(c.w.reshape(cout, -1))
     folded = fold_input_offset(c.bias, c.w, c.in_off)
-    # a per-tensor multiplier and shift are repeated per channel, as tinyaot/ops/mve.py renders them
-    mult, shift = (np.repeat(v, cout) if np.size(v) == 1 else v for v in (c.mult, c.shift))
+    # per channel and padded to four, as tinyaot/ops/mve.py renders them
+    mult, shift, folded = (per_channel4(v, cout) for v in (c.mult, c.shift, folded))
     s = (c_array(pre + "x", c.x, "int8_t") + c_array(pre + "w", wb, "int8_t") + c_array(pre + "b", folded, "int32_t")
          + c_array(pre + "m", mult, "int32_t") + c_array(pre + "s", shift, "int32_t")
          + c_array(pre + "e", c.expected, "int8_t"))

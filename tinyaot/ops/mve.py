@@ -7,7 +7,8 @@ this module prepares at compile time for them:
   activations by raw int8 weights (VMLADAVA.S8, 16 products per instruction);
 - the filter rearranged for the kernels' blocks of four output channels (`block_filter`): a permutation of the
   same bytes, plus zero rows up to a multiple of four channels;
-- one multiplier and shift per output channel (a per-tensor pair is repeated).
+- one multiplier and shift per output channel (a per-tensor pair is repeated), biases, multipliers and shifts
+  zero-padded to a multiple of four channels.
 Variants are offered only when the target has MVE and the layer fits: int8 activations, dense (uncompressed)
 weights, one group (conv), no filter offset (fully connected). The numbers the kernels compute are the generic
 kernels' integers (the reference in ops/conv.py and ops/fully_connected.py), so the variants need no reference of
@@ -54,9 +55,12 @@ def block_filter(rows: np.ndarray) -> np.ndarray:
     return padded.reshape(g, 4, k16 // 16, 16).transpose(0, 2, 1, 3).reshape(-1)
 
 
-def _per_channel(values, channels: int) -> np.ndarray:
-    v = np.asarray(values, dtype=np.int32).reshape(-1)
-    return np.repeat(v, channels) if v.size == 1 else v
+def per_channel4(values, channels: int) -> np.ndarray:
+    """One int32 per output channel (a per-tensor value repeated), zero-padded to a multiple of four entries: the
+    kernels read the biases, multipliers and shifts of four channels at a time."""
+    v = np.asarray(values, dtype=np.int64).reshape(-1)
+    v = np.repeat(v, channels) if v.size == 1 else v
+    return np.concatenate([v, np.zeros(-channels % 4, np.int64)]).astype(np.int32)
 
 
 def _dense_int8(graph, node) -> bool:
@@ -114,9 +118,10 @@ def render_conv(node, graph, cname: str, params: dict) -> KernelCall:
     kernel = "tinyaot_convolve_1x1_s8_mve" if variant_of(node) == MVE_1X1 else "tinyaot_convolve_s8_mve"
     consts = [ConstArray("int8_t", f"{cname}_weights", block_filter(wd.reshape(out_c, -1))),
               ConstArray("int32_t", f"{cname}_bias",
-                         fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"])),
-              ConstArray("int32_t", f"{cname}_mult", _per_channel(a["output_mult"], out_c)),
-              ConstArray("int32_t", f"{cname}_shift", _per_channel(a["output_shift"], out_c))]
+                         per_channel4(fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"]),
+                                      out_c)),
+              ConstArray("int32_t", f"{cname}_mult", per_channel4(a["output_mult"], out_c)),
+              ConstArray("int32_t", f"{cname}_shift", per_channel4(a["output_shift"], out_c))]
     params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
                   shift=f"{cname}_shift")
     return KernelCall(kernel, files=[kernel + ".c", *HEADERS], consts=consts, template="layers/conv.c.j2",
@@ -138,9 +143,10 @@ def render_fc(node, graph, cname: str, params: dict) -> KernelCall:
     kernel = "tinyaot_fully_connected_s8_mve"
     consts = [ConstArray("int8_t", f"{cname}_weights", block_filter(wd)),
               ConstArray("int32_t", f"{cname}_bias",
-                         fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"])),
-              ConstArray("int32_t", f"{cname}_mult", _per_channel(a["output_mult"], out_c)),
-              ConstArray("int32_t", f"{cname}_shift", _per_channel(a["output_shift"], out_c))]
+                         per_channel4(fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"]),
+                                      out_c)),
+              ConstArray("int32_t", f"{cname}_mult", per_channel4(a["output_mult"], out_c)),
+              ConstArray("int32_t", f"{cname}_shift", per_channel4(a["output_shift"], out_c))]
     params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
                   shift=f"{cname}_shift")
     return KernelCall(kernel, files=[kernel + ".c", *HEADERS], consts=consts,
