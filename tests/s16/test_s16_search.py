@@ -45,3 +45,30 @@ def test_search_promotes_until_within_budget(tmp_path):
     again = evaluate(model, tmp_path / "cal.npz", tmp_path / "data.npz", compare_onnxruntime=False,
                      max_accuracy_drop=budget)
     assert again["int8_top1"] == rec["top1"] and again["activation_bits"]["search"]["bits"] == rec["bits"]
+
+
+def test_sweep_grid_takes_activation_bits(tmp_path):
+    """A sweep grid row with activation_bits = 16 measures the 16x8 model (its arena is the int8 one's doubled);
+    a width other than 8 or 16 is refused up front, naming the setting."""
+    import pytest
+
+    from tinyaot.errors import TinyaotError
+    from tinyaot.sweep.grid import Config
+    from tinyaot.sweep.sweep import run_sweep
+
+    rng = np.random.default_rng(6)
+    model = tmp_path / "mlp16.onnx"
+    _model(model, rng)
+    x = rng.normal(0, 1, (60, 1, 12)).astype(np.float32)
+    np.savez(tmp_path / "cal.npz", x=x[:20])
+    np.savez(tmp_path / "data.npz", x=x[20:], y=rng.integers(0, 10, 40))
+    grid = [Config("int8", {}), Config("a16", {"activation_bits": 16})]
+    r = run_sweep(model, "mps2-an386", tmp_path / "cal.npz", tmp_path / "data.npz", tmp_path / "sw", grid, workers=1,
+                  qemu=False, use_cache=False, quiet=True)
+    rows = {c["name"]: c for c in r["configs"]}
+    assert not rows["int8"]["error"] and not rows["a16"]["error"], rows
+    assert rows["a16"]["arena_bytes"] > rows["int8"]["arena_bytes"]
+    assert rows["a16"]["command_line"] == "--activation-bits 16"
+    with pytest.raises(TinyaotError, match="setting a12: activation_bits must be 8 or 16"):
+        run_sweep(model, "mps2-an386", tmp_path / "cal.npz", tmp_path / "data.npz", tmp_path / "sw2",
+                  [Config("a12", {"activation_bits": 12})], workers=1, qemu=False, use_cache=False, quiet=True)

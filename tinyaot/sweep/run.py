@@ -29,7 +29,7 @@ from tinyaot import __version__
 from tinyaot.errors import TinyaotError
 from tinyaot.paths import TEMPLATES
 
-from .grid import Config
+from .grid import QUANT_KEYS, Config
 
 PACKAGE = Path(__file__).resolve().parent.parent
 CACHE_CAP_MB = 64
@@ -147,7 +147,7 @@ def measure(job: dict) -> dict:
         spec = flags.pop("compression", None)
         if spec is not None:
             spec = files.get("compression", spec)
-        quant = {k: flags.pop(k) for k in ("calibrate", "cle", "bias_correction") if k in flags}
+        quant = {k: flags.pop(k) for k in QUANT_KEYS if k in flags}
         optimize = flags.pop("optimize", "speed")  # the kernel variants deploy chooses (evaluate's C is generic)
         options = options_from_flags(spec, **flags)
         ev = evaluate(files["model"], files["calibration"], files["data"], limit=job["limit"],

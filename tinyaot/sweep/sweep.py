@@ -48,6 +48,8 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
             raise TinyaotError(f"{role} file not found: {path}")
     for c in configs:  # bad flags fail now, in one line naming the setting, not after the others ran
         flags = {k: v for k, v in c.flags.items() if k not in QUANT_KEYS + DEPLOY_KEYS}
+        if c.flags.get("activation_bits", 8) not in (8, 16):
+            raise TinyaotError(f"setting {c.name}: activation_bits must be 8 or 16, got {c.flags['activation_bits']!r}")
         if c.flags.get("optimize", "speed") not in ("speed", "size"):
             raise TinyaotError(f"setting {c.name}: optimize must be speed or size, got {c.flags['optimize']!r}")
         try:
