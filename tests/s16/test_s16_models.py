@@ -31,8 +31,6 @@ def test_kws_dscnn_16x8_verifies_under_qemu(tmp_path):
     computing = [layer for layer in r["layers"] if layer["op"] != "Reshape"]
     assert all(layer["activation_bits"] == 16 for layer in computing)
     assert {layer["op"] for layer in computing} >= {"ConvS16", "AveragePoolS16", "FullyConnectedS16", "SoftmaxS16"}
-    int8 = compile_model(model_path("kws_dscnn"), calibration_file(tmp_path, "kws_dscnn"))
-    assert r["memory"]["arena_bytes"] == 2 * int8.plan.arena_bytes  # every activation twice the bytes
     assert json.loads((tmp_path / "out" / "report.json").read_text())["layers"][2]["activation_bits"] == 16
 
 

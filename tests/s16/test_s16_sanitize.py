@@ -2,14 +2,15 @@
 mixed 8/16 graph that reaches each *_s16 kernel file (padded and grouped conv, depthwise with stride, residual Add,
 padded and global average pooling, max pooling, fully connected, softmax, conversions both ways), built for the host with every
 report fatal and fed random and extreme int8 inputs (all -128, all 127, alternating) over arenas of 0x00 and 0xFF;
-outputs == the numpy reference."""
+outputs == the numpy reference; then the same model under QEMU on a Cortex-M4 (== reference, 1 LSB of
+onnxruntime per layer)."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from tinyaot.api import compile_model
+from tinyaot.api import compile_model, deploy
 from tinyaot.codegen.emit import emit_model
 from tinyaot.paths import TEMPLATES
 from tinyaot.toolchain.sanitize import check_model
@@ -51,3 +52,8 @@ def test_every_s16_kernel_clean_under_sanitizers(tmp_path):
     used = set(emit_model(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, "host", tmp_path / "e").kernels)
     assert S16_KERNEL_FILES and S16_KERNEL_FILES <= used, sorted(S16_KERNEL_FILES - used)
     assert check_model(c, tmp_path / "san", n_random=3, seed=2, extra_inputs=c.samples[c.input][:3]) == 13
+    # the same graph on a Cortex-M4 under QEMU: every s16 kernel and both conversions == the numpy reference there
+    r = deploy(tmp_path / "s16_all.onnx", "mps2-an386", tmp_path / "cal.npz", tmp_path / "dep", activation_bits=bits,
+               verify_samples=3).report
+    assert r["verify"]["outputs_match"] and r["verify"]["max_abs_diff_vs_onnxruntime"] <= 1
+    assert r["quantization"]["activation_bits"]["mode"] == "mixed"

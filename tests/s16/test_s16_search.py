@@ -48,7 +48,7 @@ def test_search_promotes_until_within_budget(tmp_path):
 
 
 def test_sweep_grid_takes_activation_bits(tmp_path):
-    """A sweep grid row with activation_bits = 16 measures the 16x8 model (its arena is the int8 one's doubled);
+    """A sweep grid row with activation_bits = 16 measures the 16x8 model (the arena of compiling it so);
     a width other than 8 or 16 is refused up front, naming the setting."""
     import pytest
 
@@ -62,13 +62,32 @@ def test_sweep_grid_takes_activation_bits(tmp_path):
     x = rng.normal(0, 1, (60, 1, 12)).astype(np.float32)
     np.savez(tmp_path / "cal.npz", x=x[:20])
     np.savez(tmp_path / "data.npz", x=x[20:], y=rng.integers(0, 10, 40))
-    grid = [Config("int8", {}), Config("a16", {"activation_bits": 16})]
-    r = run_sweep(model, "mps2-an386", tmp_path / "cal.npz", tmp_path / "data.npz", tmp_path / "sw", grid, workers=1,
-                  qemu=False, use_cache=False, quiet=True)
-    rows = {c["name"]: c for c in r["configs"]}
-    assert not rows["int8"]["error"] and not rows["a16"]["error"], rows
-    assert rows["a16"]["arena_bytes"] > rows["int8"]["arena_bytes"]
-    assert rows["a16"]["command_line"] == "--activation-bits 16"
+    r = run_sweep(model, "mps2-an386", tmp_path / "cal.npz", tmp_path / "data.npz", tmp_path / "sw",
+                  [Config("a16", {"activation_bits": 16})], workers=1, qemu=False, use_cache=False, quiet=True)
+    row = r["configs"][0]
+    assert not row["error"] and row["command_line"] == "--activation-bits 16", row
+    assert row["arena_bytes"] == compile_model(model, tmp_path / "cal.npz", activation_bits=16).plan.arena_bytes
     with pytest.raises(TinyaotError, match="setting a12: activation_bits must be 8 or 16"):
         run_sweep(model, "mps2-an386", tmp_path / "cal.npz", tmp_path / "data.npz", tmp_path / "sw2",
                   [Config("a12", {"activation_bits": 12})], workers=1, qemu=False, use_cache=False, quiet=True)
+
+
+def test_bounds_refuse_an_int64_accumulator_past_2_47(tmp_path):
+    """compress/bounds.py bounds the s16 layers' int64 accumulators: |bias| + sum|w| * 32768 must stay below 2**47
+    (the int64 requantization's range), or compilation stops naming the layer."""
+    import pytest
+
+    from tinyaot.compress.bounds import check_graph
+    from tinyaot.errors import TinyaotError
+
+    rng = np.random.default_rng(7)
+    model = tmp_path / "mlp16.onnx"
+    _model(model, rng)
+    np.savez(tmp_path / "cal.npz", x=rng.normal(0, 1, (20, 1, 12)).astype(np.float32))
+    g = compile_model(model, tmp_path / "cal.npz", activation_bits=16).graph
+    fc = next(n for n in g.nodes if n.op == "FullyConnectedS16")
+    assert g.meta["accumulator_bounds"][fc.name] < 1 << 47
+    bias = g.tensors[fc.inputs[2]]
+    bias.data = np.full_like(bias.data, (1 << 47) - 1000)
+    with pytest.raises(TinyaotError, match=r"FullyConnectedS16 node .*int64 accumulator"):
+        check_graph(g)
