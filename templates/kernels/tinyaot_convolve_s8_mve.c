@@ -163,6 +163,36 @@ static void col_fill(int8_t *col, const conv_geom *g, const int8_t *input, const
     }
 }
 
+#if TINYAOT_USE_MVE
+/* The window of output pixel q when a kernel row is at most 16 values (k_w * in_c <= 16, the thin first layers) and
+   lies horizontally inside the input: each row is one predicated 16-byte move (prow: the first k_w * in_c lanes),
+   a row above or below the input the zero point. Returns 0 (nothing written) for windows crossing the left or right
+   padding, which col_fill handles. */
+static int col_fill_thin(int8_t *col, const conv_geom *g, const int8_t *input, const pixel_pos *q, mve_pred16_t prow)
+{
+    const int32_t base_x = q->ox * g->stride_w - g->pad_l;
+    const int32_t in_h = g->in_h;
+    const int32_t run = g->k_w * g->in_c;
+    const int32_t row_bytes = g->in_w * g->in_c;
+    int32_t iy = q->oy * g->stride_h - g->pad_t;
+    int32_t ky = g->k_h;
+    const int8_t *src;
+    /* rows dil_h apart */
+    if (base_x < 0 || base_x + g->k_w > g->in_w) {
+        return 0;
+    }
+    src = input + q->b * in_h * row_bytes + base_x * g->in_c;
+    for (; ky > 0; ky--, iy += g->dil_h, col += run) {
+        if (iy >= 0 && iy < in_h) {
+            vstrbq_p_s8(col, vldrbq_z_s8(src + iy * row_bytes, prow), prow);
+        } else {
+            vstrbq_p_s8(col, vdupq_n_s8(g->zp), prow);
+        }
+    }
+    return 1;
+}
+#endif
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Direct path (no scratch): in_c a multiple of 16 and no horizontal dilation. Every 16-value chunk of a window then
  * lies within one tap, and a kernel row inside the input is one contiguous run of the NHWC input row, in the
@@ -438,19 +468,35 @@ int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_param
         return -1;
     }
     col = (int8_t *)ctx->buf;
-    if (ctx->size >= 2 * k) {
-        for (; p + 1 < pixels; p += 2) {
-            col_fill(col, &g, input, &pos);
-            next_pixel(&pos, &g);
-            col_fill(col + k, &g, input, &pos);
-            next_pixel(&pos, &g);
-            tinyaot_mve_gemm2_s8(col, col + k, k, filter, out_c, &q, output + p * out_c, output + (p + 1) * out_c);
+    {
+#if TINYAOT_USE_MVE
+        const int thin = g.dil_w == 1 && g.k_w * g.in_c <= 16;
+        const mve_pred16_t prow = vctp8q((uint32_t)(g.k_w * g.in_c));
+#define COL_FILL(dst)                                                                                             \
+    do {                                                                                                          \
+        if (!thin || !col_fill_thin((dst), &g, input, &pos, prow)) {                                              \
+            col_fill((dst), &g, input, &pos);                                                                     \
+        }                                                                                                         \
+    } while (0)
+#else
+#define COL_FILL(dst) col_fill((dst), &g, input, &pos)
+#endif
+        if (ctx->size >= 2 * k) {
+            for (; p + 1 < pixels; p += 2) {
+                COL_FILL(col);
+                next_pixel(&pos, &g);
+                COL_FILL(col + k);
+                next_pixel(&pos, &g);
+                tinyaot_mve_gemm2_s8(col, col + k, k, filter, out_c, &q, output + p * out_c,
+                                     output + (p + 1) * out_c);
+            }
         }
-    }
-    for (; p < pixels; p++) {
-        col_fill(col, &g, input, &pos);
-        next_pixel(&pos, &g);
-        tinyaot_mve_gemm1_s8(col, k, filter, out_c, &q, output + p * out_c);
+        for (; p < pixels; p++) {
+            COL_FILL(col);
+            next_pixel(&pos, &g);
+            tinyaot_mve_gemm1_s8(col, k, filter, out_c, &q, output + p * out_c);
+        }
+#undef COL_FILL
     }
     return 0;
 }
