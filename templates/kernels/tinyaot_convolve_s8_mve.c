@@ -198,84 +198,85 @@ static int col_fill_thin(int8_t *col, const conv_geom *g, const int8_t *input, c
  * lies within one tap, and a kernel row inside the input is one contiguous run of the NHWC input row, in the
  * filter's own order. A chunk of a padded tap is the zero-point vector instead of a load.
  * ------------------------------------------------------------------------------------------------------------- */
-static int window_inside(const conv_geom *g, const pixel_pos *q)
-{
-    const int32_t y0 = q->oy * g->stride_h - g->pad_t;
-    const int32_t x0 = q->ox * g->stride_w - g->pad_l;
-    return y0 >= 0 && y0 + (g->k_h - 1) * g->dil_h < g->in_h && x0 >= 0 && x0 + g->k_w <= g->in_w;
-}
-
 #if TINYAOT_USE_MVE
-/* Two pixels whose windows are inside the input: wa and wb point at their top-left taps. */
-static TINYAOT_NOINLINE void direct_pair(const int8_t *wa, const int8_t *wb, const conv_geom *g, const int8_t *filter,
-                                         int32_t n_out, const tinyaot_mve_requant *q, int8_t *out_a, int8_t *out_b)
+/* n_pairs pairs of horizontally adjacent pixels of one output row whose windows are inside the input: the first
+   window's top-left tap at w0, the next pixel's pix_step bytes further; outputs from out on. */
+static TINYAOT_NOINLINE void direct_pairs(const int8_t *w0, int32_t n_pairs, int32_t pix_step, const conv_geom *g,
+                                          const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
+                                          int8_t *out)
 {
     const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
     const int32_t k_h = g->k_h;
     const int32_t chunks = g->k_w * g->in_c / 16;   /* per kernel row */
     const int32_t row_step = g->dil_h * g->in_w * g->in_c;
     const int32_t k = k_h * chunks * 16;
-    int32_t o;
-    for (o = 0; o < n_out; o += 4) {
-        const int8_t *w = filter + o * k;
-        const int8_t *xa = wa;
-        const int8_t *xb = wb;
-        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    for (; n_pairs > 0; n_pairs--, w0 += 2 * pix_step, out += 2 * n_out) {
+        const int8_t *wa = w0;
+        const int8_t *wb = w0 + pix_step;
+        int8_t *out_a = out;
+        int8_t *out_b = out + n_out;
+        int32_t o;
+        for (o = 0; o < n_out; o += 4) {
+            const int8_t *w = filter + o * k;
+            const int8_t *xa = wa;
+            const int8_t *xb = wb;
+            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
 #if defined(__OPTIMIZE__) && defined(__GNUC__) && !defined(__clang__)
-        /* All kernel rows in one loop nest, the row loop's constants in memory (loop[]): the eight even-register
-           accumulators and the three pointers leave no register for them (see TINYAOT_MVE_MAC4X2). */
-        int32_t loop[3];
-        int32_t n;
-        loop[0] = chunks;
-        loop[1] = row_step - chunks * 16; /* from the end of one row's run to the start of the next */
-        loop[2] = k_h;
-        __asm__("2:\n\t"
-                "ldr %[cnt], [%[lp]]\n\t"
-                "1:\n\t"
-                "vldrb.8 q0, [%[pa]], #16\n\t"
-                "vldrb.8 q1, [%[pb]], #16\n\t"
-                "vldrb.8 q2, [%[pw]], #16\n\t"
-                "vmladava.s8 %[r0], q0, q2\n\t"
-                "vmladava.s8 %[s0], q1, q2\n\t"
-                "vldrb.8 q2, [%[pw]], #16\n\t"
-                "vmladava.s8 %[r1], q0, q2\n\t"
-                "vmladava.s8 %[s1], q1, q2\n\t"
-                "vldrb.8 q2, [%[pw]], #16\n\t"
-                "vmladava.s8 %[r2], q0, q2\n\t"
-                "vmladava.s8 %[s2], q1, q2\n\t"
-                "vldrb.8 q2, [%[pw]], #16\n\t"
-                "vmladava.s8 %[r3], q0, q2\n\t"
-                "vmladava.s8 %[s3], q1, q2\n\t"
-                "subs %[cnt], %[cnt], #1\n\t"
-                "bne 1b\n\t"
-                "ldr %[cnt], [%[lp], #4]\n\t"
-                "add %[pa], %[pa], %[cnt]\n\t"
-                "add %[pb], %[pb], %[cnt]\n\t"
-                "ldr %[cnt], [%[lp], #8]\n\t"
-                "subs %[cnt], %[cnt], #1\n\t"
-                "str %[cnt], [%[lp], #8]\n\t"
-                "bne 2b"
-                : [r0] "+Te"(a0), [r1] "+Te"(a1), [r2] "+Te"(a2), [r3] "+Te"(a3), [s0] "+Te"(b0), [s1] "+Te"(b1),
-                  [s2] "+Te"(b2), [s3] "+Te"(b3), [pa] "+r"(xa), [pb] "+r"(xb), [pw] "+r"(w), [cnt] "=&r"(n)
-                : [lp] "r"(loop)
-                : "q0", "q1", "q2", "memory", "cc");
+            /* All kernel rows in one loop nest, the row loop's constants in memory (loop[]): the eight even-register
+               accumulators and the three pointers leave no register for them (see TINYAOT_MVE_MAC4X2). */
+            int32_t loop[3];
+            int32_t n;
+            loop[0] = chunks;
+            loop[1] = row_step - chunks * 16; /* from the end of one row's run to the start of the next */
+            loop[2] = k_h;
+            __asm__("2:\n\t"
+                    "ldr %[cnt], [%[lp]]\n\t"
+                    "1:\n\t"
+                    "vldrb.8 q0, [%[pa]], #16\n\t"
+                    "vldrb.8 q1, [%[pb]], #16\n\t"
+                    "vldrb.8 q2, [%[pw]], #16\n\t"
+                    "vmladava.s8 %[r0], q0, q2\n\t"
+                    "vmladava.s8 %[s0], q1, q2\n\t"
+                    "vldrb.8 q2, [%[pw]], #16\n\t"
+                    "vmladava.s8 %[r1], q0, q2\n\t"
+                    "vmladava.s8 %[s1], q1, q2\n\t"
+                    "vldrb.8 q2, [%[pw]], #16\n\t"
+                    "vmladava.s8 %[r2], q0, q2\n\t"
+                    "vmladava.s8 %[s2], q1, q2\n\t"
+                    "vldrb.8 q2, [%[pw]], #16\n\t"
+                    "vmladava.s8 %[r3], q0, q2\n\t"
+                    "vmladava.s8 %[s3], q1, q2\n\t"
+                    "subs %[cnt], %[cnt], #1\n\t"
+                    "bne 1b\n\t"
+                    "ldr %[cnt], [%[lp], #4]\n\t"
+                    "add %[pa], %[pa], %[cnt]\n\t"
+                    "add %[pb], %[pb], %[cnt]\n\t"
+                    "ldr %[cnt], [%[lp], #8]\n\t"
+                    "subs %[cnt], %[cnt], #1\n\t"
+                    "str %[cnt], [%[lp], #8]\n\t"
+                    "bne 2b"
+                    : [r0] "+Te"(a0), [r1] "+Te"(a1), [r2] "+Te"(a2), [r3] "+Te"(a3), [s0] "+Te"(b0), [s1] "+Te"(b1),
+                      [s2] "+Te"(b2), [s3] "+Te"(b3), [pa] "+r"(xa), [pb] "+r"(xb), [pw] "+r"(w), [cnt] "=&r"(n)
+                    : [lp] "r"(loop)
+                    : "q0", "q1", "q2", "memory", "cc");
 #else
-        int32_t ky;
-        for (ky = 0; ky < k_h; ky++) {
-            const int8_t *ra = xa + ky * row_step;
-            const int8_t *rb = xb + ky * row_step;
-            int32_t n = chunks;
-            TINYAOT_MVE_MAC4X2(ra, rb, w, n, a0, a1, a2, a3, b0, b1, b2, b3);
-        }
+            int32_t ky;
+            for (ky = 0; ky < k_h; ky++) {
+                const int8_t *ra = xa + ky * row_step;
+                const int8_t *rb = xb + ky * row_step;
+                int32_t n = chunks;
+                TINYAOT_MVE_MAC4X2(ra, rb, w, n, a0, a1, a2, a3, b0, b1, b2, b3);
+            }
 #endif
-        {
-            int32x4_t va = tinyaot_mve_lanes(a0, a1, a2, a3);
-            int32x4_t vb = tinyaot_mve_lanes(b0, b1, b2, b3);
-            const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
-            tinyaot_mve_requant2(&va, &vb, &e, o);
-            vstrbq_p_s32(out_a + o, va, p4);
-            vstrbq_p_s32(out_b + o, vb, p4);
+            {
+                int32x4_t va = tinyaot_mve_lanes(a0, a1, a2, a3);
+                int32x4_t vb = tinyaot_mve_lanes(b0, b1, b2, b3);
+                const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
+                tinyaot_mve_requant2(&va, &vb, &e, o);
+                vstrbq_p_s32(out_a + o, va, p4);
+                vstrbq_p_s32(out_b + o, vb, p4);
+            }
         }
     }
 }
@@ -385,11 +386,11 @@ static void direct_one(const int8_t *input, const conv_geom *g, const pixel_pos 
     }
 }
 
-static void direct_pair(const int8_t *wa, const int8_t *wb, const conv_geom *g, const int8_t *filter,
-                        int32_t n_out, const tinyaot_mve_requant *q, int8_t *out_a, int8_t *out_b)
+static void direct_pairs(const int8_t *w0, int32_t n_pairs, int32_t pix_step, const conv_geom *g,
+                         const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q, int8_t *out)
 {
-    /* not reached in the portable build: both pixels go through direct_one */
-    (void)wa, (void)wb, (void)g, (void)filter, (void)n_out, (void)q, (void)out_a, (void)out_b;
+    /* not reached in the portable build: every pixel goes through direct_one */
+    (void)w0, (void)n_pairs, (void)pix_step, (void)g, (void)filter, (void)n_out, (void)q, (void)out;
 }
 #endif
 
@@ -444,24 +445,39 @@ int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_param
     pos.ox = 0;
     p = 0;
     if (direct_ok(input_dims, conv_params)) {
-        while (p < pixels) {
-            pixel_pos next = pos;
-            next_pixel(&next, &g);
-            if (TINYAOT_USE_MVE && p + 1 < pixels && window_inside(&g, &pos) && window_inside(&g, &next)) {
-                const int32_t img = g.in_h * g.in_w * g.in_c;
-                direct_pair(input + pos.b * img + ((pos.oy * g.stride_h - g.pad_t) * g.in_w +
-                                                   pos.ox * g.stride_w - g.pad_l) * g.in_c,
-                            input + next.b * img + ((next.oy * g.stride_h - g.pad_t) * g.in_w +
-                                                    next.ox * g.stride_w - g.pad_l) * g.in_c,
-                            &g, filter, out_c, &q, output + p * out_c, output + (p + 1) * out_c);
-                next_pixel(&next, &g);
-                p += 2;
-            } else {
-                direct_one(input, &g, &pos, filter, out_c, &q, output + p * out_c);
-                p += 1;
-            }
-            pos = next;
+        /* row by row in raster order: the output columns whose windows lie horizontally inside the input,
+           [x_lo, x_hi), in pairs (rows whose windows are vertically inside too), every other pixel alone */
+        const int32_t img = g.in_h * g.in_w * g.in_c;
+        const int32_t right = g.in_w - g.k_w + g.pad_l;
+        int32_t x_lo = (g.pad_l + g.stride_w - 1) / g.stride_w;
+        int32_t x_hi = right >= 0 ? right / g.stride_w + 1 : 0;
+        int32_t b;
+        if (x_hi > g.out_w) {
+            x_hi = g.out_w;
         }
+        if (x_lo > x_hi) {
+            x_lo = x_hi;
+        }
+        for (b = 0; b < output_dims->n; b++) {
+            for (pos.oy = 0; pos.oy < g.out_h; pos.oy++) {
+                const int32_t y0 = pos.oy * g.stride_h - g.pad_t;
+                const int rows_in = y0 >= 0 && y0 + (g.k_h - 1) * g.dil_h < g.in_h;
+                const int32_t n_pairs = TINYAOT_USE_MVE && rows_in ? (x_hi - x_lo) / 2 : 0;
+                const int32_t pair_lo = n_pairs > 0 ? x_lo : g.out_w;
+                int8_t *orow = output + ((b * g.out_h + pos.oy) * g.out_w) * out_c;
+                pos.b = b;
+                for (pos.ox = 0; pos.ox < g.out_w; pos.ox++) {
+                    if (pos.ox == pair_lo) {
+                        direct_pairs(input + b * img + (y0 * g.in_w + pos.ox * g.stride_w - g.pad_l) * g.in_c,
+                                     n_pairs, g.stride_w * g.in_c, &g, filter, out_c, &q, orow + pos.ox * out_c);
+                        pos.ox += 2 * n_pairs - 1;
+                        continue;
+                    }
+                    direct_one(input, &g, &pos, filter, out_c, &q, orow + pos.ox * out_c);
+                }
+            }
+        }
+        (void)p;
         return 0;
     }
     if (ctx == NULL || ctx->buf == NULL || ctx->size < k) {
