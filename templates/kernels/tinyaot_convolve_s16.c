@@ -40,7 +40,18 @@ static void block4(const int16_t *in_b, int32_t in_w, int32_t in_c, const int8_t
                     a3 += s3;
                     s0 = s1 = s2 = s3 = run = 0;
                 }
-                for (i = 0; i < in_c; i++) {
+                i = 0;
+#if TINYAOT_USE_DSP
+                for (; i + 4 <= in_c; i += 4) { /* four inputs, unpacked once, against four filters */
+                    int32_t x02, x13;
+                    tinyaot_s16x4_pairs(x + i, &x02, &x13);
+                    s0 = tinyaot_smlad4_s16_s8(x02, x13, w0 + i, s0);
+                    s1 = tinyaot_smlad4_s16_s8(x02, x13, w1 + i, s1);
+                    s2 = tinyaot_smlad4_s16_s8(x02, x13, w2 + i, s2);
+                    s3 = tinyaot_smlad4_s16_s8(x02, x13, w3 + i, s3);
+                }
+#endif
+                for (; i < in_c; i++) {
                     const int32_t xv = x[i];
                     s0 += xv * w0[i];
                     s1 += xv * w1[i];

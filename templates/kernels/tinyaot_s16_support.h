@@ -30,10 +30,38 @@ static inline int16_t tinyaot_requantize_s16(int64_t acc, int32_t reduced_mult, 
    The kernels sum runs of at most this many products in int32 and add each run to their int64 accumulator. */
 #define TINYAOT_S16_INT32_TERMS 516
 
+#if TINYAOT_USE_DSP
+/* Four int16 inputs as the SMLAD lane pairs (x0, x2) and (x1, x3), matching SXTB16's unpacking of four int8 weights
+   into (w0, w2) and (w1, w3): the pack-halfword forms GCC turns into PKHBT and PKHTB. */
+static inline void tinyaot_s16x4_pairs(const int16_t *x, int32_t *x02, int32_t *x13)
+{
+    const uint32_t a = (uint32_t)tinyaot_read_s16x2(x);
+    const uint32_t b = (uint32_t)tinyaot_read_s16x2(x + 2);
+    *x02 = (int32_t)((a & 0xFFFFu) | (b << 16));
+    *x13 = (int32_t)((b & 0xFFFF0000u) | (a >> 16));
+}
+
+/* acc + x0 w0 + x1 w1 + x2 w2 + x3 w3 with two SMLADs (each adds two 16 x 16 products to the int32 sum; every
+   partial sum is one of at most TINYAOT_S16_INT32_TERMS products, so none overflows) */
+static inline int32_t tinyaot_smlad4_s16_s8(int32_t x02, int32_t x13, const int8_t *w, int32_t acc)
+{
+    const int32_t wv = tinyaot_read_s8x4(w);
+    acc = __smlad(x02, __sxtb16(wv), acc);
+    return __smlad(x13, tinyaot_sxtb16_ror8(wv), acc);
+}
+#endif
+
 /* sum_{i < n} x[i] * w[i] for n <= TINYAOT_S16_INT32_TERMS (see above: no int32 overflow), two at a time */
 static inline int32_t tinyaot_dot_s16_s8(const int16_t *x, const int8_t *w, int32_t n)
 {
     int32_t s0 = 0, s1 = 0, i = 0;
+#if TINYAOT_USE_DSP
+    for (; i + 4 <= n; i += 4) {
+        int32_t x02, x13;
+        tinyaot_s16x4_pairs(x + i, &x02, &x13);
+        s0 = tinyaot_smlad4_s16_s8(x02, x13, w + i, s0);
+    }
+#endif
     for (; i + 2 <= n; i += 2) {
         s0 += (int32_t)x[i] * w[i];
         s1 += (int32_t)x[i + 1] * w[i + 1];
