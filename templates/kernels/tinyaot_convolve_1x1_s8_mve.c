@@ -2,8 +2,9 @@
  * tinyaot_convolve_1x1_s8_mve: 1x1 convolution without padding, any stride, one group, input offset folded into
  * the bias (tinyaot_nn_mve.h). Output pixel (y, x) is the matrix product of input pixel (y * sh, x * sw)'s channels
  * (contiguous in NHWC, read in place) with the filter rows. Helium: four output channels x two pixels per pass
- * (tinyaot_mve_gemm.h); portable C elsewhere. Pixels are produced in raster order, two at a time, and a pixel's
- * input is not read after its pair is written (the order tinyaot_nn.h promises the memory planner).
+ * (tinyaot_mve_gemm.h), a whole image (stride 1) or output row (strided) per call; portable C elsewhere. Pixels
+ * are produced in raster order, two at a time, and a pixel's input is not read after its pair is written (the
+ * order tinyaot_nn.h promises the memory planner).
  */
 #include "tinyaot_nn_mve.h"
 #include "tinyaot_mve_gemm.h"
@@ -45,14 +46,29 @@ int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_p
     q.out_off = conv_params->output_offset;
     q.act_min = conv_params->activation.min;
     q.act_max = conv_params->activation.max;
-    for (p = 0; p + 1 < pixels; p += 2) {
-        tinyaot_mve_gemm2_s8(pixel_in(input, input_dims, conv_params, out_h, out_w, p),
-                             pixel_in(input, input_dims, conv_params, out_h, out_w, p + 1), in_c, filter, out_c, &q,
-                             output + p * out_c, output + (p + 1) * out_c);
+    if (conv_params->stride.h == 1 && conv_params->stride.w == 1) {
+        /* stride 1: the input pixels are the rows of one [pixels, in_c] matrix, in pairs, the last odd one alone */
+        const int32_t pairs = pixels / 2;
+        if (pairs > 0) {
+            tinyaot_mve_gemm2_s8(input, in_c, pairs, in_c, filter, out_c, &q, output);
+        }
+        if (pixels % 2) {
+            tinyaot_mve_gemm1_s8(input + (pixels - 1) * in_c, in_c, filter, out_c, &q, output + (pixels - 1) * out_c);
+        }
+        return 0;
     }
-    if (p < pixels) {
-        tinyaot_mve_gemm1_s8(pixel_in(input, input_dims, conv_params, out_h, out_w, p), in_c, filter, out_c, &q,
-                             output + p * out_c);
+    /* strided: output row by row, the row's pixels in pairs (input pixels stride.w * in_c apart), an odd last one
+       alone */
+    for (p = 0; p < pixels; p += out_w) {
+        const int8_t *x0 = pixel_in(input, input_dims, conv_params, out_h, out_w, p);
+        const int32_t pairs = out_w / 2;
+        if (pairs > 0) {
+            tinyaot_mve_gemm2_s8(x0, conv_params->stride.w * in_c, pairs, in_c, filter, out_c, &q, output + p * out_c);
+        }
+        if (out_w % 2) {
+            tinyaot_mve_gemm1_s8(x0 + (out_w - 1) * conv_params->stride.w * in_c, in_c, filter, out_c, &q,
+                                 output + (p + out_w - 1) * out_c);
+        }
     }
     return 0;
 }

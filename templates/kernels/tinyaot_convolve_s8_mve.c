@@ -503,8 +503,7 @@ int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_param
                 next_pixel(&pos, &g);
                 COL_FILL(col + k);
                 next_pixel(&pos, &g);
-                tinyaot_mve_gemm2_s8(col, col + k, k, filter, out_c, &q, output + p * out_c,
-                                     output + (p + 1) * out_c);
+                tinyaot_mve_gemm2_s8(col, k, 1, k, filter, out_c, &q, output + p * out_c);
             }
         }
         for (; p < pixels; p++) {

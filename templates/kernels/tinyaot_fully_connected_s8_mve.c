@@ -32,10 +32,12 @@ int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_
     q.out_off = fc_params->output_offset;
     q.act_min = fc_params->activation.min;
     q.act_max = fc_params->activation.max;
-    for (b = 0; b + 1 < batches; b += 2) {
-        tinyaot_mve_gemm2_s8(input + b * depth, input + (b + 1) * depth, depth, filter, out_c, &q,
-                             output + b * out_c, output + (b + 1) * out_c);
+    /* rows in pairs (each weight load serves two), the last odd row alone */
+    b = batches / 2;
+    if (b > 0) {
+        tinyaot_mve_gemm2_s8(input, depth, b, depth, filter, out_c, &q, output);
     }
+    b *= 2;
     if (b < batches) {
         tinyaot_mve_gemm1_s8(input + b * depth, depth, filter, out_c, &q, output + b * out_c);
     }
