@@ -15,8 +15,12 @@
  *   bias + input_offset * (sum of the channel's nine weights), from which interior pixels start so that their taps
  *   multiply raw inputs (one add less per multiply); border pixels keep the bias and the offset. The folded bias
  *   and every partial sum from it stay within the accumulator bound below.
- * - bounds (checked by the compiler before it offers this variant, per channel): |acc| < 2^30, where
- *   |acc| <= |bias| + sum|w| * (128 + |input_offset|), and |acc| + 2^(e-1) + 128 * 2^e < 2^31.
+ * - bounds, checked by the compiler per channel: |acc| < 2^30, where |acc| <= |bias| + sum|w| * (128 +
+ *   |input_offset|), and |acc| + 2^(e-1) + 128 * 2^e < 2^31. A group with a channel that fails them or whose
+ *   shift is not a right shift in 1..30 (0, or a left shift: channels with raised or odd scales) is marked slow
+ *   (bit 31 of its e word) and requantized channel by channel as its bytes say (dw3_out_slow): the short form,
+ *   shift 0 (the identity rounding), or TFLite's general requantization with the shift in the radd slot. Its
+ *   int32 sums are exact by the bound compress/bounds.py checks.
  *
  * Requantization, TFLite's double rounding computed exactly in fewer steps under those bounds:
  *   SaturatingRoundingDoublingHighMul(acc, m) = floor((acc*m + 2^30) / 2^31) = floor((2acc*m + 2^31) / 2^32), the
@@ -55,6 +59,7 @@ typedef struct {
     int32_t in_off;
     int32_t act_min, act_max;
     int32_t qstride; /* int32 table values per group: 13, or 17 with the folded biases */
+    int32_t out_off; /* output zero point (the general requantization) */
 } dw3_layer;
 
 #if TINYAOT_USE_DSP
@@ -100,13 +105,14 @@ static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int fu
     return v > act_max ? act_max : v;
 }
 
-/* Channel j of a group: its requantization (see the header comment), q the group's table values. The sign term
-   of RoundingDivideByPOT is taken from acc instead of h = SRDHM(acc, m): they differ only when acc < 0 and h = 0,
-   and there the -1 changes nothing, since radd - 1 and radd (= 2^(e-1) mod 2^e, e >= 1) floor to the same
-   multiple of 2^e. So the rounding constant is ready before the multiply, and SMMLAR adds it to the rounded high
-   product in the same instruction: t + floor((2acc * m + 2^31) / 2^32), whose value fits int32 by the bounds. */
-static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int full,
-                                                            int32_t act_min, int32_t act_max)
+/* Channel j of a group: its requantization (see the header comment), q the group's table values, e its right
+   shift. The sign term of RoundingDivideByPOT is taken from acc instead of h = SRDHM(acc, m): they differ only
+   when acc < 0 and h = 0, and there the -1 changes nothing, since radd - 1 and radd (= 2^(e-1) mod 2^e, e >= 1)
+   floor to the same multiple of 2^e. So the rounding constant is ready before the multiply, and SMMLAR adds it to
+   the rounded high product in the same instruction: t + floor((2acc * m + 2^31) / 2^32), which fits int32 by the
+   bounds. */
+static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int32_t e,
+                                                            int full, int32_t act_min, int32_t act_max)
 {
     const int32_t acc2 = (int32_t)((uint32_t)acc << 1); /* |acc| < 2^30: the doubled value fits int32 */
     const int32_t t = q[8 + j] + (acc >> 31);
@@ -116,16 +122,67 @@ static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const i
 #else
     const int32_t v = t + (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
 #endif
-    const int32_t e = ((const uint8_t *)(const void *)(q + 12))[j]; /* byte j of the e word */
     return (int8_t)dw3_clamp(v >> e, full, act_min, act_max);
+}
+
+/* Right shift of channel j from its group's e word (byte j). */
+#define DW3_E(ew, j) ((int32_t)(((uint32_t)(ew) >> (8 * (j))) & 0xFFu))
+
+/* A group marked slow (bit 31 of its e word set): channel by channel, byte j & 0x7F of the e word says how.
+   1..30: the short form with that right shift; DW3_MODE_LEFT + s (s = 0..30): a shift s >= 0, applied as a left
+   shift before the multiply as TFLite does, where the compiler found |acc| * 2^(s+1) < 2^31 so it never
+   saturates; RoundingDivideByPOT is then the identity and the output is SRDHM(acc * 2^s, m) + output_offset (radd
+   holds the output offset); DW3_MODE_GENERAL: TFLite's requantization in general (sums too large for the short
+   forms; the radd slot holds the shift). */
+#define DW3_MODE_LEFT 0x40
+#define DW3_MODE_GENERAL 0x7F
+static TINYAOT_NOINLINE void dw3_out_slow(int32_t a0, int32_t a1, int32_t a2, int32_t a3, const int32_t *q,
+                                          int8_t *out, const dw3_layer *L)
+{
+    const int32_t acc[4] = {a0, a1, a2, a3};
+    const int32_t ew = q[12];
+    int32_t j;
+    for (j = 0; j < 4; j++) {
+        const int32_t mode = DW3_E(ew, j) & 0x7F;
+        if (mode == DW3_MODE_GENERAL) {
+            out[j] = tinyaot_requantize_s8(acc[j], q[4 + j], q[8 + j], L->out_off, L->act_min, L->act_max);
+        } else if (mode >= DW3_MODE_LEFT) {
+            /* SRDHM(acc * 2^s, m) + offset: 2 * acc * 2^s fits int32 (checked by the compiler) */
+            const int32_t acc2 = (int32_t)((uint32_t)acc[j] << (mode - DW3_MODE_LEFT + 1));
+            const int32_t v = q[8 + j] + (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
+            out[j] = (int8_t)tinyaot_clamp_i32(v, L->act_min, L->act_max);
+        } else {
+            out[j] = dw3_out(acc[j], q, j, mode, 0, L->act_min, L->act_max);
+        }
+    }
+}
+
+/* One output, any kind (bias-only pixels and the channels past the last multiple of four). */
+static int8_t dw3_out1(int32_t acc, const int32_t *q, int32_t j, const dw3_layer *L)
+{
+    const int32_t ew = q[12];
+    if (ew < 0) {
+        int8_t o[4];
+        dw3_out_slow(acc, acc, acc, acc, q, o, L);
+        return o[j];
+    }
+    if (L->act_min == -128 && L->act_max == 127) {
+        return dw3_out(acc, q, j, DW3_E(ew, j), 1, -128, 127);
+    }
+    return dw3_out(acc, q, j, DW3_E(ew, j), 0, L->act_min, L->act_max);
 }
 
 #define DW3_STORE4()                                                                                                   \
     do {                                                                                                               \
-        out[0] = dw3_out(a0, q, 0, full, L->act_min, L->act_max);                                                      \
-        out[1] = dw3_out(a1, q, 1, full, L->act_min, L->act_max);                                                      \
-        out[2] = dw3_out(a2, q, 2, full, L->act_min, L->act_max);                                                      \
-        out[3] = dw3_out(a3, q, 3, full, L->act_min, L->act_max);                                                      \
+        const int32_t ew_ = q[12];                                                                                     \
+        if (ew_ >= 0) {                                                                                                \
+            out[0] = dw3_out(a0, q, 0, DW3_E(ew_, 0), full, L->act_min, L->act_max);                                   \
+            out[1] = dw3_out(a1, q, 1, DW3_E(ew_, 1), full, L->act_min, L->act_max);                                   \
+            out[2] = dw3_out(a2, q, 2, DW3_E(ew_, 2), full, L->act_min, L->act_max);                                   \
+            out[3] = dw3_out(a3, q, 3, DW3_E(ew_, 3), full, L->act_min, L->act_max);                                   \
+        } else {                                                                                                       \
+            dw3_out_slow(a0, a1, a2, a3, q, out, L);                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* All channel groups of `npix` interior pixels in a row (nine taps each, no bounds checks, requantized as they
@@ -283,7 +340,8 @@ DW3_NOSCHED static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_
 int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, const int32_t *qtab, int8_t *output,
                                   int32_t batches, int32_t in_h, int32_t in_w, int32_t channels, int32_t out_h,
                                   int32_t out_w, int32_t stride_h, int32_t stride_w, int32_t pad_t, int32_t pad_l,
-                                  int32_t input_offset, int32_t act_min, int32_t act_max, int32_t folded)
+                                  int32_t input_offset, int32_t output_offset, int32_t act_min, int32_t act_max,
+                                  int32_t folded)
 {
     if (channels <= 0 || stride_h <= 0 || stride_w <= 0 || pad_t < 0 || pad_l < 0 || (folded != 0 && folded != 1)) {
         return -1;
@@ -304,6 +362,7 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
     L.act_min = act_min;
     L.act_max = act_max;
     L.qstride = folded ? 17 : 13;
+    L.out_off = output_offset;
     /* where the channels past the last multiple of four start, in the weights and in the table */
     const int8_t *w_tail = weights + L.groups * DW3_GROUP_BYTES;
     const int32_t *q_tail = qtab + L.groups * L.qstride;
@@ -346,8 +405,7 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
                     int32_t c;
                     for (c = 0; c < channels; c++) {
                         const int32_t *q = qtab + (c / 4) * L.qstride;
-                        out_px[c] = full ? dw3_out(q[c % 4], q, c % 4, 1, act_min, act_max)
-                                         : dw3_out(q[c % 4], q, c % 4, 0, act_min, act_max);
+                        out_px[c] = dw3_out1(q[c % 4], q, c % 4, &L);
                     }
                     continue;
                 }
@@ -372,8 +430,7 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
                                    w_tail[wfirst + (r * 3 + k) * 4 + j];
                         }
                     }
-                    out_px[c] = full ? dw3_out(acc, q_tail, j, 1, act_min, act_max)
-                                     : dw3_out(acc, q_tail, j, 0, act_min, act_max);
+                    out_px[c] = dw3_out1(acc, q_tail, j, &L);
                 }
             }
         }

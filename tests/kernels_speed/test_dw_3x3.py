@@ -44,14 +44,25 @@ def _case(rng, extreme: bool, small: bool = False, folded: bool = False) -> dict
     off = int(rng.choice([-127, 128, int(rng.integers(-127, 129))]))
     ooff = int(rng.choice([-128, 127, int(rng.integers(-128, 128))]))
     bias = rng.integers(-2**20, 2**20, c).astype(np.int32)
-    m, s = fp.quantize_multiplier_array(rng.uniform(1e-5, 0.4, c))
+    scales = rng.uniform(1e-5, 0.4, c)
+    if rng.random() < 0.3:  # a channel outside the short requantization: shift 0, a left shift, or a huge bias
+        k = int(rng.integers(0, c))
+        kind = int(rng.integers(0, 3))
+        if kind == 2:
+            bias[k] = int(rng.choice([-1, 1])) * int(rng.integers(2**30, 2**31 - 2**25))
+            wt[..., k] = rng.integers(-3, 4, 9).reshape(1, 3, 3)
+        else:
+            scales[k] = float(rng.uniform(0.5, 0.99)) if kind == 0 else float(rng.uniform(1.0, 40.0))
+    m, s = fp.quantize_multiplier_array(scales)
     lo, hi = (-128, 127) if rng.random() < 0.6 else (int(rng.integers(-128, 0)), int(rng.integers(0, 128)))
     assert d3.applicable(wt, bias, s, off, (3, 3), (1, 1), 1)
+    bound = d3.accumulator_bound(wt, bias, off)
+    short, left = d3.short_form(bound, s), d3.left_form(bound, s)
     exp = depthwise_conv2d_s8(x, wt, bias, m, s, input_offset=off, output_offset=ooff, stride_hw=(sh, sw),
                               pad_top_left=(pt, pl), output_hw=(oh, ow), act_min=lo, act_max=hi)
     fb = bias.astype(np.int64) + off * wt.astype(np.int64).reshape(9, c).sum(axis=0) if folded else None
-    return dict(x=x, w=d3.arrange_weights(wt).astype(np.int8), q=d3.channel_table(bias, m, s, ooff, c, fb), exp=exp,
-                dims=[n, h, w, c, oh, ow, sh, sw, pt, pl, off, lo, hi, int(folded)])
+    return dict(x=x, w=d3.arrange_weights(wt).astype(np.int8), q=d3.channel_table(bias, m, s, ooff, c, fb, short, left),
+                exp=exp, dims=[n, h, w, c, oh, ow, sh, sw, pt, pl, off, ooff, lo, hi, int(folded)], short=short)
 
 
 def cases(count: int, seed: int, folded=(False, True)) -> list[dict]:
@@ -69,7 +80,7 @@ def cases(count: int, seed: int, folded=(False, True)) -> list[dict]:
 def _host_kernel():
     lib = ctypes.CDLL(str(compile_shared([SOURCE], [KERNELS], extra_flags=["-Werror"])))
     f = lib.tinyaot_depthwise_conv_s8_3x3
-    f.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int32] * 14
+    f.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int32] * 15
     f.restype = ctypes.c_int
     return f
 
@@ -92,7 +103,7 @@ def firmware(cs: list[dict]) -> str:
     parts = ['#include <string.h>\n#include "tinyaot_nn.h"\n', "void harness_puts(const char *s);\n",
              "int tinyaot_depthwise_conv_s8_3x3(const int8_t *, const int8_t *, const int32_t *, int8_t *, int32_t,"
              " int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t,"
-             " int32_t, int32_t);\n", f"static int8_t out_buf[{max(c['exp'].size for c in cs)}];\n"]
+             " int32_t, int32_t, int32_t);\n", f"static int8_t out_buf[{max(c['exp'].size for c in cs)}];\n"]
     body = ["int main(void)\n{\n    int bad = 0;\n    int i;\n"]
     for k, c in enumerate(cs):
         parts += [_arr("int8_t", f"x{k}", c["x"]), _arr("int8_t", f"w{k}", c["w"]), _arr("int32_t", f"q{k}", c["q"]),
@@ -120,7 +131,7 @@ def test_kernel_under_qemu_matches_reference(tmp_path, cpu):
     assert rc == 0 and "ALL PASSED" in out, f"{cpu}: {len(cs)} cases, exit {rc}:\n{out[-2000:]}"
 
 
-def test_offered_only_where_exact():
+def test_offered_for_the_shape_class_short_form_per_channel():
     rng = np.random.default_rng(3)
     w = rng.integers(-128, 128, (1, 3, 3, 8)).astype(np.int8)
     bias = rng.integers(-1000, 1000, 8)
@@ -129,10 +140,26 @@ def test_offered_only_where_exact():
     assert not d3.applicable(w, bias, shift, -128, (5, 5), (1, 1), 1)
     assert not d3.applicable(w, bias, shift, -128, (3, 3), (2, 2), 1)
     assert not d3.applicable(w, bias, shift, -128, (3, 3), (1, 1), 2)
-    assert not d3.applicable(w, bias, np.zeros(8), -128, (3, 3), (1, 1), 1)  # e = 0: no rounding half
-    assert not d3.applicable(w, bias, np.full(8, 2), -128, (3, 3), (1, 1), 1)  # a left shift
-    assert not d3.applicable(w, np.full(8, 2**30), shift, -128, (3, 3), (1, 1), 1)  # 2*acc would leave int32
-    assert not d3.applicable(w, bias, np.full(8, -24), -128, (3, 3), (1, 1), 1)  # 128 * 2^e leaves int32
+    bound = d3.accumulator_bound(w, bias, -128)
+    assert d3.short_form(bound, shift).all()
+    assert not d3.short_form(bound, np.zeros(8)).any()  # e = 0: no rounding half
+    assert not d3.short_form(bound, np.full(8, 2)).any()  # a left shift
+    assert not d3.short_form(bound + 2**30, shift).any()  # 2*acc would leave int32
+    assert not d3.short_form(bound, np.full(8, -24)).any()  # 128 * 2^e leaves int32
+    # a group with such a channel is marked slow (bit 31) and says per channel how: e, a shift s >= 0 whose left
+    # shift cannot saturate (radd = output offset), or general (radd = the shift)
+    m = np.full(8, 1 << 30)
+    sh = np.array([-9, -9, -9, -9, -9, 0, 3, 25])
+    t = d3.channel_table(bias, m, sh, 5, 8, short=d3.short_form(bound, sh), left=d3.left_form(bound, sh))
+    t = t.reshape(2, 13)
+    assert t[0, 12] > 0 and t[1, 12] < 0 and list(t[1, 9:12]) == [5, 5, 25]
+    assert [(int(t[1, 12]) >> (8 * j)) & 0x7F for j in range(4)] == [9, d3.MODE_LEFT, d3.MODE_LEFT + 3,
+                                                                        d3.MODE_GENERAL]
+
+
+def test_cases_reach_both_requantizations():
+    cs = cases(60, seed=7)
+    assert any(not c["short"].all() for c in cs) and any(c["short"].all() for c in cs)
 
 
 def test_deployed_on_dsp_board_runs_variant(tmp_path):

@@ -9,9 +9,11 @@ What the compiler prepares so the kernel does less per output:
   the output zero point in one add. 13 bytes per channel, one more than the generic kernel's bias, multiplier and
   shift.
 
-The kernel computes TFLite's double rounding exactly under two bounds checked here per channel (otherwise the
-variant is not offered): |acc| < 2^30 (so 2*acc feeds the rounding high multiply SMMULR) and
-|acc| + 2^(e-1) + 128 * 2^e < 2^31 (the rounding add), with |acc| <= |bias| + sum|w| * (128 + |input_offset|).
+The kernel computes TFLite's double rounding in that short form for a group of four channels when every channel
+of it meets two bounds checked here (short_form): |acc| < 2^30 (so 2*acc feeds the rounding high multiply) and
+|acc| + 2^(e-1) + 128 * 2^e < 2^31 (the rounding add), with |acc| <= |bias| + sum|w| * (128 + |input_offset|), and
+e in 1..30. Other groups (a channel with a left shift or shift 0, or sums too large) are marked and take TFLite's
+general requantization in the kernel, so any layer of the shape class is exact.
 """
 from __future__ import annotations
 
@@ -39,16 +41,30 @@ def accumulator_bound(weights_1hwc: np.ndarray, bias, input_offset: int) -> np.n
 
 
 def applicable(weights_1hwc, bias, shift, input_offset: int, kernel_hw, dilation_hw, ch_mult: int) -> bool:
-    """Whether the dw3x3 kernel computes this layer exactly (shape class and the two bounds above)."""
+    """Whether the dw3x3 kernel computes this layer exactly: its shape class, and int32 sums (the bound that
+    compress/bounds.py keeps, checked again). Channels outside the short requantization go the general way."""
     if tuple(kernel_hw) != (3, 3) or tuple(dilation_hw) != (1, 1) or ch_mult != 1:
         return False
-    e = -np.asarray(shift, dtype=np.int64).reshape(-1)
-    if e.size == 0 or e.min() < 1 or e.max() > 30:
-        return False
-    bound = accumulator_bound(weights_1hwc, bias, input_offset)
-    if e.size == 1:
-        e = np.full(bound.shape, int(e[0]))
-    return bool(bound.max() < 2**30 and (bound + (1 << (e - 1)) + 128 * (1 << e)).max() < 2**31)
+    return bool(accumulator_bound(weights_1hwc, bias, input_offset).max(initial=0) < 2**31)
+
+
+def short_form(bound: np.ndarray, shift) -> np.ndarray:
+    """Per channel: whether the kernel's short requantization is exact (a right shift e in 1..30, |acc| < 2^30 and
+    |acc| + 2^(e-1) + 128 * 2^e < 2^31)."""
+    e = -np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), bound.shape)
+    ok = (e >= 1) & (e <= 30) & (bound < 2**30)
+    ec = np.clip(e, 1, 30)
+    return ok & (bound + (np.int64(1) << (ec - 1)) + 128 * (np.int64(1) << ec) < 2**31)
+
+
+def left_form(bound: np.ndarray, shift) -> np.ndarray:
+    """Per channel: a shift s in 0..30 with |acc| * 2^(s+1) < 2^31 (the kernel's SRDHM(acc * 2^s, m) + output
+    offset: the left shift never saturates and the doubled value fits int32)."""
+    s = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), bound.shape)
+    return (s >= 0) & (s <= 30) & (bound * (np.int64(1) << np.clip(s + 1, 0, 31)) < 2**31)
+
+
+MODE_LEFT, MODE_GENERAL = 0x40, 0x7F  # DW3_MODE_LEFT (+ s), DW3_MODE_GENERAL in the kernel
 
 
 def arrange_weights(weights_1hwc: np.ndarray) -> np.ndarray:
@@ -62,20 +78,35 @@ def arrange_weights(weights_1hwc: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(9, groups, 4).transpose(1, 0, 2)).reshape(-1)
 
 
-def channel_table(bias, mult, shift, output_offset: int, channels: int, folded_bias=None) -> np.ndarray:
+def channel_table(bias, mult, shift, output_offset: int, channels: int, folded_bias=None, short=None,
+                  left=None) -> np.ndarray:
     """Per group of four channels 13 int32 as the kernel reads them: four biases, four multipliers, four radd, and
     the four e as the bytes of one word (channel j in byte j, little-endian); the last group padded with bias 0,
-    multiplier 0, e 1. With `folded_bias` 17: those four after."""
+    multiplier 0, e 1. With `folded_bias` 17: those four after. `short` (per channel, default all): whether the
+    short requantization applies. A group with a channel where it does not is marked slow (bit 31 of the e word)
+    and its bytes say per channel: e (short), MODE_LEFT + s (`left`: radd holds the output offset) or MODE_GENERAL
+    (radd holds the shift)."""
     groups = -(-channels // 4)
     b = np.zeros(groups * 4, np.int64)
     m = np.zeros(groups * 4, np.int64)
-    e = np.ones(groups * 4, np.int64)
+    sh = np.full(groups * 4, -1, np.int64)
+    ok = np.ones(groups * 4, bool)
+    z = np.zeros(groups * 4, bool)
     if bias is not None:
         b[:channels] = np.asarray(bias, np.int64).reshape(-1)
     m[:channels] = np.broadcast_to(np.asarray(mult, np.int64).reshape(-1), (channels,))
-    e[:channels] = np.broadcast_to(-np.asarray(shift, np.int64).reshape(-1), (channels,))
+    sh[:channels] = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (channels,))
+    if short is not None:
+        ok[:channels] = np.asarray(short, bool).reshape(-1)
+    if left is not None:
+        z[:channels] = np.asarray(left, bool).reshape(-1) & ~ok[:channels]
+    e = np.clip(-sh, 1, 30)
     radd = (np.int64(1) << (e - 1)) + int(output_offset) * (np.int64(1) << e)
-    e_word = (e.reshape(groups, 4) << np.array([0, 8, 16, 24], np.int64)).sum(axis=1)  # e <= 30: no sign bit
+    radd = np.where(ok, radd, np.where(z, int(output_offset), sh))
+    mode = np.where(ok, e, np.where(z, MODE_LEFT + np.clip(sh, 0, 30), MODE_GENERAL)).reshape(groups, 4)
+    slow = ~ok.reshape(groups, 4).all(axis=1)
+    e_word = (mode << np.array([0, 8, 16, 24], np.int64)).sum(axis=1)  # bytes <= 0x7F
+    e_word = np.where(slow, e_word - 2**31, e_word)  # bit 31 marks a slow group (as int32)
     rows = [b.reshape(groups, 4), m.reshape(groups, 4), radd.reshape(groups, 4), e_word.reshape(groups, 1)]
     if folded_bias is not None:
         f = np.zeros(groups * 4, np.int64)
@@ -94,10 +125,13 @@ def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, 
         wsum = np.asarray(weights_1hwc, np.int64).reshape(-1, c).sum(axis=0)
         b = np.zeros(c, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
         fb = b + int(input_offset) * wsum  # within the accumulator bound that applicable() checked
+    bound = accumulator_bound(weights_1hwc, bias, input_offset)
+    table = channel_table(bias, mult, shift, output_offset, c, fb, short_form(bound, shift), left_form(bound, shift))
     consts = [ConstArray("int8_t", f"{cname}_weights", arrange_weights(weights_1hwc)),
-              ConstArray("int32_t", f"{cname}_qtab", channel_table(bias, mult, shift, output_offset, c, fb))]
+              ConstArray("int32_t", f"{cname}_qtab", table)]
     args = [IN0, f"{cname}_weights", f"{cname}_qtab", OUT0, n, h, w, c, o_shape[1], o_shape[2], stride_hw[0],
-            stride_hw[1], pads[0], pads[1], int(input_offset), int(act_min), int(act_max), int(folded)]
+            stride_hw[1], pads[0], pads[1], int(input_offset), int(output_offset), int(act_min), int(act_max),
+            int(folded)]
     return KernelCall(KERNEL, args=args, files=[KERNEL + ".c"], consts=consts)
 
 
