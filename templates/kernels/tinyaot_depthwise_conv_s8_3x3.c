@@ -42,6 +42,13 @@
 
 #define DW3_GROUP_BYTES 36 /* nine taps of four channels */
 
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+#define DW3_HAS_SSAT 1 /* SSAT: ARMv7-M and up, DSP or not */
+#include <arm_acle.h>
+#else
+#define DW3_HAS_SSAT 0
+#endif
+
 /* GCC's pre-register-allocation scheduler hoists the nine taps' loads together and then spills accumulators and
    unpacked lanes (about 30 extra loads and stores per group of four channels on a Cortex-M4); without it the taps
    stay in order and fit the registers. */
@@ -94,7 +101,7 @@ typedef struct {
 static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int full, int32_t act_min,
                                                                int32_t act_max)
 {
-#if TINYAOT_USE_DSP
+#if DW3_HAS_SSAT
     if (full) {
         return __ssat(v, 8);
     }
