@@ -18,7 +18,7 @@ from tinyaot.ops.mve import block_filter
 
 from mve.mve_harness import HOST_CC, conv_layer, needs_arm, run_arm_cases, run_host_cases
 
-FILES = ["tinyaot_convolve_s8_mve.c", "tinyaot_convolve_1x1_s8_mve.c"]
+FILES = ["tinyaot_convolve_s8_mve.c", "tinyaot_convolve_1x1_s8_mve.c", "tinyaot_mve_gemm_s8.c"]
 
 
 def _cases() -> list:

@@ -10,7 +10,7 @@ import pytest
 
 from mve.mve_harness import HOST_CC, fc_layer, needs_arm, run_arm_cases, run_host_cases
 
-FILES = ["tinyaot_fully_connected_s8_mve.c"]
+FILES = ["tinyaot_fully_connected_s8_mve.c", "tinyaot_mve_gemm_s8.c"]
 
 
 def _cases() -> list:

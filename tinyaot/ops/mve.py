@@ -26,8 +26,9 @@ MVE_CONV = "mve_conv"  # tinyaot_convolve_s8_mve: any window, one im2col column 
 MVE_1X1 = "mve_1x1"    # tinyaot_convolve_1x1_s8_mve: 1x1 without padding, no scratch
 MVE_FC = "mve_fc"      # tinyaot_fully_connected_s8_mve
 CONV_VARIANTS = (MVE_CONV, MVE_1X1)
-# the headers the kernels include, copied into a deployed project with the kernel file
-HEADERS = ["tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h"]
+# what every kernel file here needs besides itself: the matrix cores (one file, so a model holds them once) and
+# the headers, all copied into a deployed project with the kernel file
+HEADERS = ["tinyaot_mve_gemm_s8.c", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h"]
 
 # Cost model: instructions executed under QEMU on mps3-an547, fitted to single layers of the shared models' shapes
 # (kws 1x1 64->64: 164,147 for 512,000 MACs; ic 1x1 s2 16->32: 125,028 for 131,072; ic 3x3 16->16 without
