@@ -173,15 +173,16 @@ static inline __attribute__((always_inline)) void dwm_pixel_body(const dwm_layer
         int32x4_t a1 = vldrwq_s32(g + DWM_G + init);
         int32x4_t a2 = vldrwq_s32(g + 2 * DWM_G + init);
         int32x4_t a3 = vldrwq_s32(g + 3 * DWM_G + init);
+/* (the upper eight first: GCC then addresses both with immediate offsets instead of copying the pointers) */
 #define DWM_X16(x, w)                                                                                              \
     do {                                                                                                           \
-        DWM_TAP8(x, w, a0, a1);                                                                                    \
         DWM_TAP8((x) + 8, (w) + 8, a2, a3);                                                                        \
+        DWM_TAP8(x, w, a0, a1);                                                                                    \
     } while (0)
 #define DWM_Z16(x, w)                                                                                              \
     do {                                                                                                           \
-        DWM_TAPZ8(x, w, a0, a1);                                                                                   \
         DWM_TAPZ8((x) + 8, (w) + 8, a2, a3);                                                                       \
+        DWM_TAPZ8(x, w, a0, a1);                                                                                   \
     } while (0)
         DWM_WINDOW(L, c, DWM_X16, DWM_Z16);
 #undef DWM_X16
