@@ -29,10 +29,17 @@
  * tinyaot/compress/bounds.py checks against int32 for every layer (folded_bias itself is checked at compile time,
  * ops/common.py fold_input_offset).
  *
- * Output pixels are computed one at a time in raster order, each reading only its window, as the generic kernel
- * does, so the output may overlap the input at the same offsets (Conv.inplace_offset). No scratch. On a core
- * without MVE the same folded arithmetic runs in plain C from the same table (the file compiles, and computes the
- * same, everywhere); tinyaot selects this kernel only for MVE targets. quant_params is not read.
+ * Pixels: a row's run of windows wholly inside the input goes two pixels at a time (eight channels of both in four
+ * accumulators, so each weight load and each group's requantization constants serve two pixels), their taps in one
+ * flat loop stepping through a per-layer table of input steps (at most DWM_MAX_TAPS taps); other pixels go one at a
+ * time, sixteen channels per pass. Where no channel shifts left, every channel shifts right and the clamp is all of
+ * int8, a shorter requantization runs (dwm_requant_v), the same integers.
+ *
+ * Output pixels are computed in raster order, one or two at a time, each reading only its window, as the generic
+ * kernel does, so the output may overlap the input at the same offsets (Conv.inplace_offset). No scratch; the step
+ * table takes DWM_MAX_TAPS * 4 bytes of stack. On a core without MVE the same folded arithmetic runs in plain C from
+ * the same table (the file compiles, and computes the same, everywhere); tinyaot selects this kernel only for MVE
+ * targets. quant_params is not read.
  */
 #include "tinyaot_nn.h"
 #include "tinyaot_mve_support.h"
