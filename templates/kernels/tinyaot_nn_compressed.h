@@ -804,6 +804,52 @@ static TINYAOT_NOINLINE void tinyaot_dw_quads(const tinyaot_dw_job *job, tinyaot
     } while (0)
 #endif
 
+/* The output requantization of four channels, in a short exact form when every one of them allows it: a right
+   shift e in 1..30 and |acc| + 2^(e-1) + 128 * 2^e < 2^31 with |acc| <= |bias| + 9 * 255 * 128 (any 3x3 window of
+   int8 weights; then also |acc| < 2^30). TFLite's SaturatingRoundingDoublingHighMul(acc, m) is then
+   floor((2acc * m + 2^31) / 2^32) (SMMLAR on DSP cores), and RoundingDivideByPOT(h, e) + output_offset is
+   floor((h + radd - [acc < 0]) / 2^e), radd = 2^(e-1) + output_offset * 2^e (acc's sign stands for h's: they
+   differ only when h = 0, where the -1 cannot cross a multiple of 2^e). Otherwise tinyaot_requantize_s8. */
+typedef struct {
+    int32_t fast;
+    int32_t mult[4], radd[4], e[4];
+} tinyaot_dw3_rq;
+
+static void tinyaot_dw3_rq_init(tinyaot_dw3_rq *r, const tinyaot_dw_job *job, int32_t oc)
+{
+    int32_t j;
+    r->fast = 1;
+    for (j = 0; j < 4; j++) {
+        const int32_t shift = job->shift[oc + j];
+        const int64_t b = job->bias ? job->bias[oc + j] : 0;
+        const int64_t bound = (b < 0 ? -b : b) + 9 * 255 * 128;
+        r->mult[j] = job->mult[oc + j];
+        r->e[j] = 1;
+        r->radd[j] = 0;
+        if (shift > -1 || shift < -30 ||
+            bound + ((int64_t)1 << (-shift - 1)) + ((int64_t)128 << -shift) >= ((int64_t)1 << 31)) {
+            r->fast = 0;
+            continue;
+        }
+        r->e[j] = -shift;
+        r->radd[j] = (int32_t)(((int64_t)1 << (-shift - 1)) + (int64_t)job->out_off * ((int64_t)1 << -shift));
+    }
+}
+
+static TINYAOT_ALWAYS_INLINE int8_t tinyaot_dw3_rq_out(int32_t acc, const tinyaot_dw3_rq *r, int32_t j,
+                                                       const tinyaot_dw_job *job)
+{
+    const int32_t acc2 = (int32_t)((uint32_t)acc << 1); /* |acc| < 2^30 */
+    const int32_t t = r->radd[j] + (acc >> 31);
+#if TINYAOT_USE_DSP && defined(__GNUC__)
+    int32_t v;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(r->mult[j]), "r"(t));
+#else
+    const int32_t v = t + (int32_t)(((int64_t)acc2 * r->mult[j] + ((int64_t)1 << 31)) >> 32);
+#endif
+    return (int8_t)tinyaot_clamp_i32(v >> r->e[j], job->act_min, job->act_max);
+}
+
 TINYAOT_DW3_NOSCHED static TINYAOT_NOINLINE void tinyaot_dw_quads_3x3(const tinyaot_dw_job *job,
                                                                      tinyaot_dw_tile_fn decode_tile)
 {
@@ -820,6 +866,8 @@ TINYAOT_DW3_NOSCHED static TINYAOT_NOINLINE void tinyaot_dw_quads_3x3(const tiny
     int32_t oc;
     for (oc = 0; oc < out_c; oc += 4) {
         decode_tile(job->weights, oc, 4, out_c, 9, (int8_t *)(void *)tile_words);
+        tinyaot_dw3_rq rq;
+        tinyaot_dw3_rq_init(&rq, job, oc);
         const int32_t *const mult_q = job->mult + oc;
         const int32_t *const shift_q = job->shift + oc;
         int8_t *out = job->out + oc;
@@ -866,6 +914,13 @@ TINYAOT_DW3_NOSCHED static TINYAOT_NOINLINE void tinyaot_dw_quads_3x3(const tiny
                         break;
                     }
                 }
+            }
+            if (rq.fast) {
+                out[0] = tinyaot_dw3_rq_out(a0, &rq, 0, job);
+                out[1] = tinyaot_dw3_rq_out(a1, &rq, 1, job);
+                out[2] = tinyaot_dw3_rq_out(a2, &rq, 2, job);
+                out[3] = tinyaot_dw3_rq_out(a3, &rq, 3, job);
+                continue;
             }
             out[0] = tinyaot_requantize_s8(a0, mult_q[0], shift_q[0], job->out_off, job->act_min, job->act_max);
             out[1] = tinyaot_requantize_s8(a1, mult_q[1], shift_q[1], job->out_off, job->act_min, job->act_max);

@@ -4,7 +4,9 @@ by a switch on the column count) == the dense numpy reference for every weight k
 clustered; the sparse kinds keep their zero-tap skipping loop), on the host (plain C) and under QEMU on Cortex-M4
 (the DSP path), with random and extreme (-128/127) inputs, strides 1-2, padding 0-2 on every side, small
 images whose windows lie partly or wholly in the padding, and output written over the input at the planner's
-offset. The general tests of these kernels (tests/ops/test_compressed_kernels.py) rarely draw this shape.
+offset; requantization both in its short form (right shifts) and the general one (make_case draws shift 0 and left
+shifts now and then). The general tests of these kernels (tests/ops/test_compressed_kernels.py) rarely draw this
+shape.
 """
 from __future__ import annotations
 
