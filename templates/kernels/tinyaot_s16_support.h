@@ -16,13 +16,21 @@ static inline int64_t tinyaot_floor_shift_s64(int64_t v, int32_t s)
 
 /* TFLite's int64 MultiplyByQuantizedMultiplier (CMSIS-NN's arm_nn_requantize_s64), then the clamp:
    floor((acc * reduced_mult + 2^(total_shift - 1)) / 2^total_shift). Bounds: |acc| < 2^47 (checked per layer at
-   compile time, tinyaot/compress/bounds.py), 0 <= reduced_mult <= 2^15 and 1 <= total_shift <= 62
-   (tinyaot/core/quant16.py), so |acc * reduced_mult| < 2^62 and the rounding term 2^61 keep the sum in int64. */
+   compile time, tinyaot/compress/bounds.py), 0 <= reduced_mult <= 2^15 and -31 <= total_shift <= 62
+   (tinyaot/core/quant16.py), so |acc * reduced_mult| < 2^62 and the rounding term 2^61 keep the sum in int64.
+   total_shift <= 0 is a left shift (a layer whose calibrated output range is ~0): acc * reduced_mult is clipped to
+   +-2^15 first (any such value saturates the int16 clamp either way), so the product stays below 2^46. */
 static inline int16_t tinyaot_requantize_s16(int64_t acc, int32_t reduced_mult, int32_t total_shift, int32_t act_min,
                                              int32_t act_max)
 {
-    const int64_t v = acc * (int64_t)reduced_mult + ((int64_t)1 << (total_shift - 1));
-    const int64_t q = tinyaot_floor_shift_s64(v, total_shift);
+    int64_t q;
+    if (total_shift >= 1) {
+        q = tinyaot_floor_shift_s64(acc * (int64_t)reduced_mult + ((int64_t)1 << (total_shift - 1)), total_shift);
+    } else {
+        q = acc * (int64_t)reduced_mult;
+        q = q > 32768 ? 32768 : (q < -32768 ? -32768 : q);
+        q *= (int64_t)1 << -total_shift;
+    }
     return (int16_t)(q < act_min ? act_min : (q > act_max ? act_max : q));
 }
 

@@ -54,8 +54,9 @@ def _inputs(rng, shape):
 
 
 def _requant(rng, n, extreme=False):
-    edge = [2.0 ** 13, 1.99999 * 2.0 ** -1, 2.0 ** -31, 0.999999]  # left shift 14, the 0x7FFF cap, shift 46
-    reals = rng.uniform(1e-6, 4.0, n) if not extreme else np.array(edge[:n] + [1e-3] * max(0, n - 4))
+    # a left shift of 14 (total shift 1), the 0x7FFF cap, a right shift of 46, a left shift (total shift -5)
+    edge = [2.0 ** 13, 2.0 ** 19, 1.99999 * 2.0 ** -1, 2.0 ** -31, 0.999999]
+    reals = rng.uniform(1e-6, 4.0, n) if not extreme else np.array((edge * n)[:n])
     return reduced_multiplier_array(reals)
 
 
@@ -68,6 +69,11 @@ def test_requantize_s64_matches_two_shift_form():
         two = (((acc * m) >> (t - 1)) + 1) >> 1
         np.testing.assert_array_equal(requantize_s64(acc, m, t), two)
     assert reduced_multiplier(0.99999999)[0] == 0x7FFF  # the cap on a multiplier that rounds up to 2**15
+    for real in (2.0 ** 14, 7.2e8, 2.0 ** 45):  # left shifts: the exact product, saturated like the int16 clamp
+        m, t = reduced_multiplier(real)
+        assert t <= 0
+        exact = np.array([max(-32768, min(32767, int(a) * m * 2 ** -t)) for a in acc])  # Python ints: no overflow
+        np.testing.assert_array_equal(np.clip(requantize_s64(acc, m, t), -32768, 32767), exact)
 
 
 @pytest.mark.parametrize("case", range(6))

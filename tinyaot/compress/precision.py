@@ -115,7 +115,8 @@ def precision_report(graph: Graph) -> dict:
     """report.json `quantization.activation_bits`: 8, 16 or "mixed", the 16-bit layers, and the search's record
     (`--max-accuracy-drop`) when there was one."""
     bits = {n.name: layer_bits(graph, n) for n in graph.nodes if n.op not in ALIAS_OPS}
-    widths = {v for k, v in bits.items() if graph_op(graph, k) != "Requantize"} or {8}
+    # the conversions and the data movement kept at int8 (MOVE_OPS_AT_8) do not make a model "mixed"
+    widths = {v for k, v in bits.items() if graph_op(graph, k) not in ("Requantize",) + MOVE_OPS_AT_8} or {8}
     out = {"mode": widths.pop() if len(widths) == 1 else "mixed",
            "layers_16": [k for k, v in bits.items() if v == 16 and graph_op(graph, k) != "Requantize"],
            "conversions": [n.name for n in graph.nodes if n.op == "Requantize"]}

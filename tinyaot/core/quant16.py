@@ -51,8 +51,9 @@ def activation_clamp16(qp: QuantParams, activation) -> tuple[int, int]:
 
 def reduced_multiplier(real: float) -> tuple[int, int]:
     """(reduced multiplier, total shift) of a real scale for `requantize_s64`: the Q0.31 multiplier rounded to 15
-    bits and the right shift 15 - shift. A scale that would need a left shift of 15 or more (total shift < 1) is
-    refused: no 16x8 layer has one (the ratio s_in * s_w / s_out is far below 2**14)."""
+    bits and the right shift 15 - shift. A scale of 2**14 or more gives a total shift <= 0, a left shift (see
+    `requantize_s64`); it occurs where a layer's calibrated output range is (near) zero, e.g. a channel of dead
+    ReLUs whose nominal output scale is 1/32768. Scales of 2**46 and more are refused."""
     real = float(real)
     if not math.isfinite(real) or real < 0:
         raise ScaleError(f"the int16 requantization needs a finite non-negative scale, got {real!r}")
@@ -68,8 +69,8 @@ def reduced_multiplier(real: float) -> tuple[int, int]:
         shift += 1
     reduced = (mult + (1 << 15)) >> 16 if mult < 0x7FFF0000 else 0x7FFF
     total = 15 - shift
-    if total < 1:
-        raise ScaleError(f"the rescaling factor {real!r} is too large for the int16 requantization (at most 2**14)")
+    if total < -31:
+        raise ScaleError(f"the rescaling factor {real!r} is too large for the int16 requantization (below 2**46)")
     if total > 62:
         return 0, 1  # the result rounds to 0 for every |acc| < 2**47
     return int(reduced), int(total)
@@ -81,12 +82,17 @@ def reduced_multiplier_array(reals) -> tuple[np.ndarray, np.ndarray]:
 
 
 def requantize_s64(acc, reduced, total_shift) -> np.ndarray:
-    """floor((acc * reduced + 2**(total_shift - 1)) / 2**total_shift), exact in int64 for |acc| < 2**47 (numpy's
-    >> floors, as the C twin's shift of the magnitude does)."""
+    """floor((acc * reduced + 2**(total_shift - 1)) / 2**total_shift) for total_shift >= 1, exact in int64 for
+    |acc| < 2**47 (numpy's >> floors, as the C twin's shift of the magnitude does). For total_shift <= 0 (a left
+    shift; see `reduced_multiplier`) acc * reduced * 2**-total_shift with acc * reduced first clipped to +-2**15:
+    a clipped value gives a result of magnitude >= 2**15 either way, which every int16 clamp after it saturates
+    identically, and the clip keeps the product below 2**46."""
     acc = np.asarray(acc, np.int64)
     r = np.asarray(reduced, np.int64)
     t = np.asarray(total_shift, np.int64)
-    return (acc * r + (np.int64(1) << (t - 1))) >> t
+    right = (acc * r + (np.int64(1) << np.maximum(t - 1, 0))) >> np.maximum(t, 0)
+    left = np.clip(acc * r, -(1 << 15), 1 << 15) << np.maximum(-t, 0)
+    return np.where(t >= 1, right, left)
 
 
 def requantize_to_int16(acc, reduced, total_shift, act_min: int, act_max: int) -> np.ndarray:
