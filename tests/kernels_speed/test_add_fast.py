@@ -6,7 +6,8 @@ add_fast_params): TFLite's int8 ADD arithmetic bit for bit, offered only for the
     -127/128 and -128/127, clamped and full activation ranges, odd lengths, output in place over either input;
 (b) the same on Cortex-M4 (SMMULR, SSAT) and Cortex-M3 (plain C, SSAT) under QEMU;
 (c) not offered without TFLite's left shift 20, without an input at exactly 1/2, or with an output shift the
-    rounding add cannot take; a tiny residual model deployed on mps2-an386 runs it and verifies.
+    rounding add cannot take. (A tiny residual model deployed on mps2-an386 runs it and verifies: the deploy test
+    of tests/kernels_speed/test_dw_3x3.py.)
 """
 from __future__ import annotations
 
@@ -112,21 +113,3 @@ def test_offered_only_where_exact():
     assert add_fast_params(dict(base, output_shift=0)) is None
     assert add_fast_params(dict(base, output_shift=-23)) is not None
     assert add_fast_params(dict(base, output_shift=-24)) is None  # 2^28 + 2^23 + 128 * 2^24 would leave int32
-
-
-def test_deployed_residual_add_runs_fast_variant(tmp_path):
-    from onnx import helper
-
-    from tests.op_models import calibration, const, deploy_verified, save_model
-
-    rng = np.random.default_rng(1)
-    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["t"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["t"], ["r"]),
-             helper.make_node("Conv", ["r", "w1", "b1"], ["u"], kernel_shape=[1, 1]),
-             helper.make_node("Add", ["u", "r"], ["s"]),
-             helper.make_node("Relu", ["s"], ["y"])]
-    inits = [const("w0", rng.standard_normal((8, 3, 3, 3)) * 0.4), const("b0", rng.standard_normal(8) * 0.1),
-             const("w1", rng.standard_normal((8, 8, 1, 1)) * 0.4), const("b1", rng.standard_normal(8) * 0.1)]
-    model = save_model(tmp_path / "res.onnx", nodes, (1, 3, 6, 7), (1, 8, 6, 7), inits)
-    report = deploy_verified(model, calibration(tmp_path / "cal.npz", (1, 3, 6, 7)), tmp_path / "out")
-    assert [layer.get("variant") for layer in report["layers"] if layer["op"] == "Add"] == [FAST]

@@ -7,8 +7,9 @@ bit-exact against the numpy reference, offered only where it is exact, and chose
     both table kinds: plain, and folded (variant dw3x3_fold: interior pixels from bias + offset * sum of weights);
 (b) the same kernel on Cortex-M4 (DSP path: SXTAB16/SMLABB, SMMULR, SSAT) and Cortex-M3 (plain C, both tables)
     under QEMU;
-(c) the variant is listed with a cost on boards, never for the generic target, 5x5 filters, dilation, channel
-    multipliers or shifts it cannot take; a tiny model deployed on mps2-an386 runs it and verifies.
+(c) the variant is listed with a cost on boards, never for the generic target, 5x5 filters, dilation or channel
+    multipliers; channels outside its short requantization are marked per group; a tiny model deployed on
+    mps2-an386 runs it (and the fast residual add) and verifies.
 """
 from __future__ import annotations
 
@@ -162,23 +163,27 @@ def test_cases_reach_both_requantizations():
     assert any(not c["short"].all() for c in cs) and any(c["short"].all() for c in cs)
 
 
-def test_deployed_on_dsp_board_runs_variant(tmp_path):
-    """A depthwise 3x3 (stride 2, 12 channels: three groups of four) after a pointwise conv, deployed on mps2-an386:
-    the dw3x3 variant is chosen and the firmware verifies under QEMU (== the numpy reference)."""
+def test_deployed_on_dsp_board_runs_variants(tmp_path):
+    """A pointwise conv, a depthwise 3x3 (12 channels: three groups of four) and a residual Add, deployed on
+    mps2-an386: the dw3x3 and the fast add variants are chosen (tests/kernels_speed/test_add_fast.py) and the
+    firmware verifies under QEMU (== the numpy reference)."""
     from onnx import helper
 
+    from tinyaot.ops.add import FAST
     from tests.op_models import calibration, const, deploy_verified, save_model
 
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["t"], kernel_shape=[1, 1]),
-             helper.make_node("Conv", ["t", "w1", "b1"], ["u"], kernel_shape=[3, 3], strides=[2, 2],
-                              pads=[1, 0, 1, 2], group=12),
-             helper.make_node("Relu", ["u"], ["y"])]
+             helper.make_node("Relu", ["t"], ["r"]),
+             helper.make_node("Conv", ["r", "w1", "b1"], ["u"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=12),
+             helper.make_node("Add", ["u", "r"], ["y"])]
     inits = [const("w0", rng.standard_normal((12, 3, 1, 1)) * 0.5), const("b0", rng.standard_normal(12) * 0.1),
              const("w1", rng.standard_normal((12, 1, 3, 3)) * 0.5), const("b1", rng.standard_normal(12) * 0.1)]
-    model = save_model(tmp_path / "dw.onnx", nodes, (1, 3, 9, 10), (1, 12, 5, 5), inits)
-    report = deploy_verified(model, calibration(tmp_path / "cal.npz", (1, 3, 9, 10)), tmp_path / "out")
-    assert [layer.get("variant") for layer in report["layers"] if layer["op"] == "Conv"][1] == d3.DW3X3
+    model = save_model(tmp_path / "dw.onnx", nodes, (1, 3, 7, 6), (1, 12, 7, 6), inits)
+    report = deploy_verified(model, calibration(tmp_path / "cal.npz", (1, 3, 7, 6)), tmp_path / "out")
+    variants = {layer["op"]: layer.get("variant") for layer in report["layers"] if layer["op"] in ("Conv", "Add")
+                and layer.get("variant") != "fold"}
+    assert variants == {"Conv": d3.DW3X3, "Add": FAST}, report["layers"]
 
 
 def test_variant_per_core():

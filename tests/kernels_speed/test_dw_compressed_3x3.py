@@ -15,13 +15,14 @@ import ctypes
 import numpy as np
 import pytest
 
-from ops.test_compressed_kernels import KERNELS_DIR, SOURCES, firmware_source, make_case, run_host
+from ops.test_compressed_kernels import KERNELS_DIR, firmware_source, make_case, run_host
 from tinyaot.compress.encode import decode  # noqa: F401  (the encoders round-trip: checked in make_weights)
 from tinyaot.ops.conv import conv_inplace_offset, depthwise_conv2d_s8
 from tinyaot.ops.compressed import DW_PIXELS_AT_ONCE
 from tinyaot.toolchain.host import compile_shared
 
 KINDS = ("int4", "clustered")  # the sparse kinds skip all-zero taps in their own loop
+SOURCES = [KERNELS_DIR / "tinyaot_depthwise_conv_s4.c", KERNELS_DIR / "tinyaot_depthwise_conv_s8_clustered.c"]
 
 
 def cases(seed: int, per_kind: int) -> list:
