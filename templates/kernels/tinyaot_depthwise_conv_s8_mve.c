@@ -18,9 +18,9 @@
  * groups of four channels in order, the last one tail predicated (VCTP: lanes past the end are neither read nor
  * written). Results are scattered back to their channels (VSTRB.32 with offsets {0, 2, 4, 6}).
  *
- * The table (`table`, in place of the bias): for each group of four lanes in that order, twenty int32 values:
- * the four lanes' folded bias, bias, multiplier, left shift (max(shift, 0)) and right shift (min(shift, 0)), so
- * the loops load them with immediate offsets from one pointer. Requantization is TFLite's double rounding
+ * The table (`table`, in place of the bias): for each group of four lanes in that order, sixteen int32 values:
+ * the four lanes' folded bias, bias, multiplier and shift, so the loops load them with immediate offsets from one
+ * pointer. Requantization is TFLite's double rounding
  * (tinyaot_mve_support.h tinyaot_mve_requantize_split, bit-identical to tinyaot_requantize).
  *
  * Overflow: a full window's accumulator starts at folded_bias and adds products x * w with |x|, |w| <= 128, so
@@ -32,8 +32,8 @@
  * Pixels: a row's run of windows wholly inside the input goes two pixels at a time (eight channels of both in four
  * accumulators, so each weight load and each group's requantization constants serve two pixels), their taps in one
  * flat loop stepping through a per-layer table of input steps (at most DWM_MAX_TAPS taps); other pixels go one at a
- * time, sixteen channels per pass. Where no channel shifts left, every channel shifts right and the clamp is all of
- * int8, a shorter requantization runs (dwm_requant_v), the same integers.
+ * time, sixteen channels per pass. Where every channel shifts right and the clamp is all of int8, a shorter
+ * requantization runs (dwm_requant_v), the same integers.
  *
  * Output pixels are computed in raster order, one or two at a time, each reading only its window, as the generic
  * kernel does, so the output may overlap the input at the same offsets (Conv.inplace_offset). No scratch; the step
@@ -65,17 +65,16 @@ typedef struct {
    stack: DWM_MAX_TAPS * 4 bytes. */
 #define DWM_MAX_TAPS 64
 
-/* The table: per group of four lanes, DWM_G entries: the lanes' folded bias, bias, multiplier, left shift and
-   right shift, four each, at these offsets. */
-#define DWM_G 20
+/* The table: per group of four lanes, DWM_G entries: the lanes' folded bias, bias, multiplier and shift, four
+   each, at these offsets. */
+#define DWM_G 16
 #define DWM_FB 0
 #define DWM_B 4
 #define DWM_M 8
-#define DWM_L 12
-#define DWM_R 16
+#define DWM_S 12
 
 /* Where channel c's values sit in the table (the lane layout above): the index of its folded bias; its bias,
-   multiplier, left and right shifts follow 4, 8, 12 and 16 entries later. */
+   multiplier and shift follow 4, 8 and 12 entries later. */
 static int32_t dwm_slot(int32_t c, int32_t ch)
 {
     const int32_t c16 = ch - ch % 16; /* channels in 16-channel blocks */
@@ -141,29 +140,28 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
         }                                                                                                          \
     } while (0)
 
-/* Requantization of four lanes with multipliers m, left shifts l and right shifts r (VRSHL amounts), plus the
-   output offset and the clamp. `fast` (a constant where it is inlined): the layer has no left shift, every right
-   shift is at least 1 and the activation range is all of int8, so the steps that would do nothing are left out:
-   no VQSHL; the ties fixup needs no mask (every lane is shifted); the clamp is a saturating shift up by 24 and an
-   arithmetic shift back, which is a clamp to [-128, 127], without constant vectors. Same integers either way. */
+/* Requantization of four lanes with multipliers m and shifts s, plus the output offset and the clamp. `fast` (a
+   constant where it is inlined): every shift of the layer is negative (a right shift, the VRSHL amount as it is)
+   and the activation range is all of int8, so the steps that would do nothing are left out: no left shift, no
+   splitting of the shifts; the ties fixup needs no mask (every lane is shifted); the clamp is a saturating shift
+   up by 24 and an arithmetic shift back, which is a clamp to [-128, 127], without constant vectors. Same integers
+   either way. */
 static inline __attribute__((always_inline)) int32x4_t dwm_requant_v(const dwm_layer *L, int32x4_t acc,
-                                                                       int32x4_t m, int32x4_t l, int32x4_t r,
-                                                                       int fast)
+                                                                       int32x4_t m, int32x4_t s, int fast)
 {
     if (fast) {
         int32x4_t v = vqrdmulhq_s32(acc, m);
-        v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), r);
+        v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), s);
         return vshrq_n_s32(vqshlq_n_s32(vqaddq_n_s32(v, L->out_off), 24), 24);
     }
-    return tinyaot_mve_offset_clamp(tinyaot_mve_requantize_split(acc, m, l, r), L->out_off, L->act_min, L->act_max);
+    return tinyaot_mve_offset_clamp(tinyaot_mve_requantize(acc, m, s), L->out_off, L->act_min, L->act_max);
 }
 
-/* Requantize a group of four lanes with its table entries g (multiplier, left and right shifts). */
+/* Requantize a group of four lanes with its table entries g (multiplier and shift). */
 static inline __attribute__((always_inline)) int32x4_t dwm_requant(const dwm_layer *L, int32x4_t acc,
                                                                      const int32_t *g, int fast)
 {
-    return dwm_requant_v(L, acc, vldrwq_s32(g + DWM_M), fast ? acc : vldrwq_s32(g + DWM_L), vldrwq_s32(g + DWM_R),
-                         fast);
+    return dwm_requant_v(L, acc, vldrwq_s32(g + DWM_M), vldrwq_s32(g + DWM_S), fast);
 }
 
 /* All channels of the current output pixel (instantiated below for both requantizations). */
@@ -269,16 +267,14 @@ static inline __attribute__((always_inline)) void dwm_pair_body(const dwm_layer 
         }
 #undef DWM_PAIR_TAP
         {
-            const int32x4_t m = vldrwq_s32(g + DWM_M), r = vldrwq_s32(g + DWM_R);
-            const int32x4_t l = fast ? r : vldrwq_s32(g + DWM_L);
-            vstrbq_scatter_offset_s32(out + c, idx, dwm_requant_v(L, a0, m, l, r, fast));
-            vstrbq_scatter_offset_s32(out + ch + c, idx, dwm_requant_v(L, a2, m, l, r, fast));
+            const int32x4_t m = vldrwq_s32(g + DWM_M), sh = vldrwq_s32(g + DWM_S);
+            vstrbq_scatter_offset_s32(out + c, idx, dwm_requant_v(L, a0, m, sh, fast));
+            vstrbq_scatter_offset_s32(out + ch + c, idx, dwm_requant_v(L, a2, m, sh, fast));
         }
         {
-            const int32x4_t m = vldrwq_s32(g + DWM_G + DWM_M), r = vldrwq_s32(g + DWM_G + DWM_R);
-            const int32x4_t l = fast ? r : vldrwq_s32(g + DWM_G + DWM_L);
-            vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant_v(L, a1, m, l, r, fast));
-            vstrbq_scatter_offset_s32(out + ch + c + 1, idx, dwm_requant_v(L, a3, m, l, r, fast));
+            const int32x4_t m = vldrwq_s32(g + DWM_G + DWM_M), sh = vldrwq_s32(g + DWM_G + DWM_S);
+            vstrbq_scatter_offset_s32(out + c + 1, idx, dwm_requant_v(L, a1, m, sh, fast));
+            vstrbq_scatter_offset_s32(out + ch + c + 1, idx, dwm_requant_v(L, a3, m, sh, fast));
         }
     }
     for (; c < ch; c += 4, g += DWM_G) {
@@ -342,8 +338,7 @@ static void dwm_pixel(const dwm_layer *L, int32_t full, int8_t *out)
                 a += xv * wv;
             }
         }
-        /* one of left (>= 0) and right (<= 0) is zero: their sum is the shift */
-        out[c] = tinyaot_requantize_s8(a, t[DWM_M], t[DWM_L] + t[DWM_R], L->out_off, L->act_min, L->act_max);
+        out[c] = tinyaot_requantize_s8(a, t[DWM_M], t[DWM_S], L->out_off, L->act_min, L->act_max);
     }
 }
 
@@ -410,14 +405,14 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
     }
     L.steps = steps;
 #if TINYAOT_USE_MVE
-    /* the shorter requantization applies when no channel shifts left, every channel shifts right and the clamp is
-       all of int8 (padded lanes of the last group are never stored: only real channels are checked) */
+    /* the shorter requantization applies when every channel shifts right and the clamp is all of int8 (padded
+       lanes of the last group are never stored: only real channels are checked) */
     int32_t fast = L.act_min <= -128 && L.act_max >= 127;
     {
         int32_t c;
         for (c = 0; c < in_c && fast; c++) {
             const int32_t *t = table + dwm_slot(c, in_c);
-            fast = t[DWM_L] == 0 && t[DWM_R] < 0;
+            fast = t[DWM_S] < 0;
         }
     }
 #endif

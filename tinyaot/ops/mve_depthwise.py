@@ -9,8 +9,7 @@ generic kernel's integers exactly (the reference is ops/conv.py depthwise_conv2d
 checks it under QEMU on mps3-an547 and its plain C fallback on the host.
 
 The weights are the generic kernel's array; bias, multipliers and shifts become one table laid out for the vector
-lanes (`dw_table`: folded bias, bias, multiplier, left and right shift per channel, 20 bytes per channel instead
-of 12). No scratch; the output may overlap the input exactly as for the generic depthwise kernel (pixels in raster
+lanes (`dw_table`: folded bias, bias, multiplier and shift per channel, 16 bytes per channel instead of 12). No scratch; the output may overlap the input exactly as for the generic depthwise kernel (pixels in raster
 order, one or two at a time, each reading only its window).
 """
 from __future__ import annotations
@@ -46,12 +45,12 @@ def mve_dw_variants(node, graph, target, macs: int) -> list:
     return [Variant(MVE_DW, macs * PER_MAC[o[3] % 16 == 0])]
 
 
-GROUP = 20  # table entries per group of four lanes: folded bias, bias, multiplier, left shift, right shift
+GROUP = 16  # table entries per group of four lanes: folded bias, bias, multiplier, shift
 
 
 def table_slots(channels: int) -> np.ndarray:
-    """slot[c]: where channel c's folded bias sits in the kernel's table (its bias, multiplier, left and right
-    shifts 4, 8, 12 and 16 entries later); the C twin is tinyaot_depthwise_conv_s8_mve_table_slot. Lanes: per
+    """slot[c]: where channel c's folded bias sits in the kernel's table (its bias, multiplier and shift 4, 8 and 12
+    entries later); the C twin is tinyaot_depthwise_conv_s8_mve_table_slot. Lanes: per
     16-channel block the groups c + {0,2,4,6}, {1,3,5,7}, {8,10,12,14}, {9,11,13,15}; then an 8-channel block's two
     groups if at least eight channels remain; then groups of four in order, the last one padded."""
     c = np.arange(channels)
@@ -68,8 +67,8 @@ def table_slots(channels: int) -> np.ndarray:
 
 def dw_table(folded_bias, bias, mult, shift) -> np.ndarray:
     """The kernel's per-channel table: per group of four lanes, the lanes' folded bias (for windows inside the
-    input), bias (for windows reaching into the padding), multiplier, left shift (max(shift, 0)) and right shift
-    (min(shift, 0)); unused lanes of the last group hold zeros."""
+    input), bias (for windows reaching into the padding), multiplier and shift; unused lanes of the last group hold
+    zeros."""
     fb = np.asarray(folded_bias, np.int64).reshape(-1)
     channels = fb.size
     b = np.zeros(channels, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
@@ -77,7 +76,7 @@ def dw_table(folded_bias, bias, mult, shift) -> np.ndarray:
     sh = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (channels,))
     slots = table_slots(channels)
     table = np.zeros(GROUP * -(-channels // 4), np.int64)
-    for k, values in enumerate((fb, b, m, np.maximum(sh, 0), np.minimum(sh, 0))):
+    for k, values in enumerate((fb, b, m, sh)):
         table[slots + 4 * k] = values
     return table.astype(np.int32)
 
