@@ -4,9 +4,9 @@ mps3-an547, over small layers at the extremes: every channel count 1..17 and a f
 8-channel blocks, predicated 4-lane tails), inputs and weights at -128/127, input offsets -128, -127, 0, 127, 128,
 output offsets -128/127, padding on each side alone and on all sides, strides 1 and 2, dilation 2, kernels 1x1 to
 5x5, windows partly or wholly in the padding, two batches, per-channel shifts of both signs, both
-requantizations; each case also in place (the output d bytes before its input, d the planner's offset); the table
-layout (C twin of table_slots); and the same file's plain C path on the host under ASan/UBSan. Bytes around the
-output are checked untouched."""
+requantizations; CMSIS-NN's depthwise vectors with channel multiplier 1 (tests/fixtures); each case also in place
+(the output d bytes before its input, d the planner's offset); the table layout (C twin of table_slots); and the
+same file's plain C path on the host under ASan/UBSan. Bytes around the output are checked untouched."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,6 +18,7 @@ from tinyaot.ops.mve_depthwise import dw_table, table_slots
 
 from mve.mve_harness import c_array, needs_arm, run_program
 from mve.mve_host import run_host
+from ops.test_cmsis_nn_vectors import _arrays, _cases
 
 GUARD = 16  # bytes either side of each output, filled with a sentinel
 
@@ -69,6 +70,20 @@ def cases() -> list[dict]:
     out.append(make_case(rng, 6, kh=3, kw=3, h=2, w=2, pads=(3, 3, 3, 3)))  # windows wholly in the padding
     out.append(make_case(rng, 48, kh=3, kw=3, h=5, w=4, n=2, stride=(2, 2), pads=(1, 1, 1, 1), in_off=-127))
     out.append(make_case(rng, 64, kh=3, kw=3, h=6, w=5, pads=(1, 1, 1, 1)))  # kws_dscnn's layer, smaller
+    # CMSIS-NN's depthwise vectors with channel multiplier 1 (tests/fixtures), their parameters as given
+    for v in _cases(("depthwise_conv2d",)):
+        p, arr = v["params"], _arrays(v)
+        if p["ch_mult"] != 1:
+            continue
+        c = arr["input"].shape[3]
+        mult = np.broadcast_to(arr["output_mult"], (c,))
+        shift = np.broadcast_to(arr["output_shift"], (c,))
+        fb = fold_input_offset(arr["bias"], arr["weights"].reshape(-1, c).T, p["input_offset"])
+        out.append(dict(x=arr["input"], w=arr["weights"], fb=dw_table(fb, arr["bias"], mult, shift), mult=mult,
+                        shift=shift, in_off=p["input_offset"], out_off=p["output_offset"],
+                        act=(p["activation_min"], p["activation_max"]), stride=tuple(p["stride_hw"]),
+                        dil=tuple(p["dilation_hw"]), pads=(*p["pad_top_left"], *p["pad_bottom_right"]),
+                        want=arr["expected"]))
     return out
 
 
