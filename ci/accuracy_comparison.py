@@ -17,7 +17,9 @@ last 200 evaluate). Columns (top-1 %, all on the same evaluation samples, all ca
   output. "-" where there is no such file (mnist8 and tinyaot's own test models).
 - tinyaot default: `tinyaot evaluate` with no quantization options (the generated C, host-compiled).
 - tinyaot best: the best of the settings of the grid (calibration methods x CLE x bias correction; `quick`: the five
-  methods alone and the default method with each switch; `full`: every combination), ties to the earlier setting.
+  methods with the default auto CLE, min/max without and with CLE of every pair, mse with CLE of every pair, min/max
+  and mse with bias correction; `full`: every combination), ties to the earlier setting. A setting's name is the
+  method, then "no-CLE" (none), "+CLE" (every pair) or nothing (the default, auto CLE), then "+BC".
 
 A row fails (exit 1) when tinyaot's default is below onnxruntime's int8 or more than 0.5 points below float, or
 when an evaluation fails (evaluate also checks the host C against the numpy reference bit for bit). The table is
@@ -51,16 +53,17 @@ MAX_DROP = 0.005  # tinyaot's default may be at most 0.5 points below float
 README_BEGIN, README_END = "<!-- accuracy-comparison:begin -->", "<!-- accuracy-comparison:end -->"
 
 
-def settings(grid: str) -> list[tuple[str, bool, bool]]:
-    """(calibration method, cle, bias correction) for the `best` column."""
+def settings(grid: str) -> list[tuple[str, bool | None, bool]]:
+    """(calibration method, cle, bias correction) for the `best` column; cle None is the default (auto CLE: only
+    pairs whose channels are starved, compress/equalize.py), False none, True every pair."""
     if grid == "full":
-        return [(m, cle, bc) for cle in (False, True) for bc in (False, True) for m in METHODS]
-    return ([(m, False, False) for m in METHODS] + [(m, True, False) for m in METHODS]
-            + [(m, False, True) for m in METHODS] + [(m, True, True) for m in ("minmax", "mse")])
+        return [(m, cle, bc) for bc in (False, True) for cle in (None, False, True) for m in METHODS]
+    return ([(m, None, False) for m in METHODS] + [("minmax", False, False), ("minmax", True, False),
+                                                     ("mse", True, False), ("minmax", None, True), ("mse", None, True)])
 
 
-def setting_name(method: str, cle: bool, bc: bool) -> str:
-    return method + (" +CLE" if cle else "") + (" +BC" if bc else "")
+def setting_name(method: str, cle: bool | None, bc: bool) -> str:
+    return method + {None: "", False: " no-CLE", True: " +CLE"}[cle] + (" +BC" if bc else "")
 
 
 def test_models() -> list[tuple[str, Path, Path]]:
@@ -164,6 +167,7 @@ def measure(name: str, model: Path, data: Path | None, grid: list, tmp: Path) ->
         try:
             r = evaluate(model, cal, ev, compare_onnxruntime=False, calibrate=method, cle=cle, bias_correction=bc)
             row["settings"][setting_name(method, cle, bc)] = r["int8_top1"]
+            print(f"  {name} {setting_name(method, cle, bc)}: {_pct(r['int8_top1'])}", flush=True)
         except TinyaotError as exc:
             row["settings"][setting_name(method, cle, bc)] = None
             row["errors"].append(f"{setting_name(method, cle, bc)}: {exc}")
@@ -189,8 +193,9 @@ def _pct(v) -> str:
 def _default_name(s: dict | None) -> str:
     if not s:
         return "?"
-    return setting_name(s["method"] + (f":{s['percentile']:g}" if s.get("percentile") else ""), s["cle"],
-                        s["bias_correction"])
+    cle = {"auto": " +auto CLE", True: " +CLE", False: ""}[s["cle"]]
+    return (s["method"] + (f":{s['percentile']:g}" if s.get("percentile") else "") + cle
+            + (" +BC" if s["bias_correction"] else ""))
 
 
 def table(rows: list[dict]) -> str:

@@ -7,8 +7,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from tinyaot.compress.calibrate import collect_ranges
-from tinyaot.compress.ranges import (Histogram, choose_range, entropy_range, mse_range, parse_method,
-                                     percentile_range, quant_mse)
+from tinyaot.compress.ranges import (DEFAULT_METHOD, METHODS, Histogram, calibration_record, choose_range,
+                                     entropy_range, mse_range, parse_method, percentile_range, quant_mse)
 from tinyaot.errors import TinyaotError
 
 
@@ -75,10 +75,27 @@ def test_auto_picks_the_least_error():
 
 def test_parse_method_errors():
     assert parse_method("percentile:99.9") == ("percentile", 99.9)
-    assert parse_method(None) == ("minmax", None)
+    assert parse_method(None) == parse_method(DEFAULT_METHOD)
     for bad in ("kl", "percentile:abc", "percentile:20", "mse:3"):
         with pytest.raises(TinyaotError):
             parse_method(bad)
+
+
+def test_an_all_zero_tensor_keeps_a_zero_range_under_every_method():
+    # a ReLU that never fires on the calibration data (a fuzz graph: relu(x + c) with x + c < 0): minmax gives
+    # (0, 0); a clipping method must not shrink the histogram's nominal width to ~1e-15, a scale whose Add
+    # rescaling factor (input scale / output scale) no kernel can encode
+    h = Histogram(np.zeros(50, np.float32))
+    for m in METHODS:
+        assert choose_range(h, m)[0] == (0.0, 0.0), m
+
+
+def test_calibration_record_resolves_the_default():
+    r = calibration_record({}, None, False)
+    assert r["method"] == parse_method(DEFAULT_METHOD)[0] and r["default"] and not r["bias_correction"]
+    r = calibration_record({"equalization": {"pairs": 3}, "bias_corrected": ["a", "b"]}, "percentile:99.9", True)
+    assert (r["method"], r["percentile"], r["default"], r["cle"], r["cle_pairs"], r["bias_correction"],
+            r["bias_corrected_layers"]) == ("percentile", 99.9, False, True, 3, True, 2)
 
 
 def _relu_model() -> onnx.ModelProto:

@@ -167,3 +167,40 @@ def test_bias_correction_removes_a_known_mean_shift(tmp_path):
     expected = -63 * 0.4 / 127 * float(x.mean())
     np.testing.assert_allclose(errors[False], expected, atol=0.5 * s_out + 0.01)
     assert np.all(np.abs(errors[True]) < 0.6 * s_out), (errors[True], s_out)
+
+
+def _pair_model(path, spread: float, seed=7):
+    """x[1,4,6,6] -> Conv 3x3 (8 channels, output channel k scaled by spread**(k/7)) -> Relu -> Conv 1x1 -> y."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.normal(0, 1, (8, 4, 3, 3)) * (spread ** (np.arange(8) / 7.0))[:, None, None, None]
+    n1, i1 = _conv("c1", "x", "z1", w1, np.zeros(8))
+    n2, i2 = _conv("pw", "r1", "y", rng.normal(0, 1, (5, 8, 1, 1)), np.zeros(5))
+    g = helper.make_graph([n1, helper.make_node("Relu", ["z1"], ["r1"]), n2], "pair",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 4, 4])], i1 + i2)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+@pytest.mark.parametrize("spread, equalized", [(1000.0, True), (4.0, False)])
+def test_auto_cle_equalizes_only_a_starved_channel_spread(tmp_path, spread, equalized):
+    # the joining tensor's channels span `spread` (times the data's own variation): auto CLE (the default)
+    # equalizes the pair only when the narrowest channel is under 1/CLE_SPREAD of the tensor's range
+    from tinyaot.compress.equalize import CLE_SPREAD, DEFAULT_CLE, channel_spread
+
+    assert DEFAULT_CLE == "auto"
+    assert channel_spread(np.zeros(3), np.array([1.0, 0.5, 0.01])) == pytest.approx(100.0)
+    assert channel_spread(np.zeros(3), np.array([1.0, 0.5, 0.0])) == pytest.approx(2.0)  # a dead channel is skipped
+    path = _pair_model(tmp_path / "m.onnx", spread)
+    x = np.random.default_rng(8).normal(0, 1, (20, 1, 4, 6, 6)).astype(np.float32)
+    graph, model = _graph(path)
+    transforms = equalize_for_calibration(graph, model, {"x": x}, "auto")
+    eq = graph.meta["equalization"]
+    (measured,) = eq["spread"].values()
+    assert (measured > CLE_SPREAD) == equalized and bool(transforms) == equalized
+    assert eq["mode"] == "auto" and eq["pairs"] == int(equalized)
+    np.savez(tmp_path / "cal.npz", x=x)
+    c = compile_model(path, tmp_path / "cal.npz")  # the default: min/max ranges, auto CLE
+    assert c.graph.meta["calibration"]["cle"] == "auto"
+    assert c.graph.meta["calibration"]["cle_pairs"] == int(equalized)
+    assert c.graph.meta["calibration"]["method"] == "minmax"

@@ -126,10 +126,11 @@ ClustersBudgetOpt = Annotated[Optional[float], typer.Option(
 WeightBitsOpt = Annotated[Optional[int], typer.Option(
     "--weight-bits", help="8 (default) or 4: per-channel symmetric 4-bit weights, two per byte")]
 CalibrateOpt = Annotated[Optional[str], typer.Option(
-    "--calibrate", help="calibration method: minmax (default), mse, percentile[:P] (P default 99.99), entropy, mse, "
+    "--calibrate", help="calibration method: minmax (default), percentile[:P] (P default 99.99), entropy, mse, "
     "auto (per tensor, the least quantization error); see tinyaot/compress/ranges.py")]
 CleOpt = Annotated[Optional[bool], typer.Option(
-    "--cle/--no-cle", help="cross-layer equalization with high-bias absorption (compress/equalize.py; default off)")]
+    "--cle/--no-cle", help="cross-layer equalization with high-bias absorption of every pair (compress/equalize.py); "
+    "default: only pairs joined by a tensor whose narrowest channel spans under 1/32 of its range")]
 BiasCorrectionOpt = Annotated[Optional[bool], typer.Option(
     "--bias-correction/--no-bias-correction", help="take each layer's weight-rounding mean shift back in its int32 "
     "bias, from the calibration data (default off)")]

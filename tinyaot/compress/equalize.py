@@ -123,10 +123,12 @@ def _scale_in(graph: Graph, node: Node, s: np.ndarray) -> None:
     graph.tensors[node.inputs[1]].data = (w * s).astype(np.float32)
 
 
-def equalize(graph: Graph, known: set[str] | None = None) -> dict[str, np.ndarray]:
+def equalize(graph: Graph, known: set[str] | None = None, only: set[str] | None = None) -> dict[str, np.ndarray]:
     """Cross-layer equalization in place. Returns tensor -> the per-channel factor S its values were divided by.
-    `known`: the tensors calibration can see (the ONNX model's); a pair joined by another tensor is left alone."""
-    pairs = [p for p in equalizable_pairs(graph) if known is None or p[0].outputs[0] in known]
+    `known`: the tensors calibration can see (the ONNX model's); a pair joined by another tensor is left alone.
+    `only`: when given, just the pairs joined by these tensors (auto CLE's choice, `spread_tensors`)."""
+    pairs = [p for p in equalizable_pairs(graph) if (known is None or p[0].outputs[0] in known)
+             and (only is None or p[0].outputs[0] in only)]
     total: dict[str, np.ndarray] = {}
     for _ in range(SWEEPS):
         for a, b, k1, k2 in pairs:
@@ -226,19 +228,56 @@ def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: l
     return sorted(info.get("bias_shift", {}))
 
 
-DEFAULT_CLE = False  # by measurement (no gain on the labelled models): README "Calibration methods"
-DEFAULT_BIAS_CORRECTION = False  # by measurement: README "Calibration methods"
+# By measurement (README "Calibration methods"): "auto" CLE, min/max ranges, no bias correction. CLE of every pair
+# (--cle) loses top-1 on ResNets whose channels already share a range (ic_resnet8 89 -> 88 %), while a depthwise
+# layer whose channels span orders of magnitude needs it (pt_mbv3_se 87 -> 90 %); "auto" equalizes only those.
+DEFAULT_CLE = "auto"
+DEFAULT_BIAS_CORRECTION = False
+# auto CLE equalizes a pair when a live channel of the tensor joining it spans less than 1/CLE_SPREAD of the tensor's
+# range: under one per-tensor int8 scale such a channel keeps fewer than 256 / 32 = 8 levels (3 bits). Set a priori,
+# not fitted to a top-1: the labelled models' pairs measure at most 16 (kws_dscnn) where CLE changes nothing useful,
+# and 40 to 1,100 where a channel is starved (sww_dscnn's last depthwise layers, pt_mbv3_se's first)
+CLE_SPREAD = 32.0
+LIVE = 1e-6  # a channel narrower than this fraction of the tensor's range is dead (a ReLU that never fires)
 
 
-def equalize_for_calibration(graph: Graph, model, samples: dict[str, np.ndarray] | None) -> dict:
+def channel_spread(lo: np.ndarray, hi: np.ndarray) -> float:
+    """The tensor's range over its narrowest live channel's range (per-channel min/max over calibration)."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    total = float(max(hi.max(), 0.0) - min(lo.min(), 0.0))
+    width = hi - lo
+    live = width[width > LIVE * total]
+    return float(total / live.min()) if total > 0 and live.size else 1.0
+
+
+def spread_tensors(graph: Graph, model, samples: dict[str, np.ndarray], known: set[str]) -> dict[str, float]:
+    """Tensor joining each equalizable pair -> its channel_spread over the calibration samples (one onnxruntime
+    pass, only when the graph has such pairs)."""
+    from tinyaot.compress.calibrate import channel_extremes
+
+    names = [a.outputs[0] for a, _, _, _ in equalizable_pairs(graph) if a.outputs[0] in known]
+    if not names:
+        return {}
+    lo, hi = channel_extremes(model, samples, names)
+    return {t: channel_spread(lo[t], hi[t]) for t in names}
+
+
+def equalize_for_calibration(graph: Graph, model, samples: dict[str, np.ndarray] | None,
+                             mode: bool | str = True) -> dict:
     """CLE, then (with calibration samples) high-bias absorption, on the float graph after the passes. Returns the
     `transforms` for compress/calibrate.collect_ranges (tensor -> (divisor, offset)); the record of what was done
-    is kept in graph.meta["equalization"]."""
+    is kept in graph.meta["equalization"]. `mode`: True equalizes every pair, "auto" only the pairs whose joining
+    tensor has a channel spread above CLE_SPREAD (measured on `samples`; none without them)."""
     known = {o for n in model.graph.node for o in n.output}
-    scales = equalize(graph, known)
+    only, spreads = None, {}
+    if mode == "auto":
+        spreads = spread_tensors(graph, model, samples, known) if samples is not None else {}
+        only = {t for t, v in spreads.items() if v > CLE_SPREAD}
+    scales = equalize(graph, known, only) if only is None or only else {}
     offsets = {}
     if samples is not None and scales:
         offsets = absorb_high_bias(graph, channel_minimums(graph, model, samples, scales))
-    graph.meta["equalization"] = {"pairs": len(scales), "tensors": sorted(scales),
-                                  "absorbed": sorted(offsets)}
+    graph.meta["equalization"] = {"mode": "auto" if mode == "auto" else "all", "pairs": len(scales),
+                                  "tensors": sorted(scales), "absorbed": sorted(offsets),
+                                  "spread": {t: round(v, 1) for t, v in spreads.items()}}
     return {t: (scales[t], offsets.get(t)) for t in scales}

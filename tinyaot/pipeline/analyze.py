@@ -25,6 +25,7 @@ from onnx import helper, numpy_helper
 
 from tinyaot.compress.calibrate import float_session
 from tinyaot.compress.ort_baseline import top1
+from tinyaot.compress.ranges import DEFAULT_METHOD
 from tinyaot.core.quant import dequantize_values, quantize_values
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx_model
@@ -139,7 +140,7 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
         rows.append(row)
     rows.sort(key=lambda r: (r["top1_only_this_layer"], _key(r["sqnr_db_this_layer"])))
     report = {"model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
-              "sqnr_samples": n_sqnr, "calibrate": calibrate or "minmax", "float_top1": float_top1,
+              "sqnr_samples": n_sqnr, "calibrate": calibrate or DEFAULT_METHOD, "float_top1": float_top1,
               "layers": rows}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -107,8 +107,8 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     if not prequantized:
         # cross-layer equalization on the float graph (compress/equalize.py); calibration then measures the
         # equalized tensors through the exact per-channel change it made
-        transforms = equalize_for_calibration(graph, onnx_model, samples) if (
-            DEFAULT_CLE if cle is None else cle) else {}
+        mode = DEFAULT_CLE if cle is None else cle  # True, False or "auto" (compress/equalize.py)
+        transforms = equalize_for_calibration(graph, onnx_model, samples, mode) if mode else {}
         ranges = collect_ranges(onnx_model, samples, names,  # --calibrate: compress/ranges.py
                                 DEFAULT_METHOD if calibrate is None else calibrate,
                                 transforms=transforms)
