@@ -156,7 +156,12 @@ static TINYAOT_NOINLINE void dw3_out_slow(int32_t a0, int32_t a1, int32_t a2, in
         } else if (mode >= DW3_MODE_LEFT) {
             /* SRDHM(acc * 2^s, m) + offset: 2 * acc * 2^s fits int32 (checked by the compiler) */
             const int32_t acc2 = (int32_t)((uint32_t)acc[j] << (mode - DW3_MODE_LEFT + 1));
+#if TINYAOT_USE_DSP && defined(__GNUC__)
+            int32_t v;
+            __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(q[4 + j]), "r"(q[8 + j]));
+#else
             const int32_t v = q[8 + j] + (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
+#endif
             out[j] = (int8_t)tinyaot_clamp_i32(v, L->act_min, L->act_max);
         } else {
             out[j] = dw3_out(acc[j], q, j, mode, 0, L->act_min, L->act_max);
