@@ -416,16 +416,18 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
     }
     L.steps = steps;
 #if TINYAOT_USE_MVE
-    /* the shorter requantizations (dwm_requant_v): level 1 where no channel shifts left and the clamp is all of
-       int8, level 2 where moreover every channel shifts right (padded lanes of the last group are never stored:
-       only real channels are checked) */
-    int32_t fast = L.act_min <= -128 && L.act_max >= 127 ? 2 : 0;
-    {
-        int32_t c;
-        for (c = 0; c < in_c && fast; c++) {
-            const int32_t sh = table[dwm_slot(c, in_c) + DWM_S];
-            fast = sh > 0 ? 0 : (sh == 0 ? 1 : fast);
+    /* the shorter requantizations (dwm_requant_v): level 1 where no shift is positive and the clamp is all of
+       int8, level 2 where moreover every shift is negative. The largest shift over every lane of the table: its
+       unused lanes (past the last channel, never stored) only ever make the level lower, which is always exact;
+       ops/mve_depthwise.py gives them shift -1. */
+    int32_t fast = 0;
+    if (L.act_min <= -128 && L.act_max >= 127) {
+        int32_t most = TINYAOT_INT32_MIN;
+        int32_t g;
+        for (g = 0; g < (in_c + 3) / 4; g++) {
+            most = vmaxvq_s32(most, vldrwq_s32(table + g * DWM_G + DWM_S));
         }
+        fast = most > 0 ? 0 : (most == 0 ? 1 : 2);
     }
 #endif
 
