@@ -121,7 +121,8 @@ static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int fu
 static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int32_t e,
                                                             int full, int32_t act_min, int32_t act_max)
 {
-    const int32_t acc2 = (int32_t)((uint32_t)acc << 1); /* |acc| < 2^30: the doubled value fits int32 */
+    /* |acc| < 2^30: the doubled value fits int32 (channels of multiplier 0 may exceed it: the product is 0) */
+    const int32_t acc2 = (int32_t)((uint32_t)acc << 1);
     const int32_t t = q[8 + j] + (acc >> 31);
 #if TINYAOT_USE_DSP && defined(__GNUC__)
     int32_t v;

@@ -46,10 +46,14 @@ def _case(rng, extreme: bool, small: bool = False, folded: bool = False) -> dict
     ooff = int(rng.choice([-128, 127, int(rng.integers(-128, 128))]))
     bias = rng.integers(-2**20, 2**20, c).astype(np.int32)
     scales = rng.uniform(1e-5, 0.4, c)
-    if rng.random() < 0.3:  # a channel outside the short requantization: shift 0, a left shift, or a huge bias
-        k = int(rng.integers(0, c))
-        kind = int(rng.integers(0, 3))
-        if kind == 2:
+    if rng.random() < 0.3:  # a channel outside the short requantization: shift 0, a left shift, a huge bias, or
+        k = int(rng.integers(0, c))  # multiplier 0 (the output is its zero point: short form as if e were 1)
+        kind = int(rng.integers(0, 4))
+        if kind == 3:
+            scales[k] = 0.0
+            bias[k] = int(rng.choice([-1, 1])) * int(rng.integers(2**30, 2**31 - 2**25))
+            wt[..., k] = rng.integers(-3, 4, 9).reshape(1, 3, 3)
+        elif kind == 2:
             bias[k] = int(rng.choice([-1, 1])) * int(rng.integers(2**30, 2**31 - 2**25))
             wt[..., k] = rng.integers(-3, 4, 9).reshape(1, 3, 3)
         else:
@@ -58,7 +62,7 @@ def _case(rng, extreme: bool, small: bool = False, folded: bool = False) -> dict
     lo, hi = (-128, 127) if rng.random() < 0.6 else (int(rng.integers(-128, 0)), int(rng.integers(0, 128)))
     assert d3.applicable(wt, bias, s, off, (3, 3), (1, 1), 1)
     bound = d3.accumulator_bound(wt, bias, off)
-    short, left = d3.short_form(bound, s), d3.left_form(bound, s)
+    short, left = d3.short_form(bound, s, m), d3.left_form(bound, s)
     exp = depthwise_conv2d_s8(x, wt, bias, m, s, input_offset=off, output_offset=ooff, stride_hw=(sh, sw),
                               pad_top_left=(pt, pl), output_hw=(oh, ow), act_min=lo, act_max=hi)
     fb = bias.astype(np.int64) + off * wt.astype(np.int64).reshape(9, c).sum(axis=0) if folded else None

@@ -48,13 +48,17 @@ def applicable(weights_1hwc, bias, shift, input_offset: int, kernel_hw, dilation
     return bool(accumulator_bound(weights_1hwc, bias, input_offset).max(initial=0) < 2**31)
 
 
-def short_form(bound: np.ndarray, shift) -> np.ndarray:
+def short_form(bound: np.ndarray, shift, mult=None) -> np.ndarray:
     """Per channel: whether the kernel's short requantization is exact (a right shift e in 1..30, |acc| < 2^30 and
-    |acc| + 2^(e-1) + 128 * 2^e < 2^31)."""
+    |acc| + 2^(e-1) + 128 * 2^e < 2^31), or the multiplier is 0 (a channel whose output is its zero point whatever
+    the sums: requantized as if e were 1, it gives output_offset too, since the high product is 0)."""
     e = -np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), bound.shape)
     ok = (e >= 1) & (e <= 30) & (bound < 2**30)
     ec = np.clip(e, 1, 30)
-    return ok & (bound + (np.int64(1) << (ec - 1)) + 128 * (np.int64(1) << ec) < 2**31)
+    ok = ok & (bound + (np.int64(1) << (ec - 1)) + 128 * (np.int64(1) << ec) < 2**31)
+    if mult is not None:
+        ok = ok | (np.broadcast_to(np.asarray(mult, np.int64).reshape(-1), bound.shape) == 0)
+    return ok
 
 
 def left_form(bound: np.ndarray, shift) -> np.ndarray:
@@ -96,6 +100,7 @@ def channel_table(bias, mult, shift, output_offset: int, channels: int, folded_b
         b[:channels] = np.asarray(bias, np.int64).reshape(-1)
     m[:channels] = np.broadcast_to(np.asarray(mult, np.int64).reshape(-1), (channels,))
     sh[:channels] = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (channels,))
+    sh = np.where(m == 0, -1, sh)  # multiplier 0: the output is the zero point, e = 1 gives it (short_form)
     if short is not None:
         ok[:channels] = np.asarray(short, bool).reshape(-1)
     if left is not None:
@@ -126,7 +131,8 @@ def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, 
         b = np.zeros(c, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
         fb = b + int(input_offset) * wsum  # within the accumulator bound that applicable() checked
     bound = accumulator_bound(weights_1hwc, bias, input_offset)
-    table = channel_table(bias, mult, shift, output_offset, c, fb, short_form(bound, shift), left_form(bound, shift))
+    table = channel_table(bias, mult, shift, output_offset, c, fb, short_form(bound, shift, mult),
+                          left_form(bound, shift))
     consts = [ConstArray("int8_t", f"{cname}_weights", arrange_weights(weights_1hwc)),
               ConstArray("int32_t", f"{cname}_qtab", table)]
     args = [IN0, f"{cname}_weights", f"{cname}_qtab", OUT0, n, h, w, c, o_shape[1], o_shape[2], stride_hw[0],
