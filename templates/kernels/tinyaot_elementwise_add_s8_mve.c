@@ -8,8 +8,9 @@
  * each is rescaled to the common scale, the two are summed and the sum rescaled to the output, all with TFLite's
  * double rounding on four lanes (tinyaot_mve_support.h): VQSHL for a positive shift, VQRDMULH, then
  * RoundingDivideByPOT as VRSHL after subtracting one from the negative lanes. The multipliers and shifts are
- * per tensor, so which of these steps a rescaling needs is known before the loop: the common case (no positive
- * shift, the output shifted right) runs a loop specialised for whether each input is shifted right at all, which
+ * per tensor, so which of these steps a rescaling needs is known before the loop: TFLite's preparation (one input
+ * at multiplier 1/2 with shift 0, whose rescaling of an even value is an exact halving, folded into its scale-up;
+ * the other shifted right, or halved too; the output shifted right) runs a loop specialised on both inputs, which
  * skips the steps that do nothing; any other combination runs the general loop. Both compute the same integers.
  *
  * Overflow: the kernel takes offsets in [-128, 128] (TFLite's -zero point) and left_shift <= 23, so
@@ -42,17 +43,21 @@ static inline __attribute__((always_inline)) addm_scale addm_split(int32_t mult,
 }
 
 /* tinyaot_requantize on four lanes with a per-tensor scale. `general`: any shift (VQSHL always, and the ties
-   fixup masked to the lanes' shift, i.e. none when right == 0); otherwise the caller guarantees left == 0 and
-   `shifted` says whether right < 0, so the steps that would do nothing are left out. */
-static inline __attribute__((always_inline)) int32x4_t addm_rescale(int32x4_t v, addm_scale s, int general,
-                                                                      int shifted)
+   fixup masked to the lanes' shift, i.e. none when right == 0). Otherwise `mode` (see ADDM_SHIFTED, ADDM_HALF)
+   says which steps do something: with ADDM_SHIFTED the multiply and the right shift; with ADDM_HALF nothing at all,
+   the caller having halved the scale-up instead (the value is (x + offset) * 2^left_shift, even, and SRDHM by
+   2^30 = 1/2 with shift 0 halves an even value exactly). */
+#define ADDM_SHIFTED 1 /* no left shift, a right shift (right < 0) */
+#define ADDM_HALF 2    /* multiplier 2^30 and shift 0 (TFLite's larger-scale input), left_shift >= 1 */
+
+static inline __attribute__((always_inline)) int32x4_t addm_rescale(int32x4_t v, addm_scale s, int general, int mode)
 {
     if (general) {
         v = vqrdmulhq_n_s32(vqshlq_r_s32(v, s.left), s.mult);
         return tinyaot_mve_rdbpot(v, vdupq_n_s32(s.right));
     }
-    v = vqrdmulhq_n_s32(v, s.mult);
-    if (shifted) {
+    if (mode == ADDM_SHIFTED) {
+        v = vqrdmulhq_n_s32(v, s.mult);
         v = vqaddq_s32(v, vshrq_n_s32(v, 31)); /* -1 on negative lanes: ties away from zero */
         v = vrshlq_n_s32(v, s.right);
     }
@@ -68,27 +73,31 @@ static inline __attribute__((always_inline)) void addm_loop(const int8_t *in1, c
                                                               int shifted2)
 {
     /* x * 2^ls + offset * 2^ls as one VMLAS (vector times vector plus scalar, into the freshly loaded x);
-       |offset| <= 128 and left_shift <= 23 keep offset * 2^ls within int32 */
-    const int32x4_t up = vdupq_n_s32(scale_up);
-    const int32_t base1 = off1 * scale_up;
-    const int32_t base2 = off2 * scale_up;
+       |offset| <= 128 and left_shift <= 23 keep offset * 2^ls within int32. A halved input (ADDM_HALF) uses
+       2^(ls - 1), exactly its rescaled value. */
+    const int32_t sc1 = shifted1 == ADDM_HALF ? scale_up / 2 : scale_up;
+    const int32_t sc2 = shifted2 == ADDM_HALF ? scale_up / 2 : scale_up;
+    const int32x4_t up1 = vdupq_n_s32(sc1);
+    const int32x4_t up2 = vdupq_n_s32(sc2);
+    const int32_t base1 = off1 * sc1;
+    const int32_t base2 = off2 * sc2;
     const int32x4_t lo = vdupq_n_s32(act_min);
     const int32x4_t hi = vdupq_n_s32(act_max);
     int32_t i;
     for (i = 0; i + 4 <= n; i += 4) {
-        const int32x4_t a = addm_rescale(vmlasq_n_s32(vldrbq_s32(in1 + i), up, base1), s1, general, shifted1);
-        const int32x4_t b = addm_rescale(vmlasq_n_s32(vldrbq_s32(in2 + i), up, base2), s2, general, shifted2);
-        int32x4_t r = addm_rescale(vaddq_s32(a, b), so, general, 1);
+        const int32x4_t a = addm_rescale(vmlasq_n_s32(vldrbq_s32(in1 + i), up1, base1), s1, general, shifted1);
+        const int32x4_t b = addm_rescale(vmlasq_n_s32(vldrbq_s32(in2 + i), up2, base2), s2, general, shifted2);
+        int32x4_t r = addm_rescale(vaddq_s32(a, b), so, general, ADDM_SHIFTED);
         r = vminq_s32(vmaxq_s32(vqaddq_n_s32(r, out_offset), lo), hi);
         vstrbq_s32(out + i, r);
     }
     if (i < n) {
         const mve_pred16_t p = vctp32q((uint32_t)(n - i));
         const int32x4_t a =
-            addm_rescale(vmlasq_n_s32(vldrbq_z_s32(in1 + i, p), up, base1), s1, general, shifted1);
+            addm_rescale(vmlasq_n_s32(vldrbq_z_s32(in1 + i, p), up1, base1), s1, general, shifted1);
         const int32x4_t b =
-            addm_rescale(vmlasq_n_s32(vldrbq_z_s32(in2 + i, p), up, base2), s2, general, shifted2);
-        int32x4_t r = addm_rescale(vaddq_s32(a, b), so, general, 1);
+            addm_rescale(vmlasq_n_s32(vldrbq_z_s32(in2 + i, p), up2, base2), s2, general, shifted2);
+        int32x4_t r = addm_rescale(vaddq_s32(a, b), so, general, ADDM_SHIFTED);
         r = vminq_s32(vmaxq_s32(vqaddq_n_s32(r, out_offset), lo), hi);
         vstrbq_p_s32(out + i, r, p);
     }
@@ -113,21 +122,25 @@ int tinyaot_elementwise_add_s8_mve(const int8_t *input_1, const int8_t *input_2,
     const addm_scale s1 = addm_split(input_1_mult, input_1_shift);
     const addm_scale s2 = addm_split(input_2_mult, input_2_shift);
     const addm_scale so = addm_split(out_mult, out_shift);
-    if (s1.left == 0 && s2.left == 0 && so.left == 0 && so.right < 0) {
-        /* the common case: specialised by whether each input is shifted right */
-        const int sh1 = s1.right < 0, sh2 = s2.right < 0;
-        if (sh1 && sh2) {
+    /* each input's mode: ADDM_HALF, ADDM_SHIFTED, or 0 (anything else: the general loop) */
+    const int m1 = (input_1_mult == (1 << 30) && input_1_shift == 0 && left_shift >= 1) ? ADDM_HALF
+                   : (s1.left == 0 && s1.right < 0) ? ADDM_SHIFTED : 0;
+    const int m2 = (input_2_mult == (1 << 30) && input_2_shift == 0 && left_shift >= 1) ? ADDM_HALF
+                   : (s2.left == 0 && s2.right < 0) ? ADDM_SHIFTED : 0;
+    if (m1 && m2 && so.left == 0 && so.right < 0) {
+        /* TFLite's preparation: one input (or both) halved, the other shifted right; loops specialised on both */
+        if (m1 == ADDM_HALF && m2 == ADDM_SHIFTED) {
             addm_loop(input_1, input_2, output, block_size, scale_up, input_1_offset, input_2_offset, s1, s2, so,
-                      out_offset, out_activation_min, out_activation_max, 0, 1, 1);
-        } else if (sh1) {
+                      out_offset, out_activation_min, out_activation_max, 0, ADDM_HALF, ADDM_SHIFTED);
+        } else if (m1 == ADDM_SHIFTED && m2 == ADDM_HALF) {
             addm_loop(input_1, input_2, output, block_size, scale_up, input_1_offset, input_2_offset, s1, s2, so,
-                      out_offset, out_activation_min, out_activation_max, 0, 1, 0);
-        } else if (sh2) {
+                      out_offset, out_activation_min, out_activation_max, 0, ADDM_SHIFTED, ADDM_HALF);
+        } else if (m1 == ADDM_HALF) {
             addm_loop(input_1, input_2, output, block_size, scale_up, input_1_offset, input_2_offset, s1, s2, so,
-                      out_offset, out_activation_min, out_activation_max, 0, 0, 1);
+                      out_offset, out_activation_min, out_activation_max, 0, ADDM_HALF, ADDM_HALF);
         } else {
             addm_loop(input_1, input_2, output, block_size, scale_up, input_1_offset, input_2_offset, s1, s2, so,
-                      out_offset, out_activation_min, out_activation_max, 0, 0, 0);
+                      out_offset, out_activation_min, out_activation_max, 0, ADDM_SHIFTED, ADDM_SHIFTED);
         }
     } else {
         addm_loop(input_1, input_2, output, block_size, scale_up, input_1_offset, input_2_offset, s1, s2, so,

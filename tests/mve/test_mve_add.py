@@ -1,9 +1,9 @@
 """tinyaot_elementwise_add_s8_mve (Helium residual add) == the numpy reference (ops/add.py elementwise_add_s8) bit
-for bit under QEMU on mps3-an547: lengths 1..17 and longer (the four-lane loop and every predicated tail), inputs at
--128/127, input offsets -128, 0, 127, 128, output offsets -128/127, scales giving every specialised loop (each input
-shifted right or not) and the general one (a positive output shift), activation clamps, in place over either
-input, bytes past the end untouched; CMSIS-NN's add vector (tests/fixtures) too; and the file's plain C path on the
-host."""
+for bit under QEMU on mps3-an547: lengths 1..17 and longer (the four-lane loop and every predicated tail), inputs
+at -128/127, input offsets -128, 0, 127, 128, output offsets -128/127, scales giving every specialised loop (each
+input halved or shifted right) and the general one (a positive output shift; an input at shift 0 not halved),
+activation clamps, in place over either input, bytes past the end untouched; CMSIS-NN's add vector
+(tests/fixtures) too; and the file's plain C path on the host under ASan/UBSan."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,6 +39,7 @@ def cases() -> list[dict]:
     rng = np.random.default_rng(7)
     out = []
     scales = [(0.05, 0.02, 0.06), (0.02, 0.05, 0.06), (0.03, 0.03, 0.05), (0.5, 0.25, 1e-6), (0.1, 0.0999, 0.2)]
+    # (TFLite's preparation: the larger-scale input at multiplier 1/2 shift 0, i.e. halved; equal scales: both)
     for n in list(range(1, 18)) + [64, 101]:
         s = scales[n % len(scales)]
         out.append(make_case(rng, n, *s, in_place=n % 3, extreme=n % 4 == 0,
@@ -53,6 +54,11 @@ def cases() -> list[dict]:
             c["kw"][k + "_mult"], c["kw"][k + "_shift"] = fp.quantize_multiplier(v)
         c["want"] = elementwise_add_s8(c["a"], c["b"], **c["kw"])
         out.append(c)
+    # an input with shift 0 but a multiplier other than 1/2: the general loop
+    c = make_case(rng, 23, 0.05, 0.02, 0.06)
+    c["kw"]["input2_mult"], c["kw"]["input2_shift"] = fp.quantize_multiplier(0.75)
+    c["want"] = elementwise_add_s8(c["a"], c["b"], **c["kw"])
+    out.append(c)
     # CMSIS-NN's add vector: its own parameters, run as given
     for c in _cases(("add",)):
         arr = _arrays(c)
@@ -92,21 +98,21 @@ def program(cs) -> str:
 
 
 def _paths_covered(cs):
-    """Which loop each case runs (as the kernel decides): 'general' or the (shifted1, shifted2) fast loop."""
+    """Which loop each case runs (as the kernel decides): 'general' or the specialised (mode1, mode2) one."""
     kinds = set()
     for c in cs:
         k = c["kw"]
-        if max(k["input1_shift"], k["input2_shift"], k["output_shift"]) > 0 or k["output_shift"] == 0:
-            kinds.add("general")
-        else:
-            kinds.add((k["input1_shift"] < 0, k["input2_shift"] < 0))
+        modes = ["half" if (k[f"input{j}_mult"], k[f"input{j}_shift"]) == (1 << 30, 0) and k["left_shift"] >= 1
+                 else "shifted" if k[f"input{j}_shift"] < 0 else None for j in (1, 2)]
+        kinds.add(tuple(modes) if None not in modes and k["output_shift"] < 0 else "general")
     return kinds
 
 
 @needs_arm
 def test_mve_add_matches_reference_under_qemu(tmp_path):
     cs = cases()
-    assert _paths_covered(cs) == {"general", (True, True), (True, False), (False, True), (False, False)}
+    assert _paths_covered(cs) == {"general", ("half", "shifted"), ("shifted", "half"), ("half", "half"),
+                                  ("shifted", "shifted")}
     res = run_program(tmp_path, program(cs), ["tinyaot_elementwise_add_s8_mve.c"])
     assert res.exit_code == 0 and "ALL PASSED" in res.stderr, (res.exit_code, res.stderr[-2000:])
 
