@@ -820,9 +820,10 @@ static void tinyaot_dw3_rq_init(tinyaot_dw3_rq *r, const tinyaot_dw_job *job, in
     int32_t j;
     r->fast = 1;
     for (j = 0; j < 4; j++) {
-        const int32_t shift = job->shift[oc + j];
+        /* a channel of multiplier 0 outputs its zero point whatever the sums; e = 1 gives that too */
+        const int32_t shift = job->mult[oc + j] == 0 ? -1 : job->shift[oc + j];
         const int64_t b = job->bias ? job->bias[oc + j] : 0;
-        const int64_t bound = (b < 0 ? -b : b) + 9 * 255 * 128;
+        const int64_t bound = job->mult[oc + j] == 0 ? 0 : (b < 0 ? -b : b) + 9 * 255 * 128;
         r->mult[j] = job->mult[oc + j];
         r->e[j] = 1;
         r->radd[j] = 0;

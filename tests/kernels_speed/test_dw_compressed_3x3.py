@@ -32,8 +32,14 @@ def cases(seed: int, per_kind: int) -> list:
         for i in range(per_kind):
             cin = int(rng.choice([4, 8, 12, 16]))
             c = make_case("depthwise", kind, rng, kh=3, kw=3, ch_mult=1, cin=cin)
-            if i % 3 == 0:  # extreme inputs: the reference again on them
-                c.x = rng.choice(np.array([-128, 127]), c.x.shape).astype(np.int8)
+            if i % 4 == 1:  # a channel of multiplier 0 (its output is the zero point)
+                k = int(rng.integers(0, cin))
+                c.mult = np.array(c.mult).copy()
+                c.shift = np.array(c.shift).copy()
+                c.mult[k], c.shift[k] = 0, 0
+            if i % 3 == 0 or i % 4 == 1:  # extreme inputs (or the changed channel): the reference again
+                if i % 3 == 0:
+                    c.x = rng.choice(np.array([-128, 127]), c.x.shape).astype(np.int8)
                 p = c.p
                 c.expected = depthwise_conv2d_s8(c.x, c.w, c.bias, c.mult, c.shift, ch_mult=1,
                                                  input_offset=p["input_offset"], output_offset=p["output_offset"],
