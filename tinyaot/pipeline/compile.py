@@ -122,6 +122,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
             raise TinyaotError("--activation-bits 16 cannot be combined with compression options yet")
         if bias_correction:
             raise TinyaotError("--bias-correction cannot be combined with --activation-bits 16 yet")
+        bias_correction = False  # whatever the default: the int8 bias correction does not know the s16 layers
         graph = apply_precision(graph, ranges, activation_bits)
     graph = quantize_graph(graph, ranges)
     if (not prequantized and samples is not None and not (options is not None and options.active)
