@@ -32,7 +32,7 @@
  * Pixels: a row's run of windows wholly inside the input goes two pixels at a time (eight channels of both in four
  * accumulators, so each weight load and each group's requantization constants serve two pixels), their taps in one
  * flat loop stepping through a per-layer table of input steps (at most DWM_MAX_TAPS taps); other pixels go one at a
- * time, sixteen channels per pass. Where no channel shifts left and the clamp is all of int8, a shorter
+ * time, sixteen channels per pass. Where every channel shifts right and the clamp is all of int8, a shorter
  * requantization runs (dwm_requant_v), the same integers.
  *
  * Output pixels are computed in raster order, one or two at a time, each reading only its window, as the generic
@@ -141,18 +141,19 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
     } while (0)
 
 /* Requantization of four lanes with multipliers m and shifts s, plus the output offset and the clamp. `fast` (a
-   constant where it is inlined) leaves out the steps that do nothing for the layer: 1 when no shift is positive
-   and the activation range is all of int8 (no left shift, no splitting of the shifts, each s the VRSHL amount as
-   it is; the clamp a saturating shift up by 24 and an arithmetic shift back, which is a clamp to [-128, 127]
-   without constant vectors), 2 when moreover every shift is negative (the ties fixup then needs no mask: every
-   lane is shifted). Same integers at every level. */
+   constant where it is inlined): every shift of the layer is negative (a right shift, the VRSHL amount as it is)
+   and the activation range is all of int8, so the steps that would do nothing are left out: no left shift, no
+   splitting of the shifts; the ties fixup needs no mask (every lane is shifted); the clamp is a saturating shift
+   up by 24 and an arithmetic shift back, which is a clamp to [-128, 127], without constant vectors. Same integers
+   either way. (Layers with some shift 0 take the general form: a third instantiation for them measured 36,000
+   fewer instructions on vww_mobilenetv1_025 for 2.2 KB more code on every model.) */
 static inline __attribute__((always_inline)) int32x4_t dwm_requant_v(const dwm_layer *L, int32x4_t acc,
                                                                        int32x4_t m, int32x4_t s, int fast)
 {
     if (fast) {
         int32x4_t v = vqrdmulhq_s32(acc, m);
-        /* -1 on the negative lanes that are shifted: ties away from zero (tinyaot_mve_rdbpot) */
-        v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(fast == 2 ? v : vandq_s32(v, s), 31)), s);
+        /* -1 on the negative lanes (all are shifted): ties away from zero (tinyaot_mve_rdbpot) */
+        v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), s);
         return vshrq_n_s32(vqshlq_n_s32(vqaddq_n_s32(v, L->out_off), 24), 24);
     }
     return tinyaot_mve_offset_clamp(tinyaot_mve_requantize(acc, m, s), L->out_off, L->act_min, L->act_max);
@@ -296,7 +297,7 @@ static inline __attribute__((always_inline)) void dwm_pair_body(const dwm_layer 
     }
 }
 
-/* The three instantiations of each: general requantization, and the two shorter ones (dwm_requant_v). Out of line
+/* The two instantiations of each: general requantization, and the shorter one (dwm_requant_v). Out of line
    so that their registers are their own (inlined into the pixel loops, GCC spills accumulators). */
 static TINYAOT_NOINLINE void dwm_pixel(const dwm_layer *L, int32_t full, int8_t *out)
 {
@@ -308,10 +309,6 @@ static TINYAOT_NOINLINE void dwm_pixel_fast(const dwm_layer *L, int32_t full, in
     dwm_pixel_body(L, full, out, 1);
 }
 
-static TINYAOT_NOINLINE void dwm_pixel_fast2(const dwm_layer *L, int32_t full, int8_t *out)
-{
-    dwm_pixel_body(L, full, out, 2);
-}
 
 static TINYAOT_NOINLINE void dwm_pair(const dwm_layer *L, int32_t pstep, int32_t pairs, int8_t *out)
 {
@@ -323,10 +320,6 @@ static TINYAOT_NOINLINE void dwm_pair_fast(const dwm_layer *L, int32_t pstep, in
     dwm_pair_body(L, pstep, pairs, out, 1);
 }
 
-static TINYAOT_NOINLINE void dwm_pair_fast2(const dwm_layer *L, int32_t pstep, int32_t pairs, int8_t *out)
-{
-    dwm_pair_body(L, pstep, pairs, out, 2);
-}
 
 #else /* plain C: the same folded arithmetic from the same table, one channel at a time */
 
@@ -416,10 +409,9 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
     }
     L.steps = steps;
 #if TINYAOT_USE_MVE
-    /* the shorter requantizations (dwm_requant_v): level 1 where no shift is positive and the clamp is all of
-       int8, level 2 where moreover every shift is negative. The largest shift over every lane of the table: its
-       unused lanes (past the last channel, never stored) only ever make the level lower, which is always exact;
-       ops/mve_depthwise.py gives them shift -1. */
+    /* the shorter requantization (dwm_requant_v) where every shift is negative and the clamp is all of int8: the
+       largest shift over every lane of the table (its unused lanes, past the last channel and never stored, hold
+       shift -1: ops/mve_depthwise.py; any other value there could only select the general form, always exact) */
     int32_t fast = 0;
     if (L.act_min <= -128 && L.act_max >= 127) {
         int32_t most = TINYAOT_INT32_MIN;
@@ -427,7 +419,7 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
         for (g = 0; g < (in_c + 3) / 4; g++) {
             most = vmaxvq_s32(most, vldrwq_s32(table + g * DWM_G + DWM_S));
         }
-        fast = most > 0 ? 0 : (most == 0 ? 1 : 2);
+        fast = most < 0;
     }
 #endif
 
@@ -456,9 +448,7 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
                 /* this window and the next ones wholly inside the input (up to full_end): two at a time */
                 const int32_t pairs = full ? (full_end - ox) / 2 : 0;
                 if (pairs > 0) {
-                    if (fast == 2) {
-                        dwm_pair_fast2(&L, stride_w * in_c, pairs, out_px);
-                    } else if (fast) {
+                    if (fast) {
                         dwm_pair_fast(&L, stride_w * in_c, pairs, out_px);
                     } else {
                         dwm_pair(&L, stride_w * in_c, pairs, out_px);
@@ -470,11 +460,7 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
 #endif
 #if TINYAOT_USE_MVE
                 if (fast) {
-                    if (fast == 2) {
-                        dwm_pixel_fast2(&L, full, out_px);
-                    } else {
-                        dwm_pixel_fast(&L, full, out_px);
-                    }
+                    dwm_pixel_fast(&L, full, out_px);
                     continue;
                 }
 #endif

@@ -73,7 +73,7 @@ def cases() -> list[dict]:
     out.append(make_case(rng, 6, kh=3, kw=3, h=2, w=2, pads=(3, 3, 3, 3)))  # windows wholly in the padding
     out.append(make_case(rng, 48, kh=3, kw=3, h=5, w=4, n=2, stride=(2, 2), pads=(1, 1, 1, 1), in_off=-127))
     out.append(make_case(rng, 64, kh=3, kw=3, h=6, w=5, pads=(1, 1, 1, 1)))  # kws_dscnn's layer, smaller
-    for c in (9, 16, 24):  # shifts 0 and -1 mixed (scales in [0.3, 1)), clamp all of int8: requantization level 1
+    for c in (9, 16, 24):  # shifts 0 and negative mixed, clamp all of int8: the general form's unshifted lanes
         case = make_case(rng, c, h=5, w=6, pads=(1, 1, 1, 1), max_scale=0.99, small=True, in_off=2)
         while case["act"] != (-128, 127) or not (case["shift"] == 0).any() or (case["shift"] > 0).any():
             case = make_case(rng, c, h=5, w=6, pads=(1, 1, 1, 1), max_scale=0.99, small=True, in_off=2)
@@ -151,10 +151,11 @@ def test_mve_depthwise_matches_reference_under_qemu(tmp_path):
     cs = cases()
     assert {c["x"].shape[3] % 16 for c in cs} >= set(range(1, 16)) | {0}
     assert any((c["shift"] > 0).any() for c in cs) and {-128, 128, 127} <= {c["in_off"] for c in cs}
-    # every requantization level runs: general, 1 (no left shift, clamp all of int8), 2 (also every shift < 0)
-    full = [c["act"] == (-128, 127) for c in cs]
-    levels = [0 if not f or (c["shift"] > 0).any() else 1 if (c["shift"] == 0).any() else 2 for f, c in zip(full, cs)]
-    assert all(levels.count(k) >= 3 for k in (0, 1, 2)), levels
+    # both requantizations run: the shorter one (every shift negative, clamp all of int8) and the general one,
+    # also for layers whose only non-negative shifts are 0 (small sums, so each rounding shows)
+    short = [c["act"] == (-128, 127) and (c["shift"] < 0).all() for c in cs]
+    assert 5 <= sum(short) <= len(cs) - 5, sum(short)
+    assert sum(1 for c in cs if (c["shift"] == 0).any() and (c["shift"] <= 0).all()) >= 3
     res = run_program(tmp_path, program(cs), ["tinyaot_depthwise_conv_s8_mve.c"])
     assert res.exit_code == 0 and "ALL PASSED" in res.stderr, (res.exit_code, res.stderr[-2000:])
 
