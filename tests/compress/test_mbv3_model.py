@@ -74,3 +74,19 @@ def test_compiles_host_c_equals_reference_and_cle_repairs_the_depthwise_spread(c
     # measured: minmax 10.5 dB, minmax + CLE 16.1 dB on these 100 samples (deterministic: fixed model and data)
     assert sqnr["minmax+cle"] > sqnr["minmax"] + 3.0, sqnr
     assert sqnr["default"] >= sqnr["minmax"] - 0.5, sqnr  # the default is no worse than plain min/max here
+
+
+def test_report_and_evaluate_record_the_calibration(cal, tmp_path):
+    from tinyaot.api import deploy, evaluate
+
+    path, _ = cal
+    with np.load(MODELS / "pt_mbv3_se_data.npz") as z:
+        np.savez(tmp_path / "data.npz", x=z["x"][N_CAL:N_CAL + 20], y=z["y"][N_CAL:N_CAL + 20])
+    want = {"method": "minmax", "percentile": None, "default": True, "cle": "auto", "cle_pairs": 1,
+            "bias_correction": False, "bias_corrected_layers": 0}
+    r = evaluate(MODEL, path, tmp_path / "data.npz", compare_onnxruntime=False)
+    assert r["quantization"]["calibration"] == want
+    report = deploy(MODEL, "stm32", path, tmp_path / "out", verify=False,
+                    calibrate="percentile:99.9", cle=False).report
+    assert report["quantization"]["calibration"] == {**want, "method": "percentile", "percentile": 99.9,
+                                                     "default": False, "cle": False, "cle_pairs": 0}
