@@ -62,7 +62,8 @@ static inline __attribute__((always_inline)) int8_t pool_requant_k(int32_t acc, 
     int32_t v;
     __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(r->mult), "r"(t));
 #else
-    const int32_t v = t + (int32_t)(((int64_t)acc2 * r->mult + ((int64_t)1 << 31)) >> 32);
+    /* one SMLAL: the value is (t + h) * 2^32 + low with t + h in int32, so no int64 step overflows */
+    const int32_t v = (int32_t)(((int64_t)t * 4294967296LL + 2147483648LL + (int64_t)acc2 * r->mult) >> 32);
 #endif
     return (int8_t)tinyaot_clamp_i32(fast == 1 ? v >> r->e : v, r->act_min, r->act_max);
 }

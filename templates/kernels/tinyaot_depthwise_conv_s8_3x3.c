@@ -128,7 +128,8 @@ static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const i
     int32_t v;
     __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(q[4 + j]), "r"(t));
 #else
-    const int32_t v = t + (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
+    /* t * 2^32 + 2^31 + 2acc * m in one SMLAL: the value is (t + h) * 2^32 + low with t + h in int32 (bounds) */
+    const int32_t v = (int32_t)(((int64_t)t * 4294967296LL + 2147483648LL + (int64_t)acc2 * q[4 + j]) >> 32);
 #endif
     return (int8_t)dw3_clamp(v >> e, full, act_min, act_max);
 }
@@ -161,7 +162,8 @@ static TINYAOT_NOINLINE void dw3_out_slow(int32_t a0, int32_t a1, int32_t a2, in
             int32_t v;
             __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(q[4 + j]), "r"(q[8 + j]));
 #else
-            const int32_t v = q[8 + j] + (int32_t)(((int64_t)acc2 * q[4 + j] + ((int64_t)1 << 31)) >> 32);
+            const int32_t v =
+                (int32_t)(((int64_t)q[8 + j] * 4294967296LL + 2147483648LL + (int64_t)acc2 * q[4 + j]) >> 32);
 #endif
             out[j] = (int8_t)tinyaot_clamp_i32(v, L->act_min, L->act_max);
         } else {

@@ -43,7 +43,8 @@ static inline __attribute__((always_inline)) int32_t addf_rq(int32_t v2, int32_t
     __asm__("smmlar %0, %1, %2, %3" : "=r"(h) : "r"(v2), "r"(m), "r"(t));
     return h >> e;
 #else
-    return (t + (int32_t)(((int64_t)v2 * m + ((int64_t)1 << 31)) >> 32)) >> e;
+    /* t * 2^32 + 2^31 + v2 * m in one SMLAL: its high word t + h fits int32, so no int64 step overflows */
+    return (int32_t)(((int64_t)t * 4294967296LL + 2147483648LL + (int64_t)v2 * m) >> 32) >> e;
 #endif
 }
 

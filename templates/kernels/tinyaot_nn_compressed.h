@@ -846,7 +846,8 @@ static TINYAOT_ALWAYS_INLINE int8_t tinyaot_dw3_rq_out(int32_t acc, const tinyao
     int32_t v;
     __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(r->mult[j]), "r"(t));
 #else
-    const int32_t v = t + (int32_t)(((int64_t)acc2 * r->mult[j] + ((int64_t)1 << 31)) >> 32);
+    /* one SMLAL: the value is (t + h) * 2^32 + low with t + h in int32, so no int64 step overflows */
+    const int32_t v = (int32_t)(((int64_t)t * 4294967296LL + 2147483648LL + (int64_t)acc2 * r->mult[j]) >> 32);
 #endif
     return (int8_t)tinyaot_clamp_i32(v >> r->e[j], job->act_min, job->act_max);
 }

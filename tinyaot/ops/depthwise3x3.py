@@ -28,9 +28,9 @@ KERNEL = "tinyaot_depthwise_conv_s8_3x3"
 
 # Cost model: instructions executed under QEMU per MAC (counted as 9 per output value, border pixels included),
 # measured on kws_dscnn's depthwise layers (3x3, 64 channels, 25x5, pads 1): 4.29 on a Cortex-M4 (DSP path),
-# 5.69 on a Cortex-M3 (plain C, folded tables, SSAT); the generic kernel takes 9.8 and 12.1 there. Keyed by
+# 5.43 on a Cortex-M3 (plain C, folded tables, SSAT, SMLAL); the generic kernel takes 9.8 and 12.1 there. Keyed by
 # target.has_dsp.
-COST_PER_MAC = {True: 4.3, False: 5.7}
+COST_PER_MAC = {True: 4.3, False: 5.4}
 
 
 def accumulator_bound(weights_1hwc: np.ndarray, bias, input_offset: int) -> np.ndarray:
