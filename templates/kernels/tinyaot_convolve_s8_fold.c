@@ -1,36 +1,54 @@
 /*
  * tinyaot_convolve_s8_fold: int8 NHWC convolution (one group; any kernel size, stride, dilation, padding) with the
- * input offset folded into the bias at compile time and the weights pre-arranged in flash for a 2x2 register block.
+ * input offset folded into the bias at compile time, the weights pre-arranged in flash for a block of four output
+ * channels x two output pixels, and a requantization table (tinyaot_fold_support.h).
  *
- * Same arguments and result as tinyaot_convolve_s8, except for two compile-time transformations of the constants
- * (tinyaot/ops/conv.py, fold_input_offset / interleave_pairs):
+ * Same arguments and result as tinyaot_convolve_s8, except for compile-time transformations of the constants
+ * (tinyaot/ops/conv.py, tinyaot/ops/common.py fold_input_offset / fold_requant_table / interleave_quads):
  *
  *   - bias[o] is the folded bias bias[o] + input_offset * sum_k w[o, k]. Then
  *       bias[o] + sum_k (x_k + input_offset) * w[o, k] = folded[o] + sum_k x_k * w[o, k],
- *     so the inner loop multiplies raw int8 activations by raw int8 weights. A padded tap holds the input zero point
- *     (= -input_offset) in the column, which takes back exactly its share of the folded term.
- *   - filter holds K = kh * kw * in_ch values per output channel, as pairs of channels (o, o+1), o even: per group of
- *     four positions, four bytes of channel o then four bytes of channel o+1; then the K % 4 last values of o and of
- *     o+1. An odd last channel keeps its K values in order. Same bytes as OHWI, only reordered.
+ *     so the inner loop multiplies raw int8 activations by raw int8 weights: both unpack the same way (SXTB16 for
+ *     bytes 0 and 2, SXTB16 ROR 8 for bytes 1 and 3) and one SMLAD does two multiply-adds. A padded tap holds the
+ *     input zero point (= -input_offset), which takes back exactly its share of the folded term.
+ *   - filter holds K = kh * kw * in_ch values per output channel: per block of four channels (4c .. 4c+3), per group
+ *     of four positions the four bytes of each channel in turn (16 bytes), then the K % 4 last values of each
+ *     channel in turn; the out_ch % 4 channels after the last block keep their K values in order. Same bytes as
+ *     OHWI, only reordered (flash does not grow).
+ *   - quant_params->multiplier holds {mult, radd} per channel and quant_params->shift the right shifts e, four per
+ *     word: see tinyaot_fold_support.h (output_offset is inside radd).
  *
  * in_ch a multiple of 4: no scratch. Two output pixels whose windows lie inside the input are read in place, row by
- * row of the window (each a contiguous run of whole groups of four), both unpacked with SXTB16 like the filter: one
- * pass over four positions loads two input words and two filter words and does 16 multiply-adds (2 pixels x 2
- * channels). A pixel whose window is clipped runs tap by tap, a padded tap reading four zero points with step 0.
+ * row of the window (each a contiguous run of whole groups of four); one pass over four positions loads the two
+ * pixels' input words (twice: the registers hold eight accumulators) and four filter words, and does 32
+ * multiply-adds. On GCC with DSP that loop is inline assembly (GCC 12 spills in the C version); the C loop below it
+ * computes the same sums and is used elsewhere (other compilers, -O0, TINYAOT_FOLD_NO_ASM). A pair with a clipped
+ * (or dilated) window runs the same block over whole kernel rows where it can, else tap by tap, padded values read
+ * from a stack row of zero points (in_ch at most FOLD_ZP_BYTES).
  *
- * Other in_ch: the scratch (ctx->buf, 4-byte aligned, tinyaot_convolve_s8_fold_get_buffer_size bytes) holds the windows of two
- * output pixels a and b as int16 values, per group of four positions (a0, a2, a1, a3, b0, b2, b1, b3), then the
- * K % 4 last values of a and of b. The (0, 2, 1, 3) order makes a column word equal to what SXTB16 (bytes 0 and 2)
- * and SXTB16 ROR 8 (bytes 1 and 3) unpack from a filter word, so one SMLAD does two multiply-adds; one pass over a
- * group of four positions loads four column words and two filter words and does 16 multiply-adds (2 pixels x 2
- * channels). Without DSP the same layout is read value by value.
+ * Other in_ch: the scratch (ctx->buf, 4-byte aligned, tinyaot_convolve_s8_fold_get_buffer_size bytes) holds the
+ * windows of two output pixels a and b as int16 values, per group of four positions (a0, a2, a1, a3, b0, b2, b1,
+ * b3), then the K % 4 last values of a and of b. The (0, 2, 1, 3) order makes a column word equal to what SXTB16
+ * (bytes 0 and 2) and SXTB16 ROR 8 (bytes 1 and 3) unpack from a filter word, so one SMLAD does two multiply-adds;
+ * the same 4x2 block (inline assembly on GCC with DSP: 39 instructions per 32 multiply-adds). Without DSP the same
+ * layouts are read value by value.
  *
  * Overflow: with the folded bias the accumulator after any subset of taps is folded[o] + sum_{subset} x * w, of
- * magnitude at most |bias| + sum|w| * (128 + |input_offset|): the bound compress/bounds.py checks against int32
- * for every layer (the folded bias itself is within it, and conv.py checks it fits int32).
+ * magnitude at most B[o] = |bias| + sum|w| * (128 + |input_offset|) < 2^30 (checked by the compiler before it offers
+ * this variant, see tinyaot_fold_support.h); each SMLAD adds two products of magnitude at most 128 * 128.
  */
 #include "tinyaot_nn.h"
 #include "tinyaot_fold_support.h"
+
+/* The assembly needs r7, so GCC must not keep a frame pointer there: the functions that hold it ask for none, which
+   GCC honours at -O1..-O3 even under -fno-omit-frame-pointer, but not at -Os (so no assembly there) nor at -Og with
+   -fno-omit-frame-pointer (build such a debug configuration with -DTINYAOT_FOLD_NO_ASM). */
+#if TINYAOT_USE_DSP && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
+    !defined(TINYAOT_FOLD_NO_ASM)
+#define FOLD_ASM 1
+#else
+#define FOLD_ASM 0
+#endif
 
 int32_t tinyaot_convolve_s8_fold_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
 {
@@ -124,46 +142,105 @@ static void fold_fill(int16_t *col, const fold_geom *g, const int8_t *input, int
     }
 }
 
-/* acc[2 * pixel + channel] += column . filter for the pair of channels at w (layout above), both pixels. */
-static inline void fold_mac_2x2(const int16_t *col, const int8_t *w, const fold_geom *g, int32_t acc[4])
+#if FOLD_ASM
+/* One channel of a column group in fold_col_4x2's assembly: filter word at w + off, unpacked by `ext` (SXTB16 with
+   or without ROR 8), against the pixel-a and pixel-b column words in t1, t2. */
+#define FOLD_COL_CH(ch, off, ext)                                                                                      \
+    "ldr %[t3], [%[w], #" off "]\n\t"                                                                                  \
+    "sxtb16 %[t3], %[t3]" ext "\n\t"                                                                                  \
+    "smlad %[a" #ch "], %[t1], %[t3], %[a" #ch "]\n\t"                                                                \
+    "smlad %[b" #ch "], %[t2], %[t3], %[b" #ch "]\n\t"
+#endif
+
+/* acc[c] (pixel a) and acc[4 + c] (pixel b) += column . filter of channel c, for the block of four channels at w. */
+#if FOLD_ASM
+/* the assembly needs 14 registers (r7 too: no frame pointer), which GCC finds only in a small function */
+__attribute__((noinline, optimize("omit-frame-pointer")))
+#endif
+static void fold_col_4x2(const int16_t *col, const int8_t *w, const fold_geom *g, int32_t acc[8])
 {
-    int32_t a00 = acc[0];
-    int32_t a01 = acc[1];
-    int32_t a10 = acc[2];
-    int32_t a11 = acc[3];
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    int32_t b0 = acc[4], b1 = acc[5], b2 = acc[6], b3 = acc[7];
     const int16_t *c = col;
     int32_t i;
-#if TINYAOT_USE_DSP
+#if FOLD_ASM
+    /* 13 registers: 8 accumulators, column and filter pointers, 3 temporaries (the column end is compared from
+       memory: v8.1-M leaves one register fewer). Per group: 4 column loads, 4 filter loads (each twice), 8 SXTB16,
+       16 SMLAD, 3 for the loop: 39 instructions for 32 multiply-adds. */
+    if (g->k4 > 0) {
+        const int16_t *const end = col + 2 * g->k4;
+        int32_t t1, t2, t3;
+        __asm__("1:\n\t"
+                "ldr %[t1], [%[c], #4]\n\t"
+                "ldr %[t2], [%[c], #12]\n\t"
+                FOLD_COL_CH(0, "0", ", ror #8") FOLD_COL_CH(1, "4", ", ror #8") FOLD_COL_CH(2, "8", ", ror #8")
+                FOLD_COL_CH(3, "12", ", ror #8")
+                "ldr %[t2], [%[c], #8]\n\t"
+                "ldr %[t1], [%[c]], #16\n\t"
+                FOLD_COL_CH(1, "4", "") FOLD_COL_CH(2, "8", "") FOLD_COL_CH(3, "12", "")
+                "ldr %[t3], [%[w]], #16\n\t"
+                "sxtb16 %[t3], %[t3]\n\t"
+                "smlad %[a0], %[t1], %[t3], %[a0]\n\t"
+                "smlad %[b0], %[t2], %[t3], %[b0]\n\t"
+                "ldr %[t1], %[end]\n\t"
+                "cmp %[c], %[t1]\n\t"
+                "bne 1b\n\t"
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
+                  [b2] "+r"(b2), [b3] "+r"(b3), [c] "+r"(c), [w] "+r"(w), [t1] "=&r"(t1), [t2] "=&r"(t2),
+                  [t3] "=&r"(t3)
+                : [end] "m"(end)
+                : "cc", "memory");
+    }
+#elif TINYAOT_USE_DSP
     for (i = g->k4 >> 2; i > 0; i--) {
-        const int32_t wa = tinyaot_read_s8x4(w);
-        const int32_t wb = tinyaot_read_s8x4(w + 4);
-        const int32_t xa02 = tinyaot_read_s16x2(c);
-        const int32_t xa13 = tinyaot_read_s16x2(c + 2);
-        const int32_t xb02 = tinyaot_read_s16x2(c + 4);
-        const int32_t xb13 = tinyaot_read_s16x2(c + 6);
-        w += 8;
+        /* lanes (0, 2) of both pixels against SXTB16 of each filter word, then lanes (1, 3) against SXTB16 ROR 8 */
+        int32_t xa = tinyaot_read_s16x2(c);
+        int32_t xb = tinyaot_read_s16x2(c + 4);
+        int32_t t = __sxtb16(tinyaot_read_s8x4(w));
+        a0 = __smlad(xa, t, a0);
+        b0 = __smlad(xb, t, b0);
+        t = __sxtb16(tinyaot_read_s8x4(w + 4));
+        a1 = __smlad(xa, t, a1);
+        b1 = __smlad(xb, t, b1);
+        t = __sxtb16(tinyaot_read_s8x4(w + 8));
+        a2 = __smlad(xa, t, a2);
+        b2 = __smlad(xb, t, b2);
+        t = __sxtb16(tinyaot_read_s8x4(w + 12));
+        a3 = __smlad(xa, t, a3);
+        b3 = __smlad(xb, t, b3);
+        xa = tinyaot_read_s16x2(c + 2);
+        xb = tinyaot_read_s16x2(c + 6);
+        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w));
+        a0 = __smlad(xa, t, a0);
+        b0 = __smlad(xb, t, b0);
+        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w + 4));
+        a1 = __smlad(xa, t, a1);
+        b1 = __smlad(xb, t, b1);
+        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w + 8));
+        a2 = __smlad(xa, t, a2);
+        b2 = __smlad(xb, t, b2);
+        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w + 12));
+        a3 = __smlad(xa, t, a3);
+        b3 = __smlad(xb, t, b3);
+        w += 16;
         c += 8;
-        int32_t t = __sxtb16(wa);
-        a00 = __smlad(xa02, t, a00);
-        a10 = __smlad(xb02, t, a10);
-        t = tinyaot_sxtb16_ror8(wa);
-        a00 = __smlad(xa13, t, a00);
-        a10 = __smlad(xb13, t, a10);
-        t = __sxtb16(wb);
-        a01 = __smlad(xa02, t, a01);
-        a11 = __smlad(xb02, t, a11);
-        t = tinyaot_sxtb16_ror8(wb);
-        a01 = __smlad(xa13, t, a01);
-        a11 = __smlad(xb13, t, a11);
     }
 #else
     for (i = g->k4 >> 2; i > 0; i--) {
-        /* column values in (0, 2, 1, 3) order, filter bytes in order; each sum of four products is below 2^17 */
-        a00 += c[0] * w[0] + c[1] * w[2] + c[2] * w[1] + c[3] * w[3];
-        a10 += c[4] * w[0] + c[5] * w[2] + c[6] * w[1] + c[7] * w[3];
-        a01 += c[0] * w[4] + c[1] * w[6] + c[2] * w[5] + c[3] * w[7];
-        a11 += c[4] * w[4] + c[5] * w[6] + c[6] * w[5] + c[7] * w[7];
-        w += 8;
+        /* column values in (0, 2, 1, 3) order, filter bytes in order; each sum of four products is below 2^16 */
+        const int32_t x0 = c[0], x2 = c[1], x1 = c[2], x3 = c[3];
+        a0 += x0 * w[0] + x1 * w[1] + x2 * w[2] + x3 * w[3];
+        a1 += x0 * w[4] + x1 * w[5] + x2 * w[6] + x3 * w[7];
+        a2 += x0 * w[8] + x1 * w[9] + x2 * w[10] + x3 * w[11];
+        a3 += x0 * w[12] + x1 * w[13] + x2 * w[14] + x3 * w[15];
+        {
+            const int32_t y0 = c[4], y2 = c[5], y1 = c[6], y3 = c[7];
+            b0 += y0 * w[0] + y1 * w[1] + y2 * w[2] + y3 * w[3];
+            b1 += y0 * w[4] + y1 * w[5] + y2 * w[6] + y3 * w[7];
+            b2 += y0 * w[8] + y1 * w[9] + y2 * w[10] + y3 * w[11];
+            b3 += y0 * w[12] + y1 * w[13] + y2 * w[14] + y3 * w[15];
+        }
+        w += 16;
         c += 8;
     }
 #endif
@@ -172,22 +249,22 @@ static inline void fold_mac_2x2(const int16_t *col, const int8_t *w, const fold_
         for (i = 0; i < t; i++) {
             const int32_t xa = c[i];
             const int32_t xb = c[t + i];
-            const int32_t f0 = w[i];
-            const int32_t f1 = w[t + i];
-            a00 += xa * f0;
-            a01 += xa * f1;
-            a10 += xb * f0;
-            a11 += xb * f1;
+            a0 += xa * w[i];
+            a1 += xa * w[t + i];
+            a2 += xa * w[2 * t + i];
+            a3 += xa * w[3 * t + i];
+            b0 += xb * w[i];
+            b1 += xb * w[t + i];
+            b2 += xb * w[2 * t + i];
+            b3 += xb * w[3 * t + i];
         }
     }
-    acc[0] = a00;
-    acc[1] = a01;
-    acc[2] = a10;
-    acc[3] = a11;
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+    acc[4] = b0, acc[5] = b1, acc[6] = b2, acc[7] = b3;
 }
 
 /* Both pixels, one channel whose K values are in order. */
-static void fold_mac_2x1(const int16_t *col, const int8_t *w, const fold_geom *g, int32_t *acc_a, int32_t *acc_b)
+static void fold_col_2x1(const int16_t *col, const int8_t *w, const fold_geom *g, int32_t *acc_a, int32_t *acc_b)
 {
     int32_t a = *acc_a;
     int32_t b = *acc_b;
@@ -210,82 +287,144 @@ static void fold_mac_2x1(const int16_t *col, const int8_t *w, const fold_geom *g
 
 /* ---- in place (in_ch a multiple of 4: every tap is whole groups of four, no scratch) ---- */
 
-/* acc[2 * pixel + channel] += x . filter over n4 groups of four inputs: xa, xb contiguous int8, w pair layout. */
-static inline void fold_mac_2x2_s8(const int8_t *xa, const int8_t *xb, const int8_t *w, int32_t n4, int32_t acc[4])
+#if FOLD_ASM
+/* One group of four inputs of the 4x2 block (fold_mac_4x2_s8): lanes (0, 2) of both pixels against SXTB16 of the
+   four filter words, then lanes (1, 3) against SXTB16 ROR 8; xa, xb advance by 4 and w by 16. */
+#define FOLD_4X2_STEP                                                                                                  \
+    "ldr %[t1], [%[xa]]\n\t"                                                                                           \
+    "ldr %[t2], [%[xb]]\n\t"                                                                                           \
+    "sxtb16 %[t1], %[t1]\n\t"                                                                                          \
+    "sxtb16 %[t2], %[t2]\n\t"                                                                                          \
+    "ldr %[t3], [%[w]]\n\t"                                                                                            \
+    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
+    "smlad %[a0], %[t1], %[t3], %[a0]\n\t"                                                                             \
+    "smlad %[b0], %[t2], %[t3], %[b0]\n\t"                                                                             \
+    "ldr %[t3], [%[w], #4]\n\t"                                                                                        \
+    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
+    "smlad %[a1], %[t1], %[t3], %[a1]\n\t"                                                                             \
+    "smlad %[b1], %[t2], %[t3], %[b1]\n\t"                                                                             \
+    "ldr %[t3], [%[w], #8]\n\t"                                                                                        \
+    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
+    "smlad %[a2], %[t1], %[t3], %[a2]\n\t"                                                                             \
+    "smlad %[b2], %[t2], %[t3], %[b2]\n\t"                                                                             \
+    "ldr %[t3], [%[w], #12]\n\t"                                                                                       \
+    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
+    "smlad %[a3], %[t1], %[t3], %[a3]\n\t"                                                                             \
+    "smlad %[b3], %[t2], %[t3], %[b3]\n\t"                                                                             \
+    "ldr %[t1], [%[xa]], #4\n\t"                                                                                       \
+    "ldr %[t2], [%[xb]], #4\n\t"                                                                                       \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"                                                                                  \
+    "sxtb16 %[t2], %[t2], ror #8\n\t"                                                                                  \
+    "ldr %[t3], [%[w], #4]\n\t"                                                                                        \
+    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
+    "smlad %[a1], %[t1], %[t3], %[a1]\n\t"                                                                             \
+    "smlad %[b1], %[t2], %[t3], %[b1]\n\t"                                                                             \
+    "ldr %[t3], [%[w], #8]\n\t"                                                                                        \
+    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
+    "smlad %[a2], %[t1], %[t3], %[a2]\n\t"                                                                             \
+    "smlad %[b2], %[t2], %[t3], %[b2]\n\t"                                                                             \
+    "ldr %[t3], [%[w], #12]\n\t"                                                                                       \
+    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
+    "smlad %[a3], %[t1], %[t3], %[a3]\n\t"                                                                             \
+    "smlad %[b3], %[t2], %[t3], %[b3]\n\t"                                                                             \
+    "ldr %[t3], [%[w]], #16\n\t"                                                                                       \
+    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
+    "smlad %[a0], %[t1], %[t3], %[a0]\n\t"                                                                             \
+    "smlad %[b0], %[t2], %[t3], %[b0]\n\t"
+#endif
+
+/*
+ * acc[c] += xa . filter of channel c and acc[4 + c] += xb . filter of channel c over n4 groups of four inputs
+ * (xa, xb contiguous int8; w the quad layout of a block of four channels).
+ */
+#if FOLD_ASM
+/* the assembly needs 14 registers (r7 too: no frame pointer), which GCC finds only in a small function */
+__attribute__((noinline, optimize("omit-frame-pointer")))
+#endif
+static void fold_mac_4x2_s8(const int8_t *xa, const int8_t *xb, const int8_t *w, int32_t n4, int32_t acc[8])
 {
-    int32_t a00 = acc[0];
-    int32_t a01 = acc[1];
-    int32_t a10 = acc[2];
-    int32_t a11 = acc[3];
-#if TINYAOT_USE_DSP
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    int32_t b0 = acc[4], b1 = acc[5], b2 = acc[6], b3 = acc[7];
+#if FOLD_ASM
+    /* 14 registers: 8 accumulators, 3 pointers, 3 temporaries. Per group of four inputs: 4 input loads (each word
+       twice: no register is left to keep it), 4 filter loads, 12 SXTB16, 16 SMLAD: 40 instructions for 32
+       multiply-adds; two groups per loop pass, whose end is compared from memory (3 more per pass). */
+    int32_t t1, t2, t3;
+    if (n4 & 1) {
+        __asm__(FOLD_4X2_STEP
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
+                  [b2] "+r"(b2), [b3] "+r"(b3), [xa] "+r"(xa), [xb] "+r"(xb), [w] "+r"(w), [t1] "=&r"(t1),
+                  [t2] "=&r"(t2), [t3] "=&r"(t3)
+                :
+                : "memory");
+    }
+    if (n4 >= 2) {
+        const int8_t *const end = xa + 4 * (n4 & ~1);
+        __asm__("1:\n\t" FOLD_4X2_STEP FOLD_4X2_STEP
+                "ldr %[t1], %[end]\n\t"
+                "cmp %[xa], %[t1]\n\t"
+                "bne 1b\n\t"
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
+                  [b2] "+r"(b2), [b3] "+r"(b3), [xa] "+r"(xa), [xb] "+r"(xb), [w] "+r"(w), [t1] "=&r"(t1),
+                  [t2] "=&r"(t2), [t3] "=&r"(t3)
+                : [end] "m"(end)
+                : "cc", "memory");
+    }
+#elif TINYAOT_USE_DSP
     for (; n4 > 0; n4--) {
         int32_t xa02 = tinyaot_read_s8x4(xa);
         int32_t xb02 = tinyaot_read_s8x4(xb);
-        const int32_t wa = tinyaot_read_s8x4(w);
-        const int32_t wb = tinyaot_read_s8x4(w + 4);
-        xa += 4;
-        xb += 4;
-        w += 8;
         const int32_t xa13 = tinyaot_sxtb16_ror8(xa02);
         const int32_t xb13 = tinyaot_sxtb16_ror8(xb02);
+        int32_t t;
         xa02 = __sxtb16(xa02);
         xb02 = __sxtb16(xb02);
-        int32_t t = __sxtb16(wa);
-        a00 = __smlad(xa02, t, a00);
-        a10 = __smlad(xb02, t, a10);
-        t = tinyaot_sxtb16_ror8(wa);
-        a00 = __smlad(xa13, t, a00);
-        a10 = __smlad(xb13, t, a10);
-        t = __sxtb16(wb);
-        a01 = __smlad(xa02, t, a01);
-        a11 = __smlad(xb02, t, a11);
-        t = tinyaot_sxtb16_ror8(wb);
-        a01 = __smlad(xa13, t, a01);
-        a11 = __smlad(xb13, t, a11);
+        t = tinyaot_read_s8x4(w);
+        a0 = __smlad(xa13, tinyaot_sxtb16_ror8(t), __smlad(xa02, __sxtb16(t), a0));
+        b0 = __smlad(xb13, tinyaot_sxtb16_ror8(t), __smlad(xb02, __sxtb16(t), b0));
+        t = tinyaot_read_s8x4(w + 4);
+        a1 = __smlad(xa13, tinyaot_sxtb16_ror8(t), __smlad(xa02, __sxtb16(t), a1));
+        b1 = __smlad(xb13, tinyaot_sxtb16_ror8(t), __smlad(xb02, __sxtb16(t), b1));
+        t = tinyaot_read_s8x4(w + 8);
+        a2 = __smlad(xa13, tinyaot_sxtb16_ror8(t), __smlad(xa02, __sxtb16(t), a2));
+        b2 = __smlad(xb13, tinyaot_sxtb16_ror8(t), __smlad(xb02, __sxtb16(t), b2));
+        t = tinyaot_read_s8x4(w + 12);
+        a3 = __smlad(xa13, tinyaot_sxtb16_ror8(t), __smlad(xa02, __sxtb16(t), a3));
+        b3 = __smlad(xb13, tinyaot_sxtb16_ror8(t), __smlad(xb02, __sxtb16(t), b3));
+        xa += 4;
+        xb += 4;
+        w += 16;
     }
 #else
     for (; n4 > 0; n4--) {
         int32_t i;
         for (i = 0; i < 4; i++) {
+            /* one input position of both pixels against the four channels: 8 products below 2^14 each */
             const int32_t va = xa[i];
             const int32_t vb = xb[i];
-            const int32_t f0 = w[i];
-            const int32_t f1 = w[4 + i];
-            a00 += va * f0;
-            a01 += va * f1;
-            a10 += vb * f0;
-            a11 += vb * f1;
+            int32_t f = w[i];
+            a0 += va * f;
+            b0 += vb * f;
+            f = w[4 + i];
+            a1 += va * f;
+            b1 += vb * f;
+            f = w[8 + i];
+            a2 += va * f;
+            b2 += vb * f;
+            f = w[12 + i];
+            a3 += va * f;
+            b3 += vb * f;
         }
         xa += 4;
         xb += 4;
-        w += 8;
+        w += 16;
     }
 #endif
-    acc[0] = a00;
-    acc[1] = a01;
-    acc[2] = a10;
-    acc[3] = a11;
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+    acc[4] = b0, acc[5] = b1, acc[6] = b2, acc[7] = b3;
 }
 
-/* One pixel, two channels (pair layout), over n4 groups of four inputs read with a step of xstep bytes per group
-   (4: a run of the input; 0: the same four zero points again, a padded tap). */
-static void fold_mac_1x2_s8(const int8_t *x, int32_t xstep, const int8_t *w, int32_t n4, int32_t *acc0,
-                            int32_t *acc1)
-{
-    int32_t a0 = *acc0;
-    int32_t a1 = *acc1;
-    for (; n4 > 0; n4--, x += xstep, w += 8) {
-        int32_t i;
-        for (i = 0; i < 4; i++) {
-            a0 += (int32_t)x[i] * w[i];
-            a1 += (int32_t)x[i] * w[4 + i];
-        }
-    }
-    *acc0 = a0;
-    *acc1 = a1;
-}
-
-/* One pixel, one channel in order (an odd last channel), n values with a step per four (see above). */
+/* One pixel, one channel in order (a channel after the last block), n4 groups of four with a step (see above). */
 static int32_t fold_dot_s8(const int8_t *x, int32_t xstep, const int8_t *w, int32_t n4, int32_t acc)
 {
     for (; n4 > 0; n4--, x += xstep, w += 4) {
@@ -314,107 +453,181 @@ static void fold_locate(const fold_geom *g, const int8_t *input, int32_t out_h, 
                   px->base_x + (g->k_w - 1) * g->dil_w < g->in_w);
 }
 
-/* All channels of one pixel, tap by tap (a window that is clipped: padded taps read the zero point). */
-static void fold_pixel_taps(const fold_geom *g, const fold_pixel *px, const int8_t *filter, const int32_t *bias,
-                            const int32_t *mult, const int32_t *shift, int32_t out_c, int32_t out_off,
-                            int32_t act_min, int32_t act_max, int8_t *out)
+typedef struct {
+    const int32_t *bias;
+    const int32_t *mr; /* {mult, radd} per channel */
+    const int32_t *e;  /* right shifts, four per word (tinyaot_fold_e) */
+    int32_t out_c, act_min, act_max;
+} fold_out;
+
+/* The eight results of a 4x2 block: channels o .. o+3 of pixel a (acc[0..3]) and of pixel b (acc[4..7]). The
+   table is read into locals before the stores (an int8 store may alias it); the full int8 range clamps without
+   the activation bounds. out_b may equal out_a (a lone last pixel: both results are the same). */
+static void fold_store_4x2(const fold_out *q, int32_t o, const int32_t acc[8], int8_t *out_a, int8_t *out_b)
 {
-    const int8_t zp4[4] = {(int8_t)g->zp, (int8_t)g->zp, (int8_t)g->zp, (int8_t)g->zp};
-    const int32_t n4 = g->in_c >> 2;
-    const int32_t k = g->k;
+    const int32_t *mr = q->mr + 2 * o;
+    const uint32_t ew = (uint32_t)q->e[o >> 2]; /* o is a multiple of 4: the block's four shifts */
+    int32_t c;
+    if (q->act_min == -128 && q->act_max == 127) {
+        for (c = 0; c < 4; c++) {
+            const int32_t m = mr[2 * c], radd = mr[2 * c + 1], e = (int32_t)((ew >> (8 * c)) & 0xFFu);
+            const int32_t ra = tinyaot_fold_scale(acc[c], m, radd, e);
+            const int32_t rb = tinyaot_fold_scale(acc[4 + c], m, radd, e);
+            out_a[o + c] = (int8_t)tinyaot_fold_sat8(ra);
+            out_b[o + c] = (int8_t)tinyaot_fold_sat8(rb);
+        }
+        return;
+    }
+    for (c = 0; c < 4; c++) {
+        const int32_t m = mr[2 * c], radd = mr[2 * c + 1], e = (int32_t)((ew >> (8 * c)) & 0xFFu);
+        int32_t ra = tinyaot_fold_scale(acc[c], m, radd, e);
+        int32_t rb = tinyaot_fold_scale(acc[4 + c], m, radd, e);
+        ra = ra < q->act_min ? q->act_min : (ra > q->act_max ? q->act_max : ra);
+        rb = rb < q->act_min ? q->act_min : (rb > q->act_max ? q->act_max : rb);
+        out_a[o + c] = (int8_t)ra;
+        out_b[o + c] = (int8_t)rb;
+    }
+}
+
+/* Bytes of zero points kept on the stack for clipped windows: a padded kernel row (k_w * in_ch values, when at
+   most this) or tap (in_ch values: the compiler offers the in-place path only for in_ch <= FOLD_ZP_BYTES). */
+#define FOLD_ZP_BYTES 256
+
+/* Kernel row ky of pixel px as one run of k_w * in_ch values: the input, or zrow (a padded row); NULL when the row
+   is not one run (partly clipped, dilated, or a padded row longer than zrow): its taps then go one by one. */
+static const int8_t *fold_row(const fold_geom *g, const fold_pixel *px, int32_t ky, const int8_t *zrow)
+{
+    const int32_t iy = px->base_y + ky * g->dil_h;
+    if (g->dil_w != 1) {
+        return NULL;
+    }
+    if (iy < 0 || iy >= g->in_h) {
+        return g->k_w * g->in_c <= FOLD_ZP_BYTES ? zrow : NULL;
+    }
+    if (px->base_x < 0 || px->base_x + g->k_w > g->in_w) {
+        return NULL;
+    }
+    return px->in_b + (iy * g->in_w + px->base_x) * g->in_c;
+}
+
+/* Tap (ky, kx) of pixel px: its in_ch input values, or zrow when padded. */
+static const int8_t *fold_tap(const fold_geom *g, const fold_pixel *px, int32_t ky, int32_t kx, const int8_t *zrow)
+{
+    const int32_t iy = px->base_y + ky * g->dil_h;
+    const int32_t ix = px->base_x + kx * g->dil_w;
+    if (iy < 0 || iy >= g->in_h || ix < 0 || ix >= g->in_w) {
+        return zrow;
+    }
+    return px->in_b + (iy * g->in_w + ix) * g->in_c;
+}
+
+/* All channels of a pixel pair of which at least one window is clipped (or dilated): whole kernel rows where both
+   pixels have them as one run, else tap by tap; padded values are read from zrow (zero points), so the same 4x2
+   block runs as inside. */
+static void fold_pair_clipped(const fold_geom *g, const fold_pixel *pa, const fold_pixel *pb, const int8_t *zrow,
+                              const int8_t *filter, const fold_out *q, int8_t *out_a, int8_t *out_b)
+{
+    const int32_t rl = g->k_w * g->in_c; /* values per kernel row */
+    const int32_t out_c = q->out_c;
+    const int8_t *w = filter;
     int32_t o;
-    for (o = 0; o < out_c; o += 2) {
-        const int two = (o + 1 < out_c);
-        const int8_t *w = filter + o * k;
-        int32_t a0 = bias[o];
-        int32_t a1 = two ? bias[o + 1] : 0;
-        int32_t ky, kx;
+    for (o = 0; o < out_c; o += 4, w += 4 * g->k) {
+        const int32_t nc = out_c - o < 4 ? out_c - o : 4; /* channels of this block: 4, or the last ones in order */
+        int32_t acc[8];
+        int32_t c, ky, kx;
+        for (c = 0; c < nc; c++) {
+            acc[c] = acc[4 + c] = q->bias[o + c];
+        }
         for (ky = 0; ky < g->k_h; ky++) {
-            const int32_t iy = px->base_y + ky * g->dil_h;
-            for (kx = 0; kx < g->k_w; kx++) {
-                const int32_t ix = px->base_x + kx * g->dil_w;
-                const int valid = (iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w);
-                const int8_t *x = valid ? px->in_b + (iy * g->in_w + ix) * g->in_c : zp4;
-                const int32_t step = valid ? 4 : 0;
-                if (two) {
-                    fold_mac_1x2_s8(x, step, w, n4, &a0, &a1);
-                    w += 2 * g->in_c;
+            const int8_t *ra = fold_row(g, pa, ky, zrow);
+            const int8_t *rb = fold_row(g, pb, ky, zrow);
+            const int whole = (ra != NULL && rb != NULL); /* one run for the row, else one per tap */
+            const int32_t runs = whole ? 1 : g->k_w;
+            const int32_t n4 = (whole ? rl : g->in_c) >> 2;
+            for (kx = 0; kx < runs; kx++) {
+                const int8_t *xa = whole ? ra : fold_tap(g, pa, ky, kx, zrow);
+                const int8_t *xb = whole ? rb : fold_tap(g, pb, ky, kx, zrow);
+                const int32_t j = ky * rl + kx * g->in_c; /* first window position of the run */
+                if (nc == 4) {
+                    fold_mac_4x2_s8(xa, xb, w + 4 * j, n4, acc);
                 } else {
-                    a0 = fold_dot_s8(x, step, w, n4, a0);
-                    w += g->in_c;
+                    for (c = 0; c < nc; c++) {
+                        acc[c] = fold_dot_s8(xa, 4, w + c * g->k + j, n4, acc[c]);
+                        acc[4 + c] = fold_dot_s8(xb, 4, w + c * g->k + j, n4, acc[4 + c]);
+                    }
                 }
             }
         }
-        out[o] = tinyaot_fold_requantize_s8(a0, mult[o], shift[o], out_off, act_min, act_max);
-        if (two) {
-            out[o + 1] = tinyaot_fold_requantize_s8(a1, mult[o + 1], shift[o + 1], out_off, act_min, act_max);
+        if (nc == 4) {
+            fold_store_4x2(q, o, acc, out_a, out_b);
+        } else {
+            for (c = 0; c < nc; c++) {
+                const int32_t *mr = q->mr + 2 * (o + c);
+                out_a[o + c] = tinyaot_fold_rq(acc[c], mr, tinyaot_fold_e(q->e, o + c), q->act_min, q->act_max);
+                out_b[o + c] = tinyaot_fold_rq(acc[4 + c], mr, tinyaot_fold_e(q->e, o + c), q->act_min, q->act_max);
+            }
         }
     }
 }
 
-static void fold_in_place(const fold_geom *g, const int8_t *input, const int8_t *filter, const int32_t *bias,
-                          const int32_t *mult, const int32_t *shift, int32_t n_pix, int32_t out_h, int32_t out_w,
-                          int32_t out_c, int32_t out_off, int32_t act_min, int32_t act_max, int8_t *output)
+static void fold_in_place(const fold_geom *g, const int8_t *input, const int8_t *filter, const fold_out *q,
+                          int32_t n_pix, int32_t out_h, int32_t out_w, int8_t *output)
 {
+    uint32_t zwords[FOLD_ZP_BYTES / 4]; /* zero points for clipped windows (fold_pair_clipped) */
+    const uint32_t z4 = ((uint32_t)g->zp & 0xFFu) * 0x01010101u;
     const int32_t k = g->k;
+    const int32_t out_c = q->out_c;
     const int32_t row_n4 = (g->k_w * g->in_c) >> 2;
     const int32_t row_step = g->dil_h * g->in_w * g->in_c;
     const int rows_run = (g->dil_w == 1); /* a kernel row is one contiguous run of the input */
-    int32_t q;
-    for (q = 0; q < n_pix; q += 2) {
-        const int two_pix = (q + 1 < n_pix);
+    const int8_t *zrow = (const int8_t *)zwords;
+    int32_t p, i;
+    for (i = 0; i < FOLD_ZP_BYTES / 4; i++) {
+        zwords[i] = z4;
+    }
+    for (p = 0; p < n_pix; p += 2) {
+        /* a lone last pixel is computed twice (slot b holds it again; its second results are dropped) */
+        const int two_pix = (p + 1 < n_pix);
         fold_pixel pa, pb;
-        fold_locate(g, input, out_h, out_w, q, &pa);
-        fold_locate(g, input, out_h, out_w, two_pix ? q + 1 : q, &pb);
-        int8_t *out_a = output + q * out_c;
-        int8_t *out_b = out_a + out_c;
+        fold_locate(g, input, out_h, out_w, p, &pa);
+        fold_locate(g, input, out_h, out_w, two_pix ? p + 1 : p, &pb);
+        int8_t *out_a = output + p * out_c;
+        int8_t *out_b = two_pix ? out_a + out_c : out_a;
         if (!(rows_run && pa.inside && pb.inside)) {
-            fold_pixel_taps(g, &pa, filter, bias, mult, shift, out_c, out_off, act_min, act_max, out_a);
-            if (two_pix) {
-                fold_pixel_taps(g, &pb, filter, bias, mult, shift, out_c, out_off, act_min, act_max, out_b);
-            }
+            fold_pair_clipped(g, &pa, &pb, zrow, filter, q, out_a, out_b);
             continue;
         }
         const int8_t *xa0 = pa.in_b + (pa.base_y * g->in_w + pa.base_x) * g->in_c;
         const int8_t *xb0 = pb.in_b + (pb.base_y * g->in_w + pb.base_x) * g->in_c;
         const int8_t *w = filter;
         int32_t o;
-        for (o = 0; o + 1 < out_c; o += 2) {
-            int32_t acc[4];
-            acc[0] = bias[o];
-            acc[1] = bias[o + 1];
-            acc[2] = acc[0];
-            acc[3] = acc[1];
+        for (o = 0; o + 3 < out_c; o += 4) {
+            int32_t acc[8];
+            int32_t c, ky;
             const int8_t *xa = xa0;
             const int8_t *xb = xb0;
-            int32_t ky;
-            for (ky = 0; ky < g->k_h; ky++, xa += row_step, xb += row_step, w += 8 * row_n4) {
-                fold_mac_2x2_s8(xa, xb, w, row_n4, acc);
+            for (c = 0; c < 4; c++) {
+                acc[c] = acc[4 + c] = q->bias[o + c];
             }
-            out_a[o] = tinyaot_fold_requantize_s8(acc[0], mult[o], shift[o], out_off, act_min, act_max);
-            out_a[o + 1] = tinyaot_fold_requantize_s8(acc[1], mult[o + 1], shift[o + 1], out_off, act_min, act_max);
-            if (two_pix) {
-                out_b[o] = tinyaot_fold_requantize_s8(acc[2], mult[o], shift[o], out_off, act_min, act_max);
-                out_b[o + 1] =
-                    tinyaot_fold_requantize_s8(acc[3], mult[o + 1], shift[o + 1], out_off, act_min, act_max);
+            for (ky = 0; ky < g->k_h; ky++, xa += row_step, xb += row_step, w += 16 * row_n4) {
+                fold_mac_4x2_s8(xa, xb, w, row_n4, acc);
             }
+            fold_store_4x2(q, o, acc, out_a, out_b);
         }
-        if (o < out_c) {
-            int32_t acc_a = bias[o];
+        for (; o < out_c; o++, w += k) {
+            int32_t acc_a = q->bias[o];
             int32_t acc_b = acc_a;
             const int8_t *xa = xa0;
             const int8_t *xb = xb0;
+            const int8_t *wr = w;
             int32_t ky;
-            for (ky = 0; ky < g->k_h; ky++, xa += row_step, xb += row_step, w += 4 * row_n4) {
-                acc_a = fold_dot_s8(xa, 4, w, row_n4, acc_a);
-                acc_b = fold_dot_s8(xb, 4, w, row_n4, acc_b);
+            for (ky = 0; ky < g->k_h; ky++, xa += row_step, xb += row_step, wr += 4 * row_n4) {
+                acc_a = fold_dot_s8(xa, 4, wr, row_n4, acc_a);
+                acc_b = fold_dot_s8(xb, 4, wr, row_n4, acc_b);
             }
-            out_a[o] = tinyaot_fold_requantize_s8(acc_a, mult[o], shift[o], out_off, act_min, act_max);
-            if (two_pix) {
-                out_b[o] = tinyaot_fold_requantize_s8(acc_b, mult[o], shift[o], out_off, act_min, act_max);
-            }
+            out_a[o] = tinyaot_fold_rq(acc_a, q->mr + 2 * o, tinyaot_fold_e(q->e, o), q->act_min, q->act_max);
+            out_b[o] = tinyaot_fold_rq(acc_b, q->mr + 2 * o, tinyaot_fold_e(q->e, o), q->act_min, q->act_max);
         }
-        (void)k;
     }
 }
 
@@ -427,11 +640,6 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
     const int32_t out_c = filter_dims->n;
     const int32_t out_h = output_dims->h;
     const int32_t out_w = output_dims->w;
-    const int32_t out_off = conv_params->output_offset;
-    const int32_t act_min = conv_params->activation.min;
-    const int32_t act_max = conv_params->activation.max;
-    const int32_t *mult = quant_params->multiplier;
-    const int32_t *shift = quant_params->shift;
     (void)bias_dims;
 
     /* one group only, the folded bias given, and (in_ch not a multiple of 4) the whole scratch, 4-byte aligned */
@@ -439,6 +647,13 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
         conv_params->stride.w <= 0 || conv_params->dilation.h <= 0 || conv_params->dilation.w <= 0 || bias == NULL) {
         return -1;
     }
+    fold_out q;
+    q.bias = bias;
+    q.mr = quant_params->multiplier;
+    q.e = quant_params->shift;
+    q.out_c = out_c;
+    q.act_min = conv_params->activation.min;
+    q.act_max = conv_params->activation.max;
     fold_geom g;
     g.in_h = input_dims->h;
     g.in_w = input_dims->w;
@@ -457,8 +672,10 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
     const int32_t k = g.k;
     const int32_t n_pix = input_dims->n * out_h * out_w;
     if (g.in_c % 4 == 0) {
-        fold_in_place(&g, input, filter, bias, mult, shift, n_pix, out_h, out_w, out_c, out_off, act_min, act_max,
-                      output);
+        if (g.in_c > FOLD_ZP_BYTES) {
+            return -1; /* a padded tap reads in_ch zero points from the stack */
+        }
+        fold_in_place(&g, input, filter, &q, n_pix, out_h, out_w, output);
         return 0;
     }
     if (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
@@ -466,39 +683,31 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
         return -1;
     }
     int16_t *col = (int16_t *)ctx->buf;
-    int32_t q;
-    for (q = 0; q < n_pix; q += 2) {
+    int32_t p;
+    for (p = 0; p < n_pix; p += 2) {
         /* a lone last pixel is computed twice (slot b holds it again; its second results are dropped) */
-        const int two_pix = (q + 1 < n_pix);
-        fold_fill(col, &g, input, out_h, out_w, q, 0);
-        fold_fill(col, &g, input, out_h, out_w, two_pix ? q + 1 : q, 1);
-        int8_t *out_a = output + q * out_c;
-        int8_t *out_b = out_a + out_c;
+        const int two_pix = (p + 1 < n_pix);
+        fold_fill(col, &g, input, out_h, out_w, p, 0);
+        fold_fill(col, &g, input, out_h, out_w, two_pix ? p + 1 : p, 1);
+        int8_t *out_a = output + p * out_c;
+        int8_t *out_b = two_pix ? out_a + out_c : out_a;
         const int8_t *w = filter;
         int32_t o;
-        for (o = 0; o + 1 < out_c; o += 2, w += 2 * k) {
-            int32_t acc[4];
-            acc[0] = bias[o];
-            acc[1] = bias[o + 1];
-            acc[2] = acc[0];
-            acc[3] = acc[1];
-            fold_mac_2x2(col, w, &g, acc);
-            out_a[o] = tinyaot_fold_requantize_s8(acc[0], mult[o], shift[o], out_off, act_min, act_max);
-            out_a[o + 1] = tinyaot_fold_requantize_s8(acc[1], mult[o + 1], shift[o + 1], out_off, act_min, act_max);
-            if (two_pix) {
-                out_b[o] = tinyaot_fold_requantize_s8(acc[2], mult[o], shift[o], out_off, act_min, act_max);
-                out_b[o + 1] =
-                    tinyaot_fold_requantize_s8(acc[3], mult[o + 1], shift[o + 1], out_off, act_min, act_max);
+        for (o = 0; o + 3 < out_c; o += 4, w += 4 * k) {
+            int32_t acc[8];
+            int32_t c;
+            for (c = 0; c < 4; c++) {
+                acc[c] = acc[4 + c] = bias[o + c];
             }
+            fold_col_4x2(col, w, &g, acc);
+            fold_store_4x2(&q, o, acc, out_a, out_b);
         }
-        if (o < out_c) {
+        for (; o < out_c; o++, w += k) {
             int32_t acc_a = bias[o];
             int32_t acc_b = acc_a;
-            fold_mac_2x1(col, w, &g, &acc_a, &acc_b);
-            out_a[o] = tinyaot_fold_requantize_s8(acc_a, mult[o], shift[o], out_off, act_min, act_max);
-            if (two_pix) {
-                out_b[o] = tinyaot_fold_requantize_s8(acc_b, mult[o], shift[o], out_off, act_min, act_max);
-            }
+            fold_col_2x1(col, w, &g, &acc_a, &acc_b);
+            out_a[o] = tinyaot_fold_rq(acc_a, q.mr + 2 * o, tinyaot_fold_e(q.e, o), q.act_min, q.act_max);
+            out_b[o] = tinyaot_fold_rq(acc_b, q.mr + 2 * o, tinyaot_fold_e(q.e, o), q.act_min, q.act_max);
         }
     }
     return 0;

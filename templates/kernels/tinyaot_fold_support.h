@@ -1,33 +1,74 @@
 /*
- * Helpers shared by the "fold" kernels (tinyaot_convolve_s8_fold.c, tinyaot_fully_connected_s8_fold.c): a shorter
- * requantization for the common case, same integers as tinyaot_requantize_s8.
+ * Helpers shared by the "fold" kernels (tinyaot_convolve_s8_fold.c, tinyaot_fully_connected_s8_fold.c).
+ *
+ * Requantization table. The compiler (tinyaot/ops/common.py fold_requant_table) offers a fold variant only when,
+ * for every output channel o, the right shift e = -shift[o] lies in [1, 22] and
+ *     B[o] = |bias[o]| + sum|w[o]| * (128 + |input_offset|) < 2^30,   B[o] + 2^(e-1) + 128 * 2^e < 2^31,
+ * and it passes, per channel, the pair {mult, radd} (radd = 2^(e-1) + output_offset * 2^e) through
+ * quant_params->multiplier and e through quant_params->shift, four per int32 word (channel o in bits 8 * (o % 4) of
+ * word o / 4: a byte each, as the table would otherwise add 4 bytes per channel to flash; output_offset itself is
+ * then not read).
+ *
+ * TFLite's double rounding, computed exactly in fewer steps under those bounds (|acc| <= B[o]):
+ *   SaturatingRoundingDoublingHighMul(acc, m) = floor((acc*m + 2^30) / 2^31) = floor((2acc*m + 2^31) / 2^32): the
+ *   rounding high multiply of 2acc (which fits int32 as |acc| < 2^30; the saturating case needs acc = -2^31). With
+ *   p = 2acc*m as a 64-bit product, that is hi(p) + [lo(p) >= 2^31]. Its magnitude is at most |acc|, since m < 2^31.
+ *   RoundingDivideByPOT(h, e), ties away from zero, = floor((h + 2^(e-1) - [h < 0]) / 2^e) for e >= 1 (for h >= 0
+ *   round half up; for h < 0 the -1 moves a tie's floor away from zero and leaves the other cases alone); adding
+ *   output_offset * 2^e inside the floor adds output_offset outside it. |h + radd - 1| < 2^31 by the bound above.
+ * A channel with a constant output v (no weights, or B < 2^(e-1)) comes as bias' 0, mult 0, e 1, radd 2v: then h = 0
+ * and the result is v (its accumulator, at most 128 * sum|w| <= B in magnitude, is multiplied by 0).
  */
 #ifndef TINYAOT_FOLD_SUPPORT_H
 #define TINYAOT_FOLD_SUPPORT_H
 
 #include "tinyaot_nn_support.h"
 
-/*
- * tinyaot_requantize_s8 (TFLite's double rounding), with a shorter path on DSP cores for right shifts e = -shift in
- * [1, 23] (nearly every layer): h = SRDHM(acc, mult) (mult is never -2^31, so no saturating case), then
- * round(h / 2^e) ties away from zero as floor((h + 2^(e-1) - [h < 0]) / 2^e): for h >= 0 that is rounding half up,
- * for h = -m < 0 it is -floor((m + 2^(e-1)) / 2^e), both away from zero. The add of 2^(e-1) saturates (QADD): it
- * saturates only when h > 2^31 - 1 - 2^(e-1), whose exact result (2^(31-e) or more) and the saturated one
- * (2^(31-e) - 1) are both at least 255 for e <= 23, so both clamp to the same act_max (|out_offset| <= 128). The
- * subtraction of [h < 0] cannot overflow: for h < 0 the sum is below 2^(e-1). Other shifts: the general routine.
- */
-static inline int8_t tinyaot_fold_requantize_s8(int32_t acc, int32_t mult, int32_t shift, int32_t out_offset,
-                                                int32_t act_min, int32_t act_max)
+/* The right shift e of channel o (see above). */
+static inline int32_t tinyaot_fold_e(const int32_t *ew, int32_t o)
 {
-#if TINYAOT_USE_DSP
-    const uint32_t e1 = (uint32_t)(-shift) - 1u; /* e - 1; shift > 0 wraps to a large value */
-    if (e1 < 23u) {
-        const int32_t h = (int32_t)(((int64_t)acc * (int64_t)mult + ((int64_t)1 << 30)) >> 31);
-        const int32_t r = (__qadd(h, (int32_t)1 << e1) + (h >> 31)) >> (e1 + 1u);
-        return (int8_t)tinyaot_clamp_i32(r + out_offset, act_min, act_max);
-    }
+    return (int32_t)(((uint32_t)ew[o >> 2] >> (8 * (o & 3))) & 0xFFu);
+}
+
+/* floor((2acc*m + 2^31) / 2^32), |acc| < 2^30 (see above). */
+static inline int32_t tinyaot_fold_high_mul(int32_t acc, int32_t mult)
+{
+#if TINYAOT_USE_DSP && defined(__GNUC__)
+    int32_t h;
+    __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(acc * 2), "r"(mult));
+    return h;
+#else
+    const int64_t p = (int64_t)(acc * 2) * (int64_t)mult;
+    return (int32_t)(p >> 32) + (int32_t)((uint32_t)p >> 31);
 #endif
-    return tinyaot_requantize_s8(acc, mult, shift, out_offset, act_min, act_max);
+}
+
+/* RoundingDivideByPOT(SRDHM(acc, mult), e) + output_offset, before the clamp (see above). */
+static inline int32_t tinyaot_fold_scale(int32_t acc, int32_t mult, int32_t radd, int32_t e)
+{
+    const int32_t h = tinyaot_fold_high_mul(acc, mult);
+    return (h + radd + (h >> 31)) >> e;
+}
+
+/* r clamped to [-128, 127]: one SSAT where the core has it. */
+static inline int32_t tinyaot_fold_sat8(int32_t r)
+{
+#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+    int32_t v;
+    __asm__("ssat %0, #8, %1" : "=r"(v) : "r"(r));
+    return v;
+#else
+    return r < -128 ? -128 : (r > 127 ? 127 : r);
+#endif
+}
+
+/* out = clamp(RoundingDivideByPOT(SRDHM(acc, mult), e) + output_offset), with mr = {mult, radd} (see above). */
+static inline int8_t tinyaot_fold_rq(int32_t acc, const int32_t *mr, int32_t e, int32_t act_min, int32_t act_max)
+{
+    const int32_t h = tinyaot_fold_high_mul(acc, mr[0]);
+    int32_t r = (h + mr[1] + (h >> 31)) >> e;
+    r = r < act_min ? act_min : r;
+    return (int8_t)(r > act_max ? act_max : r);
 }
 
 #endif /* TINYAOT_FOLD_SUPPORT_H */

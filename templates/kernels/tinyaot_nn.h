@@ -65,9 +65,11 @@ int tinyaot_fully_connected_s8(const tinyaot_context *ctx, const tinyaot_fc_para
                                const tinyaot_dims *output_dims, int8_t *output);
 
 /* The "fold" variants (tinyaot_convolve_s8_fold.c, tinyaot_fully_connected_s8_fold.c): same arguments as above
-   (conv: one group only; fully connected: filter_offset 0), but bias holds the input offset folded in and the
+   (conv: one group only; fully connected: filter_offset 0), but bias holds the input offset folded in, quant_params
+   a requantization table ({mult, radd} pairs and right shifts four per word: tinyaot_fold_support.h) and the
    filter is pre-arranged for the kernel's register block (the files' headers say how). Conv scratch: none when
-   in_ch is a multiple of 4 (windows read in place), else required: 4 * kh * kw * in_ch bytes, 4-byte aligned. */
+   in_ch is a multiple of 4 (windows read in place; in_ch <= 256), else required: 4 * kh * kw * in_ch bytes,
+   4-byte aligned. */
 int32_t tinyaot_convolve_s8_fold_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
 int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
                              const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,

@@ -1,13 +1,14 @@
 """The "fold" kernels (templates/kernels/tinyaot_convolve_s8_fold.c, tinyaot_fully_connected_s8_fold.c): input
-offset folded into the bias at compile time, weights rearranged for the register block (ops/conv.py
-interleave_pairs, ops/fully_connected.py interleave_quads). Each must equal the numpy reference computed on the
-original weights and bias, bit for bit:
+offset folded into the bias at compile time, weights rearranged for the register block (ops/fully_connected.py
+interleave_quads), requantization by the table of ops/common.py fold_requant_table (tinyaot_fold_support.h). Each
+must equal the numpy reference computed on the original weights, bias, multipliers and shifts, bit for bit:
   (a) host C (the plain-C path) over random small layers: 1x1 and k x k windows, in_ch a multiple of 4 (windows read
       in place, clipped ones tap by tap) and 1, 2, 3, 5, 6, 7 (the int16 column), strides 1 and 2, dilation, padding
       on every side, two batches, odd output-channel counts, group tails; fully connected with depth and channel
       tails, per-tensor and per-channel; plus the extremes: all inputs -128 or 127, input offsets -127 and +128
       (zero points 127 and -128), weights all -127 or 127, act ranges clipped;
-  (b) the same C under QEMU on Cortex-M4 (the SMLAD path and the short requantization) and Cortex-M3 (plain C);
+  (b) the same C under QEMU on Cortex-M4 at -O2 (the inline-assembly 4x2 loop), on Cortex-M4 with
+      TINYAOT_FOLD_NO_ASM (its C twin with SMLAD) and on Cortex-M3 (plain C);
   (c) the variant choice: offered only where valid (not depthwise, one group, dense weights, filter offset 0, a real
       board), "generic" always listed, and a folded bias equals bias + input_offset * sum(w).
 """
@@ -20,9 +21,9 @@ import pytest
 
 from kernel_structs import VP, Activation, Context, ConvParams, Dims, FcParams, Tile, i32
 from tinyaot.core import fixedpoint as fp
-from tinyaot.ops.common import fold_input_offset
-from tinyaot.ops.conv import conv2d_s8, fold_scratch_bytes, interleave_pairs
-from tinyaot.ops.fully_connected import fully_connected_s8, interleave_quads
+from tinyaot.ops.common import fold_input_offset, fold_requant_table
+from tinyaot.ops.conv import conv2d_s8, fold_scratch_bytes
+from tinyaot.ops.fully_connected import fully_connected_s8, interleave_fc, interleave_quads
 from tinyaot.paths import TEMPLATES
 from tinyaot.toolchain.host import compile_shared
 
@@ -35,14 +36,33 @@ class Quant(ctypes.Structure):
 
 
 def _quant(rng, n):
+    """Right shifts 1 .. 22 (the fold variants are offered only with right shifts that keep the table exact)."""
     scales = rng.uniform(2e-5, 2e-2, n)
-    scales[rng.random(n) < 0.15] = rng.uniform(0.5, 3.0)  # now and then a left shift (the general requantization)
-    scales[rng.random(n) < 0.1] = rng.uniform(1e-9, 1e-7)  # and right shifts past 23
+    scales[rng.random(n) < 0.15] = rng.uniform(0.26, 0.49)  # shift -1 (e = 1)
+    scales[rng.random(n) < 0.1] = rng.uniform(1e-7, 2e-7)  # e = 22
     return fp.quantize_multiplier_array(scales)
+
+
+def _table(c):
+    """(folded bias, {mult, radd} pairs, e) as the compiler passes them."""
+    t = fold_requant_table(c["bias"], c["w"], c["p"]["input_offset"], c["mult"], c["shift"],
+                           c["p"]["output_offset"])
+    assert t is not None
+    return t
 
 
 def _out(size, k, s, d, lo, hi):
     return (size + lo + hi - d * (k - 1) - 1) // s + 1
+
+
+def _dead_channel(rng, wt, bias, m, s):
+    """Now and then a dead filter as per-channel quantization leaves it: all-zero weights, a bias near 2^31 and any
+    shift (a constant output; see ops/common.py fold_requant_table)."""
+    if rng.random() < 0.35 and m.size == wt.shape[0]:
+        c = int(rng.integers(0, wt.shape[0]))
+        wt[c] = 0
+        bias[c] = int(rng.choice([-1, 1])) * 2113929036
+        m[c], s[c] = (0, 0) if rng.random() < 0.3 else (int(rng.integers(2**30, 2**31 - 1)), -31)
 
 
 def conv_case(rng, cin, k, extreme=None):
@@ -67,6 +87,7 @@ def conv_case(rng, cin, k, extreme=None):
         wt[:] = wv
     bias = rng.integers(-20000, 20000, cout).astype(np.int32)
     m, s = _quant(rng, cout)
+    _dead_channel(rng, wt, bias, m, s)
     lo = int(rng.integers(-128, 0)) if rng.random() < 0.3 else -128
     hi = int(rng.integers(lo + 1, 128)) if rng.random() < 0.3 else 127
     p = dict(input_offset=in_off, output_offset=int(rng.integers(-128, 128)), stride_hw=(sh, sw),
@@ -87,6 +108,7 @@ def fc_case(rng, depth, out_c, extreme=None):
     bias = rng.integers(-20000, 20000, out_c).astype(np.int32)
     per_channel = bool(rng.random() < 0.7)
     m, s = _quant(rng, out_c if per_channel else 1)
+    _dead_channel(rng, wt, bias, m, s)
     lo = int(rng.integers(-128, 0)) if rng.random() < 0.3 else -128
     p = dict(input_offset=in_off, output_offset=int(rng.integers(-128, 128)), act_min=lo, act_max=127)
     ref = fully_connected_s8(x, wt, bias, m, s, **p)
@@ -102,12 +124,15 @@ def all_cases():
     for cin in (4, 8, 12, 1, 2, 3, 5, 6, 7):
         for k in ((1, 1), (3, 3), (2, 3), (1, 1)):
             convs.append(conv_case(rng, cin, k))
+    # clipped windows of a pixel pair through zero-point rows (k_w * in_ch <= 256) and past that bound (tap by tap)
+    convs += [conv_case(rng, 32, (3, 3)), conv_case(rng, 88, (2, 3)), conv_case(rng, 64, (3, 3))]
     for e in EXTREMES:
         convs.append(conv_case(rng, 8, (3, 3), e))
         convs.append(conv_case(rng, 3, (3, 3), e))
         convs.append(conv_case(rng, 16, (1, 1), e))
-    fcs = [fc_case(rng, d, o) for d, o in ((1, 1), (3, 5), (4, 4), (7, 9), (8, 128), (17, 6), (64, 12), (130, 7))]
-    fcs += [fc_case(rng, 33, 10, e) for e in EXTREMES]
+    fcs = [fc_case(rng, d, o) for d, o in ((1, 1), (3, 5), (4, 4), (7, 9), (8, 128), (17, 6), (64, 12), (130, 7),
+                                           (12, 8), (9, 15), (36, 13), (5, 16))]
+    fcs += [fc_case(rng, 33, 10, e) for e in EXTREMES] + [fc_case(rng, 36, 13, e) for e in EXTREMES]
     return convs, fcs
 
 
@@ -125,9 +150,7 @@ def run_conv(lib, c):
     n, h, wd, cin = x.shape
     cout = w.shape[0]
     oh, ow = p["output_hw"]
-    keep = [_arr(x, np.int8), _arr(interleave_pairs(w.reshape(cout, -1)), np.int8),
-            _arr(fold_input_offset(c["bias"], w, p["input_offset"]), np.int32), _arr(c["mult"], np.int32),
-            _arr(c["shift"], np.int32)]
+    keep = [_arr(x, np.int8), _arr(interleave_quads(w.reshape(cout, -1)), np.int8), *_table(c)]
     scratch = np.zeros(max(fold_scratch_bytes(w.shape[1:3], cin), 4) // 4, np.uint32)
     out = np.full((n, oh, ow, cout), 99, np.int8)
     ctx = Context(VP(scratch.ctypes.data), scratch.nbytes)
@@ -146,9 +169,7 @@ def run_fc(lib, c):
     x, w, p = c["x"], c["w"], c["p"]
     b, d = x.shape
     o = w.shape[0]
-    keep = [_arr(x, np.int8), _arr(interleave_quads(w), np.int8),
-            _arr(fold_input_offset(c["bias"], w, p["input_offset"]), np.int32), _arr(c["mult"], np.int32),
-            _arr(c["shift"], np.int32)]
+    keep = [_arr(x, np.int8), _arr(interleave_fc(w), np.int8), *_table(c)]
     out = np.full((b, o), 99, np.int8)
     prm = FcParams(p["input_offset"], 0, p["output_offset"], Activation(p["act_min"], p["act_max"]))
     q = Quant(VP(keep[3].ctypes.data), VP(keep[4].ctypes.data))
@@ -164,14 +185,30 @@ def test_interleaved_layouts_are_permutations():
     rng = np.random.default_rng(5)
     for o, k in ((1, 1), (2, 4), (3, 7), (5, 9), (8, 16), (7, 130)):
         w = rng.integers(-128, 128, (o, k)).astype(np.int8)
-        for f in (interleave_pairs, interleave_quads):
+        for f in (interleave_quads, interleave_fc):
             v = f(w)
             assert v.size == w.size and np.array_equal(np.sort(v), np.sort(w.reshape(-1)))
-    w = np.arange(2 * 6).reshape(2, 6)
-    assert list(interleave_pairs(w)) == [0, 1, 2, 3, 6, 7, 8, 9, 4, 5, 10, 11]
     w = np.arange(5 * 5).reshape(5, 5)
     assert list(interleave_quads(w)[:20]) == [0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 4, 9, 14, 19]
     assert list(interleave_quads(w)[20:]) == list(range(20, 25))
+
+
+def test_fold_requant_table_bounds_and_dead_channels():
+    w = np.array([[1, -2, 3], [0, 0, 0]], np.int8)
+    bias = np.array([100, 2113929036], np.int32)
+    m, s = np.array([1 << 30, 1 << 30], np.int32), np.array([-3, -31], np.int32)
+    fb, mr, e = fold_requant_table(bias, w, 5, m, s, -7)
+    assert list(fb) == [int(fold_input_offset(bias[:1], w[:1], 5)[0]), 0]  # a dead channel: bias 0, mult 0, e 1
+    assert list(e) == [3 + (1 << 8)] and mr[2] == 0 and mr[1] == 4 + (-7) * 8
+    assert mr[3] == 2 * int(fp.requantize_to_int8(np.array([2113929036]), np.array([1 << 30]), np.array([-31]), -7,
+                                                  -128, 127)[0])
+    assert fold_requant_table(bias[:1], w[:1], 5, m[:1], np.array([1]), -7) is None  # a left shift
+    assert fold_requant_table(bias[:1], w[:1], 5, m[:1], np.array([0]), -7) is None  # shift 0
+    assert fold_requant_table(np.array([2**30]), w[:1], 5, m[:1], s[:1], -7) is None  # |acc| may reach 2^30
+    assert fold_requant_table(np.array([2**29]), w[:1], 5, m[:1], np.array([-24]), 0) is None  # B + 128 * 2^e >= 2^31
+    # B = 898 below 2^(e-1): the output is the offset whatever the input (a constant channel, as a dead one)
+    fb, mr, e = fold_requant_table(bias[:1], w[:1], 5, m[:1], np.array([-24]), -7)
+    assert list(fb) == [0] and list(mr) == [0, -14] and list(e) == [1]
 
 
 def test_host_conv_fold_matches_reference(lib):
@@ -227,10 +264,10 @@ def firmware(convs, fcs) -> str:
         pre = f"c{i}_"
         w, p, x = c["w"], c["p"], c["x"]
         is_fc = i >= len(convs)
-        wl = interleave_quads(w) if is_fc else interleave_pairs(w.reshape(w.shape[0], -1))
-        src += [_c_array(pre + "x", x, "int8_t"), _c_array(pre + "w", wl, "int8_t"),
-                _c_array(pre + "b", fold_input_offset(c["bias"], w, p["input_offset"]), "int32_t"),
-                _c_array(pre + "m", c["mult"], "int32_t"), _c_array(pre + "s", c["shift"], "int32_t"),
+        wl = interleave_fc(w) if is_fc else interleave_quads(w.reshape(w.shape[0], -1))
+        fb, mr, e = _table(c)
+        src += [_c_array(pre + "x", x, "int8_t"), _c_array(pre + "w", wl, "int8_t"), _c_array(pre + "b", fb, "int32_t"),
+                _c_array(pre + "m", mr, "int32_t"), _c_array(pre + "s", e, "int32_t"),
                 _c_array(pre + "e", c["expected"], "int8_t")]
         act = f"{{{p['act_min']}, {p['act_max']}}}"
         body = f"static int case_{i}(void)\n{{\n    int rc;\n    const tinyaot_per_channel_quant_params q = {{{pre}m, {pre}s}};\n"
@@ -263,14 +300,70 @@ def firmware(convs, fcs) -> str:
     return "".join(src)
 
 
-@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m3"])
-def test_fold_kernels_match_reference_under_qemu(cpu, tmp_path_factory):
+@pytest.mark.parametrize("cpu, flags", [("cortex-m4", ()), ("cortex-m4", ("-DTINYAOT_FOLD_NO_ASM",)),
+                                        ("cortex-m3", ())])
+def test_fold_kernels_match_reference_under_qemu(cpu, flags, tmp_path_factory):
     from ops.conftest import ARM_GCC, QEMU, ArmRunner  # the shared bare-metal harness (tests/ops/conftest.py)
 
     if ARM_GCC is None or QEMU is None:
         pytest.skip("arm-none-eabi-gcc or qemu-system-arm is not installed")
     runner = ArmRunner(tmp_path_factory.mktemp("fold"))
     convs, fcs = all_cases()
-    elf = runner.build(cpu, "fold", firmware(convs, fcs), SOURCES, [KERNELS], ("-Wall", "-Wextra", "-Werror"))
+    elf = runner.build(cpu, "fold", firmware(convs, fcs), SOURCES, [KERNELS], ("-Wall", "-Wextra", "-Werror", *flags))
     rc, out = runner.run(cpu, elf)
     assert "ALL PASSED" in out and rc == 0, f"{cpu}: exit {rc}:\n{out[-3000:]}"
+
+
+# ---- (c) the variant under a whole deploy, and where it is offered ----
+def test_deployed_fold_variants_verify_under_qemu(tmp_path):
+    """A thin 3x3 conv (the column path), a 3x3 conv on 8 channels with padding (in place, clipped pixel pairs), a
+    1x1 conv and a fully connected layer of 14 outputs (blocks of eight and four, two single rows), deployed on
+    mps2-an386: every one takes the fold variant and the firmware verifies under QEMU (== the numpy reference,
+    onnxruntime within 1 LSB)."""
+    from onnx import helper
+
+    from tests.op_models import calibration, const, deploy_verified, save_model
+
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "w1", "b1"], ["c"], kernel_shape=[3, 3], pads=[1, 0, 1, 1],
+                              strides=[1, 2]),
+             helper.make_node("Conv", ["c", "w2", "b2"], ["d"], kernel_shape=[1, 1]),
+             helper.make_node("Flatten", ["d"], ["f"]),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1)]
+    inits = [const("w0", rng.standard_normal((8, 3, 3, 3)) * 0.4), const("b0", rng.standard_normal(8) * 0.1),
+             const("w1", rng.standard_normal((12, 8, 3, 3)) * 0.2), const("b1", rng.standard_normal(12) * 0.1),
+             const("w2", rng.standard_normal((8, 12, 1, 1)) * 0.3), const("b2", rng.standard_normal(8) * 0.1),
+             const("w3", rng.standard_normal((14, 8 * 7 * 3)) * 0.1), const("b3", rng.standard_normal(14) * 0.1)]
+    model = save_model(tmp_path / "fold.onnx", nodes, (1, 3, 7, 6), (1, 14), inits)
+    report = deploy_verified(model, calibration(tmp_path / "cal.npz", (1, 3, 7, 6)), tmp_path / "out")
+    chosen = [(layer["op"], layer.get("variant")) for layer in report["layers"]
+              if layer["op"] in ("Conv", "FullyConnected")]
+    assert chosen == [("Conv", "fold")] * 3 + [("FullyConnected", "fold")], report["layers"]
+
+
+def test_fold_offered_only_where_exact():
+    """Offered on real boards for a standard conv whose requantization table exists; not for the generic target,
+    not with a left shift (fold_requant_table None)."""
+    from tinyaot.boards import load_board
+    from tinyaot.core.target import GENERIC
+    from tinyaot.ir import Graph, Node
+    from tinyaot.ir.graph import Tensor
+    from tinyaot.ops.conv import Conv
+
+    rng = np.random.default_rng(4)
+
+    def names(shift, target):
+        tensors = {"x": Tensor("x", (1, 5, 5, 8), "int8"), "y": Tensor("y", (1, 5, 5, 4), "int8"),
+                   "w": Tensor("w", (4, 1, 1, 8), "int8", rng.integers(-127, 128, (4, 1, 1, 8)).astype(np.int8)),
+                   "b": Tensor("b", (4,), "int32", rng.integers(-999, 999, 4).astype(np.int32))}
+        node = Node("Conv", "c", ["x", "w", "b"], ["y"],
+                    {"depthwise": False, "kernel_shape": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0),
+                     "dilations": (1, 1), "output_mult": np.full(4, 1 << 30), "output_shift": np.full(4, shift),
+                     "input_offset": 5, "output_offset": -3})
+        return [v.name for v in Conv().variants(node, Graph("g", tensors, [node], ["x"], ["y"]), target)]
+
+    m4, m3 = load_board("mps2-an386").target(), load_board("mps2-an385").target()
+    assert names(-8, m4) == ["generic", "fold"] and names(-8, m3) == ["generic", "fold"]
+    assert names(1, m4) == ["generic"] and names(-8, GENERIC) == ["generic"]

@@ -5,6 +5,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from tinyaot.core.errors import TinyaotError
+from tinyaot.core.fixedpoint import requantize_to_int8
 from tinyaot.core.quant import activation_clamp, activation_qparams
 from tinyaot.ir import Graph, Node, QuantParams, Tensor
 
@@ -111,8 +112,51 @@ def fold_input_offset(bias: np.ndarray | None, weights: np.ndarray, input_offset
     return folded.astype(np.int32)
 
 
+def fold_requant_table(bias, weights, input_offset: int, mult, shift, output_offset: int):
+    """The constants of the fold kernels (templates/kernels/tinyaot_fold_support.h): (bias', mr, e), or None when a
+    channel falls outside the bounds that make the kernels' short requantization exact.
+
+    bias' is the folded bias (fold_input_offset); mr the pairs {mult, radd} with radd = 2^(e-1) + output_offset * 2^e
+    and e = -shift, as int32; e packed four per int32 word (channel o in bits 8 * (o % 4) of word o // 4). Exact when per channel e >= 1 (a right shift), B = |bias| + sum|w| * (128 +
+    |input_offset|) < 2^30 and B + 2^(e-1) + 128 * 2^e < 2^31. A channel whose weights are all zero (per-channel
+    quantization of a dead filter: its bias is often near 2^31 and its shift anything), or whose B is below 2^(e-1)
+    (the rounding division then gives 0 for every input), has a constant output v = requant(bias) + output_offset: it
+    gets bias' 0, mult 0, e 1 and radd 2v (the kernel computes (0 + 2v + 0) >> 1 = v, then the same clamp). mult/shift per channel, or per tensor (length 1: one pair, the bound checked against the
+    largest B, no constant channels)."""
+    w = np.asarray(weights).astype(np.int64)
+    w = np.abs(w.reshape(w.shape[0], -1))
+    folded = fold_input_offset(bias, weights, input_offset).astype(np.int64)
+    b = np.zeros(w.shape[0], np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
+    m = np.asarray(mult, np.int64).reshape(-1).copy()
+    e = -np.asarray(shift, np.int64).reshape(-1)
+    if m.size != e.size or m.size not in (1, w.shape[0]):
+        return None
+    bound = np.abs(b) + w.sum(axis=1) * (128 + abs(int(input_offset)))
+    # constant channels: no weights, or every reachable |acc| <= B below 2^(e-1), where SRDHM (|h| <= |acc|) and the
+    # rounding division give 0 whatever the input
+    dead = np.zeros(1, bool)
+    if m.size == w.shape[0]:
+        dead = (w.sum(axis=1) == 0) | ((e >= 1) & (e <= 62) & (bound < (np.int64(1) << np.clip(e - 1, 0, 61))))
+    if dead.any():
+        const = requantize_to_int8(b[dead], m[dead], -e[dead], int(output_offset), -128, 127).astype(np.int64)
+        folded[dead], m[dead], e[dead] = 0, 0, 1
+    bound = np.where(dead, 0, bound) if m.size == w.shape[0] else bound.max(initial=0).reshape(1)
+    if e.min() < 1 or e.max() > 30 or bound.max(initial=0) >= 2**30 or np.any(
+            bound + (1 << (e - 1)) + 128 * (1 << e) >= 2**31):
+        return None
+    radd = (np.int64(1) << (e - 1)) + int(output_offset) * (np.int64(1) << e)
+    if m.size == w.shape[0] and dead.any():
+        radd[dead] = 2 * const
+    packed = np.zeros(-(-e.size // 4) * 4, np.int64)  # e <= 30: four per int32 word, channel o in byte o % 4
+    packed[:e.size] = e
+    packed = (packed.reshape(-1, 4) << np.array([0, 8, 16, 24])).sum(axis=1)
+    return (folded.astype(np.int32), np.stack([m, radd], axis=1).reshape(-1).astype(np.int32),
+            packed.astype(np.int32))
+
+
 __all__ = ["set_const", "output_qparams", "record_raised", "out_params", "spatial_out", "nhwc_oracle",
-           "activation_nodes", "dequantized_const", "oracle_operands", "fold_input_offset"]
+           "activation_nodes", "dequantized_const", "oracle_operands", "fold_input_offset",
+           "fold_requant_table"]
 
 
 def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, list[str]]:

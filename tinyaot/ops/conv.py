@@ -16,8 +16,9 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_input_offset, nhwc_oracle, out_params,
-                                record_raised, set_const, spatial_out)
+from tinyaot.ops.common import (activation_nodes, dequantized_const, nhwc_oracle, out_params,
+                                record_raised, set_const, spatial_out, fold_requant_table)
+from tinyaot.ops.fully_connected import interleave_quads
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.ops.depthwise3x3 import DW3X3_VARIANTS, dw3x3_variants, render_node as dw3x3_render
@@ -45,31 +46,14 @@ def fold_scratch_bytes(kernel_hw, in_ch: int) -> int:
     return 0 if in_ch % 4 == 0 else 4 * int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_ch)
 
 
-def interleave_pairs(rows: np.ndarray) -> np.ndarray:
-    """[out_ch, K] int8 -> the fold kernel's flat layout: per pair of channels (o, o+1), per group of four positions
-    four bytes of o then four of o+1, then the K % 4 last values of o and of o+1; an odd last channel in order.
-    A permutation of the same bytes (flash does not grow)."""
-    rows = np.asarray(rows)
-    out_c, k = rows.shape
-    k4 = k - k % 4
-    parts = []
-    for o in range(0, out_c - 1, 2):
-        pair = rows[o:o + 2]
-        parts.append(pair[:, :k4].reshape(2, k4 // 4, 4).transpose(1, 0, 2).reshape(-1))
-        parts.append(pair[:, k4:].reshape(-1))
-    if out_c % 2:
-        parts.append(rows[-1])
-    return np.concatenate(parts).astype(rows.dtype) if parts else rows.reshape(-1)
-
-
 # Cost model, instructions executed under QEMU, keyed by target.has_dsp: (per multiply-accumulate, per output value,
-# per window value copied into a column), fitted to the 1x1 layers of kws_dscnn (K = 64) and vww_mobilenetv1_025
-# (K = 128) on mps2-an386 (DSP) and mps2-an385: generic 2.59 / 2.08 (M4), 4.36 / 3.61 (M3) per MAC, fold
-# 2.30 / 1.95 and 3.75 / 3.36. The thin first convs (column paths) were 3.48 -> 2.86 (kws), 5.05 -> 4.18 (ic),
-# 6.35 -> 5.37 (vww) on M4, slightly slower on M3 (4.08 -> 4.17, 5.14 -> 5.67) but still chosen there: with the
-# generic kernel kept for one layer beside fold for the others, kws_dscnn's flash on M3 grew 10.2 % (48,988 ->
-# 54,900 B), past the 10 % allowed; the first conv is under 4 % of each model's instructions.
-_FOLD_COST = {True: (1.60, 45.0, 0.0), False: (2.97, 50.0, 0.0)}
+# per window value copied into a column). Generic: fitted to the 1x1 layers of kws_dscnn (K = 64) and
+# vww_mobilenetv1_025 (K = 128): 2.59 / 2.08 per MAC on mps2-an386, 4.36 / 3.61 on mps2-an385. Fold (4x2 block,
+# requantization table), fitted to K = 16 .. 576 on mps2-an386 / mps2-an385: ic_resnet8's 1x1 s2 shortcuts (K = 16:
+# 2.90 / 4.21, K = 32: 2.06 / 3.34), kws_dscnn's 1x1 (K = 64: 1.71 / 2.98), ic_resnet8's 3x3 convs (K = 144: 1.65 /
+# 2.93, K = 288: 1.52 / 2.78, K = 576: 1.45), vww's 1x1 (K = 128: 1.48 / 2.75); its column path (thin first convs)
+# measured kws 10x4x1 2.32 / 3.87, ic 3x3x3 3.94 / 5.24, vww 3x3x3 5.11 / 6.77 (generic on M4: 3.48, 5.05, 6.35).
+_FOLD_COST = {True: (1.40, 22.0, 0.0), False: (2.65, 24.0, 0.0)}
 _GENERIC_COST = {True: (1.57, 65.0, 0.0), False: (2.86, 96.0, 0.0)}
 
 
@@ -289,11 +273,11 @@ class Conv(OpSpec):
         # where the generic kernel plans its im2col (below 8 input channels, not 1x1) the fold kernel's column is
         # no larger; elsewhere only the in-place path (in_ch a multiple of 4) keeps the arena as it is
         small = w.shape[3] < 8 and not (w.shape[1] == 1 and w.shape[2] == 1)
-        # in place it pays for 1x1 kernels only (measured on M4: 3x3 16..64 channels run slower than the generic
-        # kernel, whose clipped windows cost less)
-        pointwise = w.shape[1] == 1 and w.shape[2] == 1 and w.shape[3] % 4 == 0
+        # in place (in_ch a multiple of 4: no scratch) for any window: 1x1 and ic_resnet8's 3x3 layers measured
+        # faster than the generic kernel on mps2-an386 and mps2-an385
+        inplace = w.shape[3] % 4 == 0 and w.shape[3] <= 256  # a padded tap: in_ch zero points from the stack
         if (target.core != "generic" and not node.attrs.get("depthwise") and not is_compressed(w)
-                and w.shape[3] == x[3] and (pointwise or small)):
+                and w.shape[3] == x[3] and (inplace or small) and self._fold_table(node, graph) is not None):
             # standard convolution, one group, dense weights: the fold kernel (any core; DSP or plain C inside)
             o = graph.tensors[node.outputs[0]].shape
             macs, outs = self.macs(node, graph), int(np.prod(o))
@@ -309,6 +293,12 @@ class Conv(OpSpec):
         listed += dw3x3_variants(node, graph, target, self.macs(node, graph))  # depthwise 3x3 (depthwise3x3.py)
         listed += mve_conv.conv_variants(node, graph, target, self.macs(node, graph))  # Helium conv (mve.py)
         return tuple(listed)
+
+    def _fold_table(self, node, graph):
+        """The fold kernel's requantization table for this layer (ops/common.py), None where it is not exact."""
+        a = node.attrs
+        return fold_requant_table(graph.tensors[node.inputs[2]].data, graph.tensors[node.inputs[1]].data,
+                                  a["input_offset"], a["output_mult"], a["output_shift"], a["output_offset"])
 
     def scratch_bytes(self, node, graph):
         if variant_of(node) in mve_conv.CONV_VARIANTS:
@@ -363,14 +353,17 @@ class Conv(OpSpec):
                                                                graph.tensors[node.inputs[1]].data)]
         bias = graph.tensors[node.inputs[2]].data
         if variant_of(node) == FOLD and cf is None and not dw:
-            # input offset folded into the bias, weights rearranged for the kernel's 2x2 block (compile time)
+            # input offset folded into the bias, weights rearranged for the kernel's 4x2 block (compile time)
             kernel = "tinyaot_convolve_s8_fold"
             wd = graph.tensors[node.inputs[1]].data
-            bias = fold_input_offset(bias, wd, a["input_offset"])
-            weights = [ConstArray("int8_t", f"{cname}_weights", interleave_pairs(wd.reshape(wd.shape[0], -1)))]
+            # (bias: the folded one of _fold_table, below)
+            weights = [ConstArray("int8_t", f"{cname}_weights", interleave_quads(wd.reshape(wd.shape[0], -1)))]
+        mult, shift = a["output_mult"], a["output_shift"]
+        if kernel == "tinyaot_convolve_s8_fold":  # {mult, radd} pairs and right shifts (tinyaot_fold_support.h)
+            bias, mult, shift = self._fold_table(node, graph)
         consts = weights + [ConstArray("int32_t", f"{cname}_bias", bias),
-                            ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
-                            ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
+                            ConstArray("int32_t", f"{cname}_mult", mult),
+                            ConstArray("int32_t", f"{cname}_shift", shift)]
         params = {"ptype": "tinyaot_dw_conv_params" if dw else "tinyaot_conv_params", "context": True,
                   "input_offset": a["input_offset"], "output_offset": a["output_offset"], "stride": s[:2],
                   "padding": p[:2], "dilation": d[:2], "activation": [a["act_min"], a["act_max"]],

@@ -13,7 +13,8 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_input_offset, out_params, record_raised,
+from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_requant_table,
+                                out_params, record_raised,
                                 set_const)
 from tinyaot.ops.compressed import compressed_filter, is_compressed
 from tinyaot.core.fixedpoint import quantize_multiplier_array
@@ -21,13 +22,14 @@ from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, re
 from tinyaot.ops import mve  # Helium variant (mve-mac)
 
 # The "fold" variant (templates/kernels/tinyaot_fully_connected_s8_fold.c): input offset folded into the bias,
-# weights rearranged for a block of four output channels.
+# weights rearranged for blocks of eight output channels (interleave_fc), a requantization table.
 FOLD = "fold"
 # Cost model, instructions under QEMU: per multiply-accumulate and per output value, keyed by target.has_dsp;
-# fitted to ad_fc_autoencoder's 640 -> 128 and 128 -> 128 layers (generic 1.96 / 2.29 per MAC on mps2-an386,
-# 4.84 / 5.18 on mps2-an385; fold 1.70 / 2.02 and 2.83 / 3.16). Fewer than four output channels never fill the
-# four-channel block (vww's 256 -> 2 layer ran 2.40 -> 2.98), so fold is offered from four channels on.
-_FOLD_COST = {True: (1.62, 51.0), False: (2.75, 53.0)}
+# generic fitted to ad_fc_autoencoder's 640 -> 128 and 128 -> 128 layers (1.96 / 2.29 per MAC on mps2-an386, 4.84 /
+# 5.18 on mps2-an385); fold (eight-channel block, requantization table) to the same layers (1.44 / 1.62 and 2.71 /
+# 2.91; its 8 -> 128 layer 5.11 / 6.72). Fewer than four output channels never fill a block (vww's 256 -> 2 layer
+# ran 2.40 -> 2.98), so fold is offered from four channels on.
+_FOLD_COST = {True: (1.40, 29.0), False: (2.66, 32.0)}
 _GENERIC_COST = {True: (1.88, 53.0), False: (4.76, 54.0)}
 
 
@@ -43,6 +45,21 @@ def interleave_quads(rows: np.ndarray) -> np.ndarray:
     head = blocks[:, :, :d4].reshape(nb, 4, d4 // 4, 4).transpose(0, 2, 1, 3).reshape(nb, 4 * d4)
     tail = blocks[:, :, d4:].reshape(nb, 4 * (d - d4))
     return np.concatenate([np.concatenate([head, tail], axis=1).reshape(-1), rows[4 * nb:].reshape(-1)])
+
+
+def interleave_fc(rows: np.ndarray) -> np.ndarray:
+    """[out, depth] int8 -> the fold FC kernel's flat layout: per block of eight channels, per group of four inputs
+    the four bytes of each channel in turn, then the depth % 4 last values of each channel in turn; then one block of
+    four the same way if four or more channels are left (interleave_quads); the last out % 4 rows in order. A
+    permutation of the same bytes (flash does not grow)."""
+    rows = np.asarray(rows)
+    out_c, d = rows.shape
+    d4 = d - d % 4
+    nb = out_c // 8
+    blocks = rows[:8 * nb].reshape(nb, 8, d)
+    head = blocks[:, :, :d4].reshape(nb, 8, d4 // 4, 4).transpose(0, 2, 1, 3).reshape(nb, 8 * d4)
+    tail = blocks[:, :, d4:].reshape(nb, 8 * (d - d4))
+    return np.concatenate([np.concatenate([head, tail], axis=1).reshape(-1), interleave_quads(rows[8 * nb:])])
 
 
 def fully_connected_s8(
@@ -128,7 +145,7 @@ class FullyConnected(OpSpec):
     def variants(self, node, graph, target):
         w = graph.tensors[node.inputs[1]]
         if (target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0
-                or w.shape[0] < 4):
+                or w.shape[0] < 4 or self._fold_table(node, graph) is None):
             return (Variant("generic"),)
         macs, outs = self.macs(node, graph), graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
 
@@ -138,6 +155,12 @@ class FullyConnected(OpSpec):
 
         return (Variant("generic", cost(_GENERIC_COST)), Variant(FOLD, cost(_FOLD_COST)),
                 *mve.fc_variants(node, graph, target, macs))
+
+    def _fold_table(self, node, graph):
+        """The fold kernel's requantization table for this layer (ops/common.py), None where it is not exact."""
+        a = node.attrs
+        return fold_requant_table(graph.tensors[node.inputs[2]].data, graph.tensors[node.inputs[1]].data,
+                                  a["input_offset"], a["output_mult"], a["output_shift"], a["output_offset"])
 
     def render(self, node, graph, cname):
         a = node.attrs
@@ -150,14 +173,17 @@ class FullyConnected(OpSpec):
                                                                graph.tensors[node.inputs[1]].data)]
         bias = graph.tensors[node.inputs[2]].data
         if variant_of(node) == FOLD and cf is None:
-            # input offset folded into the bias, weights rearranged for the kernel's four-channel block
+            # input offset folded into the bias, weights rearranged for the kernel's eight-channel block
             kernel = "tinyaot_fully_connected_s8_fold"
             wd = graph.tensors[node.inputs[1]].data
-            bias = fold_input_offset(bias, wd, a["input_offset"])
-            weights = [ConstArray("int8_t", f"{cname}_weights", interleave_quads(wd))]
+            # (bias: the folded one of _fold_table, below)
+            weights = [ConstArray("int8_t", f"{cname}_weights", interleave_fc(wd))]
+        mult, shift = a["output_mult"], a["output_shift"]
+        if kernel == "tinyaot_fully_connected_s8_fold":  # {mult, radd} pairs, right shifts (tinyaot_fold_support.h)
+            bias, mult, shift = self._fold_table(node, graph)
         consts = weights + [ConstArray("int32_t", f"{cname}_bias", bias),
-                            ConstArray("int32_t", f"{cname}_mult", a["output_mult"]),
-                            ConstArray("int32_t", f"{cname}_shift", a["output_shift"])]
+                            ConstArray("int32_t", f"{cname}_mult", mult),
+                            ConstArray("int32_t", f"{cname}_shift", shift)]
         params = {"input_offset": a["input_offset"], "filter_offset": a.get("filter_offset", 0),
                   "output_offset": a["output_offset"], "activation": [a["act_min"], a["act_max"]],
                   "mult": f"{cname}_mult", "shift": f"{cname}_shift", "input_dims": [m, 1, 1, k],
