@@ -1,5 +1,6 @@
 """tinyaot_avgpool_requant_s8's DSP path (eight channels per pass summed in 16-bit lanes with SXTAB16, windows of
-up to 256 taps) == the numpy reference avgpool_requant_s8, on Cortex-M4 under QEMU and (plain C) on the host:
+up to 256 taps) == the numpy reference avgpool_requant_s8, on Cortex-M4 under QEMU, and its plain C path on
+Cortex-M3 under QEMU and on the host:
 windows of 1..256 taps (256 of all -128 is the lane's extreme, -2^15), 257 and more taps (the int32 path), all
 -128 / all 127 inputs, offsets -127 and 128, channel counts 1..19 (tails of 8 and of 4), strides 1..3, global
 pools like kws_dscnn's 25x5 and clamped activation ranges; output shifts right and zero (the short exact
@@ -20,8 +21,9 @@ from tinyaot.toolchain.host import compile_shared
 
 KERNELS = TEMPLATES / "kernels"
 SOURCE = KERNELS / "tinyaot_avgpool_requant_s8.c"
-# (h, w, kh, kw, stride): global 16x16 = 256 taps, 257 taps (int32 path), kws' 25x5 global pool, small windows
-SHAPES = [(16, 16, 16, 16, 1), (1, 257, 1, 257, 1), (25, 5, 25, 5, 1), (5, 7, 2, 3, 1), (7, 9, 3, 3, 2),
+# (h, w, kh, kw, stride): global 16x16 = 256 taps, 257 and 300 taps (int32 path), kws' 25x5 global pool, small
+# windows
+SHAPES = [(16, 16, 16, 16, 1), (1, 257, 1, 257, 1), (1, 300, 1, 300, 1), (25, 5, 25, 5, 1), (5, 7, 2, 3, 1), (7, 9, 3, 3, 2),
           (4, 4, 1, 1, 3), (9, 3, 3, 3, 3)]
 
 
@@ -75,7 +77,8 @@ def test_host_matches_reference():
         assert rc == 0 and np.array_equal(out, c["exp"]), f"case {i}"
 
 
-def test_dsp_path_under_qemu(tmp_path):
+@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m3"])
+def test_dsp_and_plain_paths_under_qemu(tmp_path, cpu):
     from tests.ops.conftest import ARM_GCC, QEMU, ArmRunner
 
     if ARM_GCC is None or QEMU is None:
@@ -97,7 +100,6 @@ def test_dsp_path_under_qemu(tmp_path):
                     "    }\n")
     body.append('    harness_puts(bad ? "SOME FAILED\\n" : "ALL PASSED\\n");\n    return bad != 0;\n}\n')
     runner = ArmRunner(tmp_path)
-    elf = runner.build("cortex-m4", "avgpool", "".join(parts + body), [SOURCE], [KERNELS],
-                       ("-Wall", "-Wextra", "-Werror"))
-    rc, out = runner.run("cortex-m4", elf)
+    elf = runner.build(cpu, "avgpool", "".join(parts + body), [SOURCE], [KERNELS], ("-Wall", "-Wextra", "-Werror"))
+    rc, out = runner.run(cpu, elf)
     assert rc == 0 and "ALL PASSED" in out, out[-2000:]
