@@ -23,7 +23,8 @@ KERNELS = TEMPLATES / "kernels"
 SOURCE = KERNELS / "tinyaot_avgpool_requant_s8.c"
 # (h, w, kh, kw, stride): global 16x16 = 256 taps, 257 and 300 taps (int32 path), kws' 25x5 global pool, small
 # windows
-SHAPES = [(16, 16, 16, 16, 1), (1, 257, 1, 257, 1), (1, 300, 1, 300, 1), (25, 5, 25, 5, 1), (5, 7, 2, 3, 1), (7, 9, 3, 3, 2),
+SHAPES = [(16, 16, 16, 16, 1), (1, 257, 1, 257, 1), (1, 300, 1, 300, 1), (25, 5, 25, 5, 1), (5, 7, 2, 3, 1),
+          (7, 9, 3, 3, 2),
           (4, 4, 1, 1, 3), (9, 3, 3, 3, 3)]
 
 
@@ -84,7 +85,11 @@ def test_dsp_and_plain_paths_under_qemu(tmp_path, cpu):
     if ARM_GCC is None or QEMU is None:
         pytest.skip("arm-none-eabi-gcc or qemu-system-arm is not installed")
     cs = cases(1)
-    arr = lambda t, n, v: f"static const {t} {n}[{np.size(v)}] = {{{', '.join(str(int(a)) for a in np.ravel(v))}}};\n"  # noqa: E731
+
+    def arr(ctype: str, name: str, values) -> str:
+        body = ", ".join(str(int(a)) for a in np.ravel(values))
+        return f"static const {ctype} {name}[{np.size(values)}] = {{{body}}};\n"
+
     parts = ['#include <string.h>\n#include "tinyaot_nn.h"\n', "void harness_puts(const char *s);\n",
              f"static int8_t out_buf[{max(c['exp'].size for c in cs)}];\n"]
     body = ["int main(void)\n{\n    int bad = 0;\n    int i;\n"]
@@ -95,8 +100,9 @@ def test_dsp_and_plain_paths_under_qemu(tmp_path, cpu):
         body.append(f"    {{\n        const tinyaot_pool_params p = {{{{{st}, {st}}}, {{0, 0}}, {{{lo}, {hi}}}}};\n"
                     f"        const tinyaot_dims di = {{{n}, {h}, {w}, {ch}}}, df = {{1, {kh}, {kw}, 1}}, "
                     f"do_ = {{1, {oh}, {ow}, {ch}}};\n        memset(out_buf, 99, sizeof out_buf);\n"
-                    f"        bad += tinyaot_avgpool_requant_s8(&p, &di, x{k}, &df, &do_, {', '.join(map(str, c['q']))}, "
-                    f"out_buf) != 0;\n        for (i = 0; i < {c['exp'].size}; i++) bad += out_buf[i] != e{k}[i];\n"
+                    f"        bad += tinyaot_avgpool_requant_s8(&p, &di, x{k}, &df, &do_, "
+                    f"{', '.join(map(str, c['q']))}, out_buf) != 0;\n"
+                    f"        for (i = 0; i < {c['exp'].size}; i++) bad += out_buf[i] != e{k}[i];\n"
                     "    }\n")
     body.append('    harness_puts(bad ? "SOME FAILED\\n" : "ALL PASSED\\n");\n    return bad != 0;\n}\n')
     runner = ArmRunner(tmp_path)
