@@ -1,8 +1,9 @@
 /*
  * tinyaot_depthwise_conv_s8_3x3: int8 NHWC depthwise convolution for one shape class, 3x3 filter, channel
- * multiplier 1, no dilation, any stride, padding at most 2 on each side (the "dw3x3" variant of ops/conv.py).
+ * multiplier 1, no dilation, any stride and padding (the "dw3x3" and "dw3x3_fold" variants of ops/conv.py).
  *
- * out[y, x, c] = requant(bias[c] + sum_{ky, kx < 3} (in[y*sh - pt + ky, x*sw - pl + kx, c] + input_offset) * w[c, ky, kx])
+ * out[y, x, c] = requant(bias[c] + sum_{ky, kx < 3} (in[y*sh - pt + ky, x*sw - pl + kx, c] + input_offset)
+ *                                                   * w[c, ky, kx])
  *
  * What the compiler prepared (tinyaot/ops/depthwise3x3.py), so the kernel does less per output:
  * - weights: per group of four channels, the nine taps of the group as four bytes each (tap-major), 36 bytes per
