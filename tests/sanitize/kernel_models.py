@@ -51,6 +51,16 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
         nodes.append(n("Conv", [cur, f"wd_{kind}", f"bd_{kind}"], [f"d_{kind}"], name=f"dw_{kind}",
                        pads=[2, 2, 2, 2], group=C))
         cur = f"d_{kind}"
+    # layers the faster kernel variants take (tests/sanitize/test_sanitizers.py compiles for DSP and MVE targets
+    # too): a 1x1 conv, a 3x3 depthwise conv, and a global average pool that requantizes (its mean is scaled back
+    # onto the layer, squeeze-and-excitation style, by a broadcast Mul)
+    inits += [_init(rng, "wpw", (C, C, 1, 1)), _init(rng, "bpw", (C,), 0.1),
+              _init(rng, "wd3", (C, 1, 3, 3)), _init(rng, "bd3", (C,), 0.1)]
+    nodes += [n("Conv", [cur, "wpw", "bpw"], ["pw"], name="pw_s8"),
+              n("Conv", ["pw", "wd3", "bd3"], ["dw3"], name="dw3_s8", pads=[1, 1, 1, 1], group=C),
+              n("GlobalAveragePool", ["dw3"], ["gap"]),
+              n("Mul", ["dw3", "gap"], ["se"])]
+    cur = "se"
     inits += [
         numpy_helper.from_array(rng.uniform(0.05, 0.3, (C, 1, 1)).astype(np.float32), "slope"),
         numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),
@@ -67,8 +77,8 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
     ]
     # Every registered unary elementwise op whose kernel no op of this graph reaches (an op added later, e.g.
     # Abs) joins here, so a new op's kernel is under the sanitizers without this file listing it.
-    fixed = {"Conv", "Relu", "Add", "Mul", "PRelu", "Sigmoid", "Pad", "MaxPool", "Resize", "AveragePool",
-             "ConvTranspose", "Concat", "Clip", "ReduceMean", "FullyConnected", "Softmax", "Transpose"}
+    fixed = {"Conv", "Relu", "Add", "Mul", "GlobalAveragePool", "PRelu", "Sigmoid", "Pad", "MaxPool", "Resize",
+             "AveragePool", "ConvTranspose", "Concat", "Clip", "ReduceMean", "FullyConnected", "Softmax", "Transpose"}
     covered = {k for op in fixed for k in traits_of(op).kernels}
     cur = "s1"
     for op in ops_with(layout="elementwise", broadcast=False):

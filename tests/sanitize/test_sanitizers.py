@@ -19,6 +19,7 @@ import pytest
 from sanitize import kernel_models
 from shared_data import MODELS, calibration_file
 from tinyaot.api import compile_model
+from tinyaot.core.target import GENERIC, Target
 from tinyaot.toolchain.sanitize import SanitizerError, build_sanitized, check_model, probe_inputs
 from tinyaot.codegen.emit import emit_model
 from tinyaot.paths import TEMPLATES
@@ -39,18 +40,33 @@ SUITE_CASES = [
 ]
 
 
+# The graph is compiled for three targets, because the kernel variants a layer may use depend on the core: the
+# generic kernels (no board), the DSP variants (an M4's choice) and the Helium ones (an M55's). On the host every
+# variant kernel compiles its portable C path, which must equal the reference like the target paths do.
+TARGETS = {"generic": GENERIC, "dsp": Target("cortex-m4", has_dsp=True),
+           "mve": Target("cortex-m55", has_dsp=True, has_mve=True)}
+
+
 @pytest.fixture(scope="module")
-def all_kernels(tmp_path_factory):
+def all_kernels_by_target(tmp_path_factory):
     d = tmp_path_factory.mktemp("all_kernels")
     model = kernel_models.all_kernels_model(d / "all_kernels.onnx")
     cal = kernel_models.calibration(d / "cal.npz")
-    return compile_model(model, cal, compression=kernel_models.COMPRESSION)
+    return {name: compile_model(model, cal, compression=kernel_models.COMPRESSION, target=t)
+            for name, t in TARGETS.items()}
 
 
-def test_every_kernel_is_under_the_sanitizers(all_kernels, tmp_path: Path) -> None:
-    """The graph reaches every kernel file, so a new kernel cannot escape the sanitizers unnoticed."""
-    c = all_kernels
-    used = set(emit_model(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, "host", tmp_path).kernels)
+@pytest.fixture(scope="module", params=sorted(TARGETS))
+def all_kernels(request, all_kernels_by_target):
+    return all_kernels_by_target[request.param]
+
+
+def test_every_kernel_is_under_the_sanitizers(all_kernels_by_target, tmp_path: Path) -> None:
+    """The graph, over the three targets, reaches every kernel file, so a new kernel cannot escape the sanitizers."""
+    used = set()
+    for name, c in all_kernels_by_target.items():
+        used |= set(emit_model(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, "host",
+                               tmp_path / name).kernels)
     # the 16x8 kernels need a 16-bit graph: tests/s16/test_s16_sanitize.py runs each of them under the sanitizers
     kernels = {p.stem for p in (TEMPLATES / "kernels").glob("*.c") if "s16" not in p.stem}
     assert kernels and not kernels - used, f"kernels no sanitizer test runs: {sorted(kernels - used)}"
