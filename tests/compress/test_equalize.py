@@ -204,3 +204,26 @@ def test_auto_cle_equalizes_only_a_starved_channel_spread(tmp_path, spread, equa
     assert c.graph.meta["calibration"]["cle"] == "auto"
     assert c.graph.meta["calibration"]["cle_pairs"] == int(equalized)
     assert c.graph.meta["calibration"]["method"] == "minmax"
+
+
+def test_a_bias_only_channel_is_not_blown_up(tmp_path):
+    # channel 0 of the first layer has (nearly) zero weights and a bias of 1: its values are that constant, which
+    # the weight ranges do not see. sqrt(r1 / r2) would divide it by ~1e-4 every sweep (vww_mobilenetv1_025 had a
+    # channel grown 2e12-fold); it must be left alone, and every channel's overall factor stays within bounds
+    from tinyaot.compress.equalize import S_MAX, S_MIN
+
+    rng = np.random.default_rng(9)
+    w1 = rng.normal(0, 1, (8, 4, 3, 3))
+    w1[0] *= 1e-9
+    b1 = np.zeros(8)
+    b1[0] = 1.0
+    n1, i1 = _conv("c1", "x", "z1", w1, b1)
+    n2, i2 = _conv("pw", "r1", "y", rng.normal(0, 1, (5, 8, 1, 1)), np.zeros(5))
+    g = helper.make_graph([n1, helper.make_node("Relu", ["z1"], ["r1"]), n2], "dead",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 4, 4])], i1 + i2)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    graph, _ = _graph(tmp_path / "m.onnx")
+    scales = equalize(graph)
+    (s,) = scales.values()
+    assert s[0] == 1.0 and np.all((s >= S_MIN) & (s <= S_MAX))
