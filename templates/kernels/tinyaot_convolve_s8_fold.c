@@ -424,10 +424,11 @@ static void fold_mac_4x2_s8(const int8_t *xa, const int8_t *xb, const int8_t *w,
     acc[4] = b0, acc[5] = b1, acc[6] = b2, acc[7] = b3;
 }
 
-/* One pixel, one channel in order (a channel after the last block), n4 groups of four with a step (see above). */
-static int32_t fold_dot_s8(const int8_t *x, int32_t xstep, const int8_t *w, int32_t n4, int32_t acc)
+/* One pixel, one channel in order (a channel after the last block): acc + x . w over n4 groups of four. */
+static int32_t fold_dot_s8(const int8_t *x, const int8_t *w, int32_t n4, int32_t acc)
 {
-    for (; n4 > 0; n4--, x += xstep, w += 4) {
+    for (; n4 > 0; n4--, x += 4, w += 4) {
+        /* four products of magnitude at most 128 * 128 */
         acc += (int32_t)x[0] * w[0] + (int32_t)x[1] * w[1] + (int32_t)x[2] * w[2] + (int32_t)x[3] * w[3];
     }
     return acc;
@@ -535,8 +536,10 @@ static void fold_pair_clipped(const fold_geom *g, const fold_pixel *pa, const fo
         const int32_t nc = out_c - o < 4 ? out_c - o : 4; /* channels of this block: 4, or the last ones in order */
         int32_t acc[8];
         int32_t c, ky, kx;
-        for (c = 0; c < nc; c++) {
-            acc[c] = acc[4 + c] = q->bias[o + c];
+        for (c = 0; c < 4; c++) { /* (a fixed count: GCC turns a variable one into memcpy calls) */
+            const int32_t b = c < nc ? q->bias[o + c] : 0;
+            acc[c] = b;
+            acc[4 + c] = b;
         }
         for (ky = 0; ky < g->k_h; ky++) {
             const int8_t *ra = fold_row(g, pa, ky, zrow);
@@ -552,8 +555,8 @@ static void fold_pair_clipped(const fold_geom *g, const fold_pixel *pa, const fo
                     fold_mac_4x2_s8(xa, xb, w + 4 * j, n4, acc);
                 } else {
                     for (c = 0; c < nc; c++) {
-                        acc[c] = fold_dot_s8(xa, 4, w + c * g->k + j, n4, acc[c]);
-                        acc[4 + c] = fold_dot_s8(xb, 4, w + c * g->k + j, n4, acc[4 + c]);
+                        acc[c] = fold_dot_s8(xa, w + c * g->k + j, n4, acc[c]);
+                        acc[4 + c] = fold_dot_s8(xb, w + c * g->k + j, n4, acc[4 + c]);
                     }
                 }
             }
@@ -586,7 +589,7 @@ static void fold_in_place(const fold_geom *g, const int8_t *input, const int8_t 
         zwords[i] = z4;
     }
     for (p = 0; p < n_pix; p += 2) {
-        /* a lone last pixel is computed twice (slot b holds it again; its second results are dropped) */
+        /* a lone last pixel is computed twice (slot b holds it again and writes the same results over slot a's) */
         const int two_pix = (p + 1 < n_pix);
         fold_pixel pa, pb;
         fold_locate(g, input, out_h, out_w, p, &pa);
@@ -622,8 +625,8 @@ static void fold_in_place(const fold_geom *g, const int8_t *input, const int8_t 
             const int8_t *wr = w;
             int32_t ky;
             for (ky = 0; ky < g->k_h; ky++, xa += row_step, xb += row_step, wr += 4 * row_n4) {
-                acc_a = fold_dot_s8(xa, 4, wr, row_n4, acc_a);
-                acc_b = fold_dot_s8(xb, 4, wr, row_n4, acc_b);
+                acc_a = fold_dot_s8(xa, wr, row_n4, acc_a);
+                acc_b = fold_dot_s8(xb, wr, row_n4, acc_b);
             }
             out_a[o] = tinyaot_fold_rq(acc_a, q->mr + 2 * o, tinyaot_fold_e(q->e, o), q->act_min, q->act_max);
             out_b[o] = tinyaot_fold_rq(acc_b, q->mr + 2 * o, tinyaot_fold_e(q->e, o), q->act_min, q->act_max);
@@ -685,7 +688,7 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
     int16_t *col = (int16_t *)ctx->buf;
     int32_t p;
     for (p = 0; p < n_pix; p += 2) {
-        /* a lone last pixel is computed twice (slot b holds it again; its second results are dropped) */
+        /* a lone last pixel is computed twice (slot b holds it again and writes the same results over slot a's) */
         const int two_pix = (p + 1 < n_pix);
         fold_fill(col, &g, input, out_h, out_w, p, 0);
         fold_fill(col, &g, input, out_h, out_w, two_pix ? p + 1 : p, 1);
