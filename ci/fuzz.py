@@ -4,7 +4,16 @@ compiled by tinyaot; the numpy reference must equal the generated C built for th
 layer must be within 1 LSB of onnxruntime on the same int8 input; a refusal of the (valid) graph is a failure too.
 
     .venv/bin/python ci/fuzz.py [--examples N] [--seed S] [--max-layers L] [--allow-scale-refusals]
-                                # default 300 examples, 5 layers
+                                [--boards B ...] [--no-variants] [--no-qemu]
+                                # default 300 examples, 5 layers, boards mps2-an386 mps2-an385 mps3-an547
+
+Kernel variants (issue 10): each graph is also compiled for every board's target (M4: DSP, M3: plain-C twins,
+M55: Helium) with every layer forced onto one of its non-generic variants where it lists one
+(graphs.forced_choices), and (1) that C built for the host under ASan + UBSan must equal the numpy reference (the
+variants' portable paths), (2) the same C built into firmware for the board with UBSan traps
+(-fsanitize-undefined-trap-on-error) and run under QEMU, all inputs of the graph (calibration samples, all -128,
+all 127, alternating, random and random-extreme) in one firmware run, must equal it too (the DSP inline assembly
+and Helium paths, which only run there). Prints per board how often each variant ran.
 
 On a failure hypothesis shrinks the graph and the script prints the minimal spec (rebuild it with
 graphs.build_model) and exits 1. Prints how many graphs ran and which ops they exercised.
@@ -29,7 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
+
+from tinyaot.oracle.reference import run_reference  # noqa: E402
 
 from tinyaot.toolchain.sanitize import SanitizerError  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
@@ -53,12 +65,20 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: random, printed)")
     ap.add_argument("--max-layers", type=int, default=5)
     ap.add_argument("--allow-scale-refusals", action="store_true")
+    ap.add_argument("--boards", nargs="+", default=None, help="variant targets (default: graphs.VARIANT_BOARDS)")
+    ap.add_argument("--no-variants", action="store_true", help="only the generic kernels on the host")
+    ap.add_argument("--no-qemu", action="store_true", help="the variants on the host only")
+    ap.add_argument("--qemu-random", type=int, default=4,
+                    help="random and random-extreme inputs each in the firmware batch (default 4)")
     args = ap.parse_args()
     graphs = _load(ROOT / "tests" / "fuzz" / "graphs.py")
+    boards = tuple(args.boards or graphs.VARIANT_BOARDS)
+    variants_run = collections.Counter()  # (board, variant) -> layers run on the host (and under QEMU)
+    from ci.sanitize import run_on_board
     run_seed = args.seed if args.seed is not None else random.randrange(2 ** 32)
     ops = collections.Counter()
     kinds = collections.Counter()
-    count = {"graphs": 0, "layers": 0, "inputs": 0, "one_lsb_layers": 0}
+    count = {"graphs": 0, "layers": 0, "inputs": 0, "one_lsb_layers": 0, "qemu_inputs": 0}
     failure = {}
     refusals = collections.Counter()
 
@@ -70,6 +90,25 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="tinyaot-fuzz-") as tmp:
             try:
                 r = graphs.check_spec(spec, Path(tmp))
+                if not args.no_variants:
+                    r["qemu_inputs"] = 0
+                    for board, (compiled, used) in graphs.check_variants_host(spec, Path(tmp), boards).items():
+                        variants_run.update((board, v) for v in used.values())
+                        if args.no_qemu:
+                            continue
+                        q = graphs.variant_inputs(compiled, spec, args.qemu_random)
+                        try:
+                            got = run_on_board(board, compiled, Path(tmp) / f"fw_{board}", q)
+                        except TinyaotError as exc:  # a fault or failed build on the target: not a refusal
+                            raise AssertionError(f"{board} firmware (variants {sorted(set(used.values()))}): "
+                                                 f"{exc}") from None
+                        for k, x in enumerate(q):
+                            want = run_reference(compiled.graph, {compiled.input: x})[compiled.output].reshape(-1)
+                            assert np.array_equal(got[k], want), (
+                                f"{board} under QEMU (variants {sorted(set(used.values()))}) != numpy reference "
+                                f"on input {k}: max diff "
+                                f"{int(np.abs(got[k].astype(np.int32) - want.astype(np.int32)).max())}")
+                        r["qemu_inputs"] += len(q)
             except SanitizerError:  # a sanitizer report or a failed run of the sanitized C
                 failure["spec"] = spec
                 raise
@@ -86,11 +125,14 @@ def main() -> int:
         count["layers"] += r["layers"]
         count["inputs"] += r["inputs"]
         count["one_lsb_layers"] += r["worst_lsb"] > 0
+        count["qemu_inputs"] += r.get("qemu_inputs", 0)
         ops.update(r["ops"])
         kinds[spec["data"]["kind"]] += 1
 
     t = time.time()
-    print(f"ci/fuzz.py: seed {run_seed}, up to {args.examples} graphs of up to {args.max_layers} layers", flush=True)
+    print(f"ci/fuzz.py: seed {run_seed}, up to {args.examples} graphs of up to {args.max_layers} layers; variants: "
+          f"{'off' if args.no_variants else ', '.join(boards) + (' (host only)' if args.no_qemu else ' (host + QEMU)')}",
+          flush=True)
     try:
         prop()
     except BaseException as exc:  # noqa: BLE001 - report whatever the property raised, shrunk
@@ -100,6 +142,12 @@ def main() -> int:
     print(f"{count['graphs']} graph runs passed in {time.time() - t:.0f} s: {count['layers']} layers checked "
           f"against onnxruntime, {count['inputs']} inputs through the sanitized C; graphs with a 1-LSB layer "
           f"difference: {count['one_lsb_layers']}")
+    if not args.no_variants:
+        print(f"variant targets: {count['graphs']} graphs each on {', '.join(boards)}; "
+              f"{count['qemu_inputs']} inputs through QEMU firmware (UBSan traps)")
+        for board in boards:
+            print(f"  {board} layers per variant:", ", ".join(f"{v} {n}" for (b, v), n in sorted(variants_run.items())
+                                                           if b == board))
     print("ops:", ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
     print("calibration data:", ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     if refusals:

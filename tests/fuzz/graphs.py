@@ -25,6 +25,9 @@ ACTIVATIONS = ("Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "H
 WEIGHT_SCALES = (1e-4, 0.05, 0.5, 5.0)
 BIAS_SCALES = (0.0, 0.1, 10.0)
 DATA_KINDS = ("normal", "constant", "tiny", "huge", "positive", "negative")
+# channel counts the kernel variants branch on: multiples of 4 (fold in place) and of 16 (Helium direct and full
+# vectors), and counts just off them (tails: 5, 17, 20 = 16 + 4)
+CHANNELS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 17, 20)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -36,6 +39,13 @@ def _window(draw, size: int) -> dict:
     pad0 = draw(st.integers(0, k - 1))  # ONNX pools want pads below the kernel; convs get the same
     pad1 = max(draw(st.integers(0, k - 1)), k - size - pad0)  # <= k - 1 since size >= 1
     return {"k": k, "s": draw(st.integers(1, 2)), "p": (pad0, pad1)}
+
+
+def _window3(draw, size: int, s: int) -> dict:
+    """A 3-tap window with stride s and pads 0..2 on each side (at least one output position)."""
+    pad0 = draw(st.integers(0, 1))
+    pad1 = max(draw(st.integers(0, 1)), 3 - size - pad0)  # <= 2 since size >= 1
+    return {"k": 3, "s": s, "p": (pad0, pad1)}
 
 
 def _out(size: int, win: dict) -> int:
@@ -50,11 +60,22 @@ def _weights(draw) -> dict:
 
 @st.composite
 def _layer(draw, c: int, h: int, w: int):
-    kinds = ["conv", "depthwise", "maxpool", "avgpool", "act", "add", "concat"] + (["gap"] if h * w > 1 else [])
+    kinds = ["conv", "depthwise", "maxpool", "avgpool", "act", "add", "concat", "conv1x1", "dw3x3"] + (
+        ["gap"] if h * w > 1 else [])
     op = draw(st.sampled_from(kinds))
+    if op == "conv1x1":  # the fold / mve_1x1 kernels' shape: a 1x1 stride-1 convolution, channel counts as above
+        layer = {"op": "conv", "out": draw(st.sampled_from(CHANNELS)), "wh": _ONE, "ww": _ONE,
+                 "weights": draw(_weights()), "act": draw(st.sampled_from((None, "Relu", "Clip")))}
+        return layer, (layer["out"], h, w)
+    if op == "dw3x3":  # the dw3x3 / dw3x3_fold / mve_dw kernels' shape: depthwise 3x3, one stride, any padding
+        s = draw(st.integers(1, 2))
+        wh, ww = _window3(draw, h, s), _window3(draw, w, s)
+        layer = {"op": "depthwise", "out": c, "wh": wh, "ww": ww, "weights": draw(_weights()),
+                 "act": draw(st.sampled_from((None, "Relu", "Clip")))}
+        return layer, (c, _out(h, wh), _out(w, ww))
     if op in ("conv", "depthwise"):
         wh, ww = _window(draw, h), _window(draw, w)
-        out = c if op == "depthwise" else draw(st.integers(1, 6))
+        out = c if op == "depthwise" else draw(st.one_of(st.integers(1, 6), st.sampled_from(CHANNELS)))
         layer = {"op": op, "out": out, "wh": wh, "ww": ww, "weights": draw(_weights()),
                  "act": draw(st.sampled_from((None,) + ACTIVATIONS))}
         return layer, (out, _out(h, wh), _out(w, ww))
@@ -75,13 +96,30 @@ def _layer(draw, c: int, h: int, w: int):
 
 @st.composite
 def graph_specs(draw, max_layers: int = 4) -> dict:
-    c, h, w = draw(st.integers(1, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    shape = draw(st.sampled_from(("small", "small", "small", "thin", "wide", "big")))
+    if shape == "small":
+        c, h, w = draw(st.integers(1, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    elif shape == "thin":  # a first convolution on 1 or 3 input channels (audio / RGB): the thin fold path
+        c, h, w = draw(st.sampled_from((1, 3))), draw(st.integers(3, 10)), draw(st.integers(3, 8))
+    elif shape == "wide":  # channel counts the variants branch on, on a small image
+        c, h, w = draw(st.sampled_from(CHANNELS)), draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    else:  # more than 256 positions: a global average pool of > 256 taps (the requantizing pools' long sums)
+        c, h, w = draw(st.integers(1, 3)), draw(st.integers(16, 18)), draw(st.integers(16, 18))
     spec = {"input": (c, h, w), "layers": []}
+    if shape == "thin":
+        wh, ww = _window(draw, h), _window(draw, w)
+        first = {"op": "conv", "out": draw(st.sampled_from(CHANNELS)), "wh": wh, "ww": ww,
+                 "weights": draw(_weights()), "act": draw(st.sampled_from((None, "Relu")))}
+        spec["layers"].append(first)
+        c, h, w = first["out"], _out(h, wh), _out(w, ww)
+    elif shape == "big" and draw(st.booleans()):
+        spec["layers"].append({"op": "gap"})
+        h = w = 1
     for _ in range(draw(st.integers(1, max_layers))):
         layer, (c, h, w) = draw(_layer(c, h, w))
         spec["layers"].append(layer)
     if draw(st.booleans()):
-        spec["head"] = {"out": draw(st.integers(1, 8)), "weights": draw(_weights()), "softmax": draw(st.booleans())}
+        spec["head"] = {"out": draw(st.one_of(st.integers(1, 5), st.integers(6, 8))), "weights": draw(_weights()), "softmax": draw(st.booleans())}
     spec["data"] = {"kind": draw(st.sampled_from(DATA_KINDS)), "samples": draw(st.integers(1, 6)),
                     "offset": draw(st.sampled_from((0.0, 0.5, -3.0)))}
     spec["seed"] = draw(st.integers(0, 2 ** 16))
@@ -257,3 +295,85 @@ def check_spec(spec: dict, work: Path) -> dict:
         f"{c.node} ({c.op}) {c.max_abs_diff} LSB on {c.differing}/{c.elements}" for c in bad)
     return {"layers": len(layers), "inputs": len(q), "ops": sorted({n.op for n in g.nodes}),
             "worst_lsb": worst.max_abs_diff if worst else 0}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The kernel variants (issue 10): the same graph compiled for the cores whose variants differ
+# --------------------------------------------------------------------------------------------------------------
+# board -> the variants its target offers: M3 (no DSP: fold / dw3x3_fold / fast add in plain C), M4 (DSP paths,
+# which run only on the target; their C twins on the host) and M55 (Helium, plain-C fallbacks on the host)
+VARIANT_BOARDS = ("mps2-an385", "mps2-an386", "mps3-an547")
+
+
+def forced_choices(graph, target, seed: int) -> dict[str, str]:
+    """{node: variant}: every layer that lists a variant besides "generic" takes one of those, so a graph reaches
+    the variant kernels whatever the cost model would pick; the others keep "generic". The pick rotates with the
+    layer's position and `seed` (seeds s and s + 1 give a layer with two candidates both), so successive layers
+    with the same list take different variants."""
+    from tinyaot.pipeline.variants import candidates
+
+    choices = {}
+    for i, node in enumerate(graph.nodes):
+        names = [v.name for v in candidates(node, graph, target) if v.name != "generic"]
+        choices[node.name] = names[(seed + i) % len(names)] if names else "generic"
+    return choices
+
+
+def compile_variants(spec: dict, work: Path, board_name: str):
+    """The spec's graph compiled for the board's target with every layer on a non-generic variant where one is
+    listed (forced_choices). Returns (compiled, {node: variant})."""
+    from tinyaot.api import compile_model
+    from tinyaot.boards import load_board
+    from tinyaot.pipeline.compile import with_variants
+
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / "graph.onnx"
+    if not model.exists():
+        build_model(spec, model)
+    cal = work / "cal.npz"
+    if not cal.exists():
+        np.savez(cal, x=calibration_data(spec))
+    target = load_board(board_name).target()
+    compiled = compile_model(model, cal, target=target)
+    compiled = with_variants(compiled, target, forced_choices(compiled.graph, target, spec["seed"]))
+    return compiled, {n.name: n.attrs.get("variant", "generic") for n in compiled.graph.nodes}
+
+
+def variant_inputs(compiled, spec: dict, n_random: int = 1) -> np.ndarray:
+    """The calibration samples plus the extremes (all -128, all 127, alternating) and n_random random ones."""
+    from tinyaot.toolchain.sanitize import probe_inputs
+
+    q = [compiled.quantize_input(x) for x in compiled.samples[compiled.input]]
+    q += list(probe_inputs(compiled.graph.tensors[compiled.input].shape, n_random, seed=spec["seed"]))
+    return np.stack(q)
+
+
+def check_variants_host(spec: dict, work: Path, boards=VARIANT_BOARDS) -> dict:
+    """For each board: the graph compiled with forced variants (compile_variants), its C (the variants' portable
+    paths) built for the host under ASan + UBSan, == the numpy reference on variant_inputs, and that reference ==
+    the generic graph's (a variant must not change the numerics). Returns {board: (compiled, variants used)}."""
+    from tinyaot.toolchain.sanitize import build_sanitized
+    from tinyaot.oracle.reference import run_reference
+
+    out = {}
+    generic_refs = None
+    for board in boards:
+        compiled, used = compile_variants(spec, work, board)
+        g = compiled.graph
+        q = variant_inputs(compiled, spec)
+        refs = np.stack([run_reference(g, {compiled.input: x})[compiled.output].reshape(-1) for x in q])
+        if generic_refs is None:
+            from tinyaot.api import compile_model
+            base = compile_model(work / "graph.onnx", work / "cal.npz")
+            generic_refs = np.stack([run_reference(base.graph, {base.input: x})[base.output].reshape(-1)
+                                     for x in q])
+        assert np.array_equal(refs, generic_refs), f"{board}: the variants' graph changed the reference"
+        host = build_sanitized(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound,
+                               work / f"c_{board}")
+        got = host.run(q).reshape(len(q), -1)
+        for k in range(len(q)):
+            assert np.array_equal(got[k], refs[k]), (
+                f"{board} host C (variants {sorted(set(used.values()) - {'generic'})}) != numpy reference on "
+                f"input {k}: max diff {int(np.abs(got[k].astype(np.int32) - refs[k].astype(np.int32)).max())}")
+        out[board] = (compiled, used)
+    return out

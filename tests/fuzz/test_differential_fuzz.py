@@ -4,6 +4,10 @@ and calibration ranges, degenerate ones included), compiled by tinyaot.api.compi
 equal the generated C built for the host (under ASan + UBSan) bit for bit, and each layer must be within 1 LSB of
 onnxruntime on the same int8 input.
 
+The kernel variants (issue 10): a few hand-picked graphs in the shapes the variants take are compiled for each
+core's target with every layer forced onto a non-generic variant (graphs.check_variants_host: M3's plain-C twins,
+M4's DSP variants and M55's Helium ones, their portable C on the host under ASan + UBSan, == the reference).
+
 A fixed budget here, derandomized so the suite sees the same graphs every run; `ci/fuzz.py` runs many more with a
 fresh seed. A failure prints the shrunk spec, a minimal graph to rebuild with graphs.build_model.
 """
@@ -22,7 +26,7 @@ from tinyaot.errors import TinyaotError
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
 
-SUITE_EXAMPLES = 40
+SUITE_EXAMPLES = 32  # 40 before the variant-shaped layers and the variant tests below (time budget)
 
 
 def _w(scale=0.5, bias=0.1, zero_channel=False):
@@ -96,3 +100,50 @@ def test_random_graphs_match_reference_and_onnxruntime(spec: dict) -> None:
             raise
         except TinyaotError as exc:  # every graph drawn is small and valid, so a refusal is a bug too
             pytest.fail(f"tinyaot refused a valid graph: {exc}\nspec: {spec}")
+
+
+# Graphs in the kernel variants' shapes (fold conv / FC, dw3x3, fast and Helium add, Helium pools): thin first
+# convs on 1 and 3 channels, 1x1 convs, depthwise 3x3 at strides 1 and 2 with padding on every side and channel
+# counts off the multiples of 4 and 16, residual adds with extreme scale ratios, a global average pool of 289 taps,
+# fully connected heads of 1..5 outputs.
+VARIANT_EXAMPLES = [
+    {"input": (3, 7, 6), "layers": [
+        {"op": "conv", "out": 8, "wh": _win(3, 2, 1, 1), "ww": _win(3, 2, 0, 1), "weights": _w(), "act": "Relu"},
+        {"op": "depthwise", "out": 8, "wh": _win(3, 1, 1, 0), "ww": _win(3, 1, 0, 1), "weights": _w(0.05, 10.0),
+         "act": None},
+        {"op": "conv", "out": 17, "wh": _win(1, 1, 0, 0), "ww": _win(1, 1, 0, 0), "weights": _w(zero_channel=True),
+         "act": "Clip"},
+        {"op": "depthwise", "out": 17, "wh": _win(3, 2, 0, 1), "ww": _win(3, 2, 1, 1), "weights": _w(5.0),
+         "act": "Relu"}],
+     "head": {"out": 3, "weights": _w(0.05), "softmax": False},
+     "data": {"kind": "normal", "samples": 3, "offset": 0.5}, "seed": 11},
+    {"input": (20, 4, 5), "layers": [
+        {"op": "add", "weights": _w(1e-4, 0.0), "act": None},
+        {"op": "depthwise", "out": 20, "wh": _win(3, 2, 1, 1), "ww": _win(3, 2, 1, 1), "weights": _w(),
+         "act": "Relu"},
+        {"op": "conv", "out": 16, "wh": _win(1, 1, 0, 0), "ww": _win(1, 1, 0, 0), "weights": _w(0.5, 0.0),
+         "act": None},
+        {"op": "add", "weights": _w(5.0, 10.0), "act": "Relu"}],
+     "head": {"out": 1, "weights": _w(0.5, 0.1), "softmax": False},
+     "data": {"kind": "positive", "samples": 2, "offset": 0.0}, "seed": 12},
+    {"input": (1, 17, 17), "layers": [
+        {"op": "conv", "out": 5, "wh": _win(3, 1, 1, 1), "ww": _win(3, 1, 1, 1), "weights": _w(), "act": None},
+        {"op": "depthwise", "out": 5, "wh": _win(3, 1, 1, 1), "ww": _win(3, 1, 0, 2), "weights": _w(0.05),
+         "act": "Relu"},
+        {"op": "gap"}],
+     "head": {"out": 5, "weights": _w(zero_channel=True), "softmax": True},
+     "data": {"kind": "huge", "samples": 2, "offset": -3.0}, "seed": 13},
+    {"input": (16, 3, 3), "layers": [
+        {"op": "conv", "out": 4, "wh": _win(3, 1, 1, 1), "ww": _win(3, 1, 1, 1), "weights": _w(5.0, 10.0),
+         "act": "Clip"},
+        {"op": "avgpool", "wh": _win(2, 1, 1, 0), "ww": _win(2, 1, 0, 1), "count_include_pad": False}],
+     "head": {"out": 4, "weights": _w(1e-4, 10.0), "softmax": False},
+     "data": {"kind": "constant", "samples": 1, "offset": 0.0}, "seed": 14},
+]
+
+
+@pytest.mark.parametrize("k", range(len(VARIANT_EXAMPLES)))
+def test_kernel_variants_match_reference_on_every_core(k: int, tmp_path: Path) -> None:
+    done = graphs.check_variants_host(VARIANT_EXAMPLES[k], tmp_path)
+    used = {v for _, chosen in done.values() for v in chosen.values()}
+    assert used - {"generic"}, "the graph reached no kernel variant"

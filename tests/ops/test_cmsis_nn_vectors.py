@@ -985,3 +985,134 @@ def test_compile_shared_env_override_and_errors(tmp_path, monkeypatch):
     assert other_tool.exists()  # eviction never reaches outside host/
     with pytest.raises(TinyaotError):
         compile_shared([tmp_path / "missing.c"], [])
+
+
+# ====================================================================================================================
+# The kernel variants (issue 10) meet the same vectors: each conv / depthwise / fully connected vector becomes a
+# one-layer quantized graph, compiled for each core's target with the layer forced onto each variant it lists there
+# (fold, dw3x3, dw3x3_fold, mve_conv, mve_1x1, mve_dw, mve_fc), its C (the variants' portable paths) built for the
+# host under ASan + UBSan and run on the vector's input (each batch item one sample) == the vector's expected output.
+# The same graphs under QEMU (DSP and Helium paths): ci/cmsis_nn_vectors_variants.py.
+# ====================================================================================================================
+VARIANT_KINDS = ("conv2d", "depthwise_conv2d", "fully_connected")
+VARIANT_BOARDS = ("mps2-an385", "mps2-an386", "mps3-an547")  # M3 (plain-C twins), M4 (DSP), M55 (Helium)
+
+
+def vector_graph(case: dict, a: dict):
+    """The vector's layer as a one-layer quantized NHWC graph (the attributes quantize_graph would have set; the
+    scales are placeholders: the vectors give the multipliers and shifts). None for shapes a graph cannot hold
+    (grouped convolutions)."""
+    from tinyaot.core.quant import QuantParams
+    from tinyaot.ir.graph import Graph, Node, Tensor
+
+    k, p = case["kind"], case["params"]
+    if k == "conv2d" and p.get("groups", 1) != 1:
+        return None
+
+    def qp(zp, n=None, axis=None):
+        return QuantParams(scale=np.ones(n) if n else np.array(1.0), zero_point=np.zeros(n, int) if n else np.array(zp),
+                           axis=axis, bits=8)
+
+    x, w = a["input"], a["weights"]
+    oc = w.shape[3] if k == "depthwise_conv2d" else w.shape[0]
+    out_shape = (1, *p["output_hwc"]) if k != "fully_connected" else (1, oc)
+    b = _bias(case, a)
+    t = {"x": Tensor("x", (1, *x.shape[1:]), "int8", quant=qp(-p["input_offset"])),
+         "y": Tensor("y", out_shape, "int8", quant=qp(p["output_offset"])),
+         "w": Tensor("w", w.shape, "int8", data=w, quant=qp(0, oc, 3 if k == "depthwise_conv2d" else 0)),
+         "b": Tensor("b", (oc,), "int32", data=np.zeros(oc, np.int32) if b is None else b.astype(np.int32),
+                     quant=qp(0, oc, 0))}
+    common = {"input_offset": p["input_offset"], "output_offset": p["output_offset"],
+              "act_min": p["activation_min"], "act_max": p["activation_max"]}
+    if k == "fully_connected":
+        # one multiplier per output channel, as quantize gives every layer (a per-tensor scale repeated; the vectors
+        # store per-tensor cases repeated too)
+        node = Node("FullyConnected", "layer", ["x", "w", "b"], ["y"],
+                    {"output_mult": np.asarray(a["output_mult"], np.int32).reshape(-1),
+                     "output_shift": np.asarray(a["output_shift"], np.int32).reshape(-1),
+                     "filter_offset": p["filter_offset"], **common})
+    else:
+        kh, kw = w.shape[1:3]
+        (sh, sw), (dh, dw), (pt, pl) = p["stride_hw"], p["dilation_hw"], p["pad_top_left"]
+        oh, ow = p["output_hwc"][:2]
+        # bottom / right pads: what the last output position reaches past the input (never negative)
+        pb = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - x.shape[1] - pt)
+        pr = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - x.shape[2] - pl)
+        node = Node("Conv", "layer", ["x", "w", "b"], ["y"],
+                    {"group": x.shape[3] if k == "depthwise_conv2d" else 1, "kernel_shape": [kh, kw],
+                     "pads": [pt, pl, pb, pr], "strides": [sh, sw], "dilations": [dh, dw],
+                     "depthwise": k == "depthwise_conv2d",
+                     "output_mult": tuple(int(v) for v in a["output_mult"]),
+                     "output_shift": tuple(int(v) for v in a["output_shift"]), **common})
+    meta = {"inputs": [{"name": "x", "shape": list(t["x"].shape), "dtype": "float32"}],
+            "outputs": [{"name": "y", "shape": list(out_shape), "dtype": "float32"}]}
+    return Graph("vector", t, [node], ["x"], ["y"], layout="NHWC", quantized=True, meta=meta)
+
+
+def vector_variant_builds(board_names=VARIANT_BOARDS):
+    """(case, board, variant) for every vector of VARIANT_KINDS and every non-generic variant its layer lists on
+    the board's target."""
+    from tinyaot.boards import load_board
+    from tinyaot.pipeline.variants import candidates
+
+    out = []
+    for case in _cases(VARIANT_KINDS):
+        g = vector_graph(case, _arrays(case))
+        if g is None:
+            continue
+        for board in board_names:
+            for v in candidates(g.nodes[0], g, load_board(board).target()):
+                if v.name != "generic":
+                    out.append((case, board, v.name))
+    return out
+
+
+def planned_vector_graph(case: dict, board: str, variant: str):
+    """(graph, offsets, arena_bytes, lower_bound) with the layer on `variant` for the board's target."""
+    from tinyaot.boards import load_board
+    from tinyaot.pipeline.compile import graph_buffers, lower_bound, plan
+    from tinyaot.pipeline.variants import choose_variants
+
+    g = vector_graph(case, _arrays(case))
+    choose_variants(g, load_board(board).target(), {"layer": variant})
+    assert g.nodes[0].attrs["variant"] == variant
+    buffers = graph_buffers(g)
+    p = plan(buffers)
+    return g, p.offsets, p.arena_bytes, lower_bound(buffers).bytes
+
+
+VARIANT_BUILDS = vector_variant_builds() if _index()["cases"] else []
+
+
+def test_vectors_reach_every_variant_of_conv_depthwise_and_fc():
+    names = {v for _, _, v in VARIANT_BUILDS}
+    assert {"fold", "dw3x3", "dw3x3_fold", "mve_conv", "mve_1x1", "mve_dw", "mve_fc"} <= names, sorted(names)
+
+
+def suite_variant_builds(builds=None) -> list:
+    """One vector per (board, variant): the board's index into that pair's vectors (so the boards meet different
+    vectors of a variant), a sanitized build each (~0.7 s); ci/cmsis_nn_vectors_variants.py runs every pair."""
+    by_pair: dict = {}
+    for case, board, variant in VARIANT_BUILDS if builds is None else builds:
+        by_pair.setdefault((board, variant), []).append(case)
+    return [(cases[VARIANT_BOARDS.index(board) % len(cases)], board, variant)
+            for (board, variant), cases in sorted(by_pair.items())]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
+@pytest.mark.parametrize("board", VARIANT_BOARDS)
+def test_variant_kernels_match_vectors_on_host(board, tmp_path):
+    """The board's (vector, variant) pairs of suite_variant_builds, each its own sanitized host build, == expected."""
+    from tinyaot.toolchain.sanitize import build_sanitized
+
+    ran = 0
+    for k, (case, b, variant) in enumerate(suite_variant_builds()):
+        if b != board:
+            continue
+        a = _arrays(case)
+        g, offsets, arena, lb = planned_vector_graph(case, board, variant)
+        host = build_sanitized(g, offsets, arena, lb, tmp_path / f"v{k}")
+        got = host.run(a["input"]).reshape(a["expected"].shape)
+        _assert_same(got, a["expected"], f"{variant} on {board}'s target (host C), {case['id']}")
+        ran += 1
+    assert ran
