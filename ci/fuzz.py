@@ -128,6 +128,8 @@ def main() -> int:
         count["qemu_inputs"] += r.get("qemu_inputs", 0)
         ops.update(r["ops"])
         kinds[spec["data"]["kind"]] += 1
+        if count["graphs"] % 10 == 0:  # progress: a run with QEMU takes ~10 s per graph
+            print(f"  {count['graphs']} graphs passed, {time.time() - t:.0f} s", flush=True)
 
     t = time.time()
     print(f"ci/fuzz.py: seed {run_seed}, up to {args.examples} graphs of up to {args.max_layers} layers; variants: "
