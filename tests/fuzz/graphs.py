@@ -53,15 +53,18 @@ def _out(size: int, win: dict) -> int:
 
 
 @st.composite
-def _weights(draw) -> dict:
-    return {"scale": draw(st.sampled_from(WEIGHT_SCALES)), "bias": draw(st.sampled_from(BIAS_SCALES)),
-            "zero_channel": draw(st.booleans())}
+def _weights(draw, extended: bool = True) -> dict:
+    w = {"scale": draw(st.sampled_from(WEIGHT_SCALES)), "bias": draw(st.sampled_from(BIAS_SCALES)),
+         "zero_channel": draw(st.booleans())}
+    if extended and draw(st.integers(0, 3)) == 0:
+        w["signs"] = True  # every weight +-scale: all quantize to +-127, the largest accumulators the bounds allow
+    return w
 
 
 @st.composite
-def _layer(draw, c: int, h: int, w: int):
-    kinds = ["conv", "depthwise", "maxpool", "avgpool", "act", "add", "concat", "conv1x1", "dw3x3"] + (
-        ["gap"] if h * w > 1 else [])
+def _layer(draw, c: int, h: int, w: int, extended: bool = True):
+    kinds = ["conv", "depthwise", "maxpool", "avgpool", "act", "add", "concat"]
+    kinds += (["conv1x1", "dw3x3"] if extended else []) + (["gap"] if h * w > 1 else [])
     op = draw(st.sampled_from(kinds))
     if op == "conv1x1":  # the fold / mve_1x1 kernels' shape: a 1x1 stride-1 convolution, channel counts as above
         layer = {"op": "conv", "out": draw(st.sampled_from(CHANNELS)), "wh": _ONE, "ww": _ONE,
@@ -75,8 +78,9 @@ def _layer(draw, c: int, h: int, w: int):
         return layer, (c, _out(h, wh), _out(w, ww))
     if op in ("conv", "depthwise"):
         wh, ww = _window(draw, h), _window(draw, w)
-        out = c if op == "depthwise" else draw(st.one_of(st.integers(1, 6), st.sampled_from(CHANNELS)))
-        layer = {"op": op, "out": out, "wh": wh, "ww": ww, "weights": draw(_weights()),
+        out = c if op == "depthwise" else draw(st.one_of(st.integers(1, 6), st.sampled_from(CHANNELS))
+                                               if extended else st.integers(1, 6))
+        layer = {"op": op, "out": out, "wh": wh, "ww": ww, "weights": draw(_weights(extended)),
                  "act": draw(st.sampled_from((None,) + ACTIVATIONS))}
         return layer, (out, _out(h, wh), _out(w, ww))
     if op in ("maxpool", "avgpool"):
@@ -89,20 +93,22 @@ def _layer(draw, c: int, h: int, w: int):
     if op == "act":
         return {"op": "act", "act": draw(st.sampled_from(ACTIVATIONS))}, (c, h, w)
     if op == "add":  # x + relu?(conv1x1(x)): a residual join of two differently quantized tensors
-        return {"op": "add", "weights": draw(_weights()), "act": draw(st.sampled_from((None, "Relu")))}, (c, h, w)
+        return {"op": "add", "weights": draw(_weights(extended)), "act": draw(st.sampled_from((None, "Relu")))}, (c, h, w)
     out = draw(st.integers(1, 4))  # concat(x, conv1x1(x)) along channels
-    return {"op": "concat", "out": out, "weights": draw(_weights())}, (c + out, h, w)
+    return {"op": "concat", "out": out, "weights": draw(_weights(extended))}, (c + out, h, w)
 
 
 @st.composite
-def graph_specs(draw, max_layers: int = 4) -> dict:
-    shape = draw(st.sampled_from(("small", "small", "small", "thin", "wide", "big")))
+def graph_specs(draw, max_layers: int = 4, extended: bool = True) -> dict:
+    """extended=False: the draws before the kernel variants (small shapes, no variant-shaped layers, no sign
+    weights, no compression), which the suite's fixed budget keeps; ci/fuzz.py draws the extended graphs."""
+    shape = draw(st.sampled_from(("small", "small", "small", "thin", "wide", "big"))) if extended else "small"
     if shape == "small":
         c, h, w = draw(st.integers(1, 5)), draw(st.integers(1, 8)), draw(st.integers(1, 8))
     elif shape == "thin":  # a first convolution on 1 or 3 input channels (audio / RGB): the thin fold path
         c, h, w = draw(st.sampled_from((1, 3))), draw(st.integers(3, 10)), draw(st.integers(3, 8))
     elif shape == "wide":  # channel counts the variants branch on, on a small image
-        c, h, w = draw(st.sampled_from(CHANNELS)), draw(st.integers(1, 5)), draw(st.integers(1, 5))
+        c, h, w = draw(st.sampled_from(CHANNELS)), draw(st.integers(1, 7)), draw(st.integers(1, 7))
     else:  # more than 256 positions: a global average pool of > 256 taps (the requantizing pools' long sums)
         c, h, w = draw(st.integers(1, 3)), draw(st.integers(16, 18)), draw(st.integers(16, 18))
     spec = {"input": (c, h, w), "layers": []}
@@ -116,14 +122,26 @@ def graph_specs(draw, max_layers: int = 4) -> dict:
         spec["layers"].append({"op": "gap"})
         h = w = 1
     for _ in range(draw(st.integers(1, max_layers))):
-        layer, (c, h, w) = draw(_layer(c, h, w))
+        layer, (c, h, w) = draw(_layer(c, h, w, extended))
         spec["layers"].append(layer)
     if draw(st.booleans()):
-        spec["head"] = {"out": draw(st.one_of(st.integers(1, 5), st.integers(6, 8))), "weights": draw(_weights()), "softmax": draw(st.booleans())}
+        out = draw(st.one_of(st.integers(1, 5), st.integers(6, 8)) if extended else st.integers(1, 8))
+        spec["head"] = {"out": out, "weights": draw(_weights(extended)), "softmax": draw(st.booleans())}
     spec["data"] = {"kind": draw(st.sampled_from(DATA_KINDS)), "samples": draw(st.integers(1, 6)),
                     "offset": draw(st.sampled_from((0.0, 0.5, -3.0)))}
     spec["seed"] = draw(st.integers(0, 2 ** 16))
+    compress = draw(st.sampled_from((None, None, None, "clusters16", "int4", "prune0.5"))) if extended else None
+    if compress:  # compressed weight storage: the compressed kernels (their depthwise 3x3 path too)
+        spec["compress"] = compress
     return spec
+
+
+COMPRESSION = {"clusters16": {"clusters": 16}, "int4": {"weight_bits": 4}, "prune0.5": {"prune": 0.5}}
+
+
+def compression(spec: dict):
+    """compile_model's `compression` argument for the spec (None: dense int8)."""
+    return COMPRESSION[spec["compress"]] if spec.get("compress") else None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -147,6 +165,8 @@ class _Builder:
 
     def weights(self, shape, wspec: dict) -> tuple[str, str]:
         w = self.rng.standard_normal(shape) * wspec["scale"]
+        if wspec.get("signs"):
+            w = np.where(w < 0, -wspec["scale"], wspec["scale"])
         if wspec["zero_channel"] and shape[0] > 1:
             w[self.rng.integers(shape[0])] = 0.0  # a dead channel: its bias alone decides its output
         b = self.rng.standard_normal(shape[0]) * wspec["bias"]
@@ -276,7 +296,7 @@ def check_spec(spec: dict, work: Path) -> dict:
     model = build_model(spec, work / "graph.onnx")
     cal = work / "cal.npz"
     np.savez(cal, x=calibration_data(spec))
-    compiled = compile_model(model, cal)
+    compiled = compile_model(model, cal, compression=compression(spec))
     g = compiled.graph
     q = [compiled.quantize_input(x) for x in compiled.samples[compiled.input]]
     q += list(probe_inputs(g.tensors[compiled.input].shape, 1, seed=spec["seed"]))
@@ -334,7 +354,7 @@ def compile_variants(spec: dict, work: Path, board_name: str):
     if not cal.exists():
         np.savez(cal, x=calibration_data(spec))
     target = load_board(board_name).target()
-    compiled = compile_model(model, cal, target=target)
+    compiled = compile_model(model, cal, target=target, compression=compression(spec))
     compiled = with_variants(compiled, target, forced_choices(compiled.graph, target, spec["seed"]))
     return compiled, {n.name: n.attrs.get("variant", "generic") for n in compiled.graph.nodes}
 
@@ -364,7 +384,7 @@ def check_variants_host(spec: dict, work: Path, boards=VARIANT_BOARDS) -> dict:
         refs = np.stack([run_reference(g, {compiled.input: x})[compiled.output].reshape(-1) for x in q])
         if generic_refs is None:
             from tinyaot.api import compile_model
-            base = compile_model(work / "graph.onnx", work / "cal.npz")
+            base = compile_model(work / "graph.onnx", work / "cal.npz", compression=compression(spec))
             generic_refs = np.stack([run_reference(base.graph, {base.input: x})[base.output].reshape(-1)
                                      for x in q])
         assert np.array_equal(refs, generic_refs), f"{board}: the variants' graph changed the reference"
