@@ -805,8 +805,8 @@ static TINYAOT_NOINLINE void tinyaot_dw_quads(const tinyaot_dw_job *job, tinyaot
 #endif
 
 /* The output requantization of four channels, in a short exact form when every one of them allows it: a right
-   shift e in 1..30 and |acc| + 2^(e-1) + 128 * 2^e < 2^31 with |acc| <= |bias| + 9 * 255 * 128 (any 3x3 window of
-   int8 weights; then also |acc| < 2^30). TFLite's SaturatingRoundingDoublingHighMul(acc, m) is then
+   shift e in 1..30, |acc| < 2^30 and |acc| + 2^(e-1) + 128 * 2^e < 2^31 with |acc| <= |bias| + 9 * 255 * 128 (any
+   3x3 window of int8 weights). TFLite's SaturatingRoundingDoublingHighMul(acc, m) is then
    floor((2acc * m + 2^31) / 2^32) (SMMLAR on DSP cores), and RoundingDivideByPOT(h, e) + output_offset is
    floor((h + radd - [acc < 0]) / 2^e), radd = 2^(e-1) + output_offset * 2^e (acc's sign stands for h's: they
    differ only when h = 0, where the -1 cannot cross a multiple of 2^e). Otherwise tinyaot_requantize_s8. */
@@ -827,7 +827,9 @@ static void tinyaot_dw3_rq_init(tinyaot_dw3_rq *r, const tinyaot_dw_job *job, in
         r->mult[j] = job->mult[oc + j];
         r->e[j] = 1;
         r->radd[j] = 0;
-        if (shift > -1 || shift < -30 ||
+        /* bound < 2^30 too: the sum below 2^31 does not imply it (a bias near 2^30 with a large right shift,
+           e.g. a dead channel's bias 2^30 + 14 with e = 22, found by ci/fuzz.py), and 2acc must fit int32 */
+        if (shift > -1 || shift < -30 || bound >= ((int64_t)1 << 30) ||
             bound + ((int64_t)1 << (-shift - 1)) + ((int64_t)128 << -shift) >= ((int64_t)1 << 31)) {
             r->fast = 0;
             continue;

@@ -80,6 +80,14 @@ EXPLICIT = [
          "act": None}],
      "head": {"out": 3, "weights": _w(1e-4, 0.0), "softmax": True},
      "data": {"kind": "normal", "samples": 2, "offset": 0.0}, "seed": 5},
+    # found by ci/fuzz.py (seed 4242): a 4-bit depthwise 3x3 whose dead channel (all weights 0) has the bias
+    # 2^30 + 14 and a right shift of 22; the compressed kernels' short requantization (tinyaot_nn_compressed.h
+    # tinyaot_dw3_rq_init) took it because |bias| + 2^21 + 128 * 2^22 < 2^31, but doubled the sum (2acc) past
+    # int32: 127 became -128
+    {"input": (4, 3, 3), "layers": [
+        {"op": "depthwise", "out": 4, "wh": _win(3, 2, 1, 1), "ww": _win(3, 2, 1, 1),
+         "weights": {"scale": 0.05, "bias": 0.1, "zero_channel": True, "signs": True}, "act": "Relu"}],
+     "data": {"kind": "tiny", "samples": 6, "offset": 0.5}, "seed": 301, "compress": "int4"},
 ]
 
 
@@ -92,6 +100,7 @@ EXPLICIT = [
 @example(spec=EXPLICIT[3])
 @example(spec=EXPLICIT[4])
 @example(spec=EXPLICIT[5])
+@example(spec=EXPLICIT[6])
 def test_random_graphs_match_reference_and_onnxruntime(spec: dict) -> None:
     with tempfile.TemporaryDirectory(prefix="tinyaot-fuzz-") as tmp:
         try:
