@@ -132,9 +132,9 @@ def main() -> int:
             print(f"  {count['graphs']} graphs passed, {time.time() - t:.0f} s", flush=True)
 
     t = time.time()
+    where = "off" if args.no_variants else ", ".join(boards) + (" (host only)" if args.no_qemu else " (host + QEMU)")
     print(f"ci/fuzz.py: seed {run_seed}, up to {args.examples} graphs of up to {args.max_layers} layers; variants: "
-          f"{'off' if args.no_variants else ', '.join(boards) + (' (host only)' if args.no_qemu else ' (host + QEMU)')}",
-          flush=True)
+          f"{where}", flush=True)
     try:
         prop()
     except BaseException as exc:  # noqa: BLE001 - report whatever the property raised, shrunk

@@ -7,10 +7,17 @@ connected layer and a softmax. Weights, biases and the calibration data take ord
 weight scales from 1e-4 to 5 with all-zero channels, constant calibration inputs (a zero-width range), tiny and
 huge ranges, one-sided ones.
 
+The extended draws (graph_specs' default; the suite keeps extended=False) add the shapes the kernel variants take:
+1x1 convs, depthwise 3x3 at strides 1 and 2 with padding on any side, thin first convs on 1 or 3 channels, channel
+counts on and just off multiples of 4 and 16, images of > 256 positions before a global average pool, weights that
+are all +-scale (every one quantizes to +-127: the largest sums), and compressed weight storage.
+
 `check_spec` compiles the graph with tinyaot.api.compile_model on its calibration data and requires, on the
 calibration samples and on extreme inputs (all -128, all 127, alternating), the generated C built for the host
 under ASan + UBSan (tinyaot/toolchain/sanitize.py) to equal the numpy reference bit for bit, and every layer to be
-within 1 LSB of onnxruntime run on the same int8 input.
+within 1 LSB of onnxruntime run on the same int8 input. `check_variants_host` compiles it again for Cortex-M3, -M4
+and -M55 targets with every layer forced onto a non-generic kernel variant and holds the host C of those to the
+reference too (ci/fuzz.py runs the same builds under QEMU).
 """
 from __future__ import annotations
 
@@ -93,7 +100,8 @@ def _layer(draw, c: int, h: int, w: int, extended: bool = True):
     if op == "act":
         return {"op": "act", "act": draw(st.sampled_from(ACTIVATIONS))}, (c, h, w)
     if op == "add":  # x + relu?(conv1x1(x)): a residual join of two differently quantized tensors
-        return {"op": "add", "weights": draw(_weights(extended)), "act": draw(st.sampled_from((None, "Relu")))}, (c, h, w)
+        layer = {"op": "add", "weights": draw(_weights(extended)), "act": draw(st.sampled_from((None, "Relu")))}
+        return layer, (c, h, w)
     out = draw(st.integers(1, 4))  # concat(x, conv1x1(x)) along channels
     return {"op": "concat", "out": out, "weights": draw(_weights(extended))}, (c + out, h, w)
 
