@@ -200,7 +200,12 @@ static int col_fill_thin(int8_t *col, const conv_geom *g, const int8_t *input, c
  * ------------------------------------------------------------------------------------------------------------- */
 #if TINYAOT_USE_MVE
 /* n_pairs pairs of horizontally adjacent pixels of one output row whose windows are inside the input: the first
-   window's top-left tap at w0, the next pixel's pix_step bytes further; outputs from out on. */
+   window's top-left tap at w0, the next pixel's pix_step bytes further; outputs from out on. The inline assembly
+   below uses every low register, r7 included, so GCC must keep no frame pointer here even in a build with
+   -fno-omit-frame-pointer (found building with it: "asm operand has impossible constraints"). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("omit-frame-pointer")))
+#endif
 static TINYAOT_NOINLINE void direct_pairs(const int8_t *w0, int32_t n_pairs, int32_t pix_step, const conv_geom *g,
                                           const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
                                           int8_t *out)
