@@ -34,6 +34,21 @@ static inline int16_t tinyaot_requantize_s16(int64_t acc, int32_t reduced_mult, 
     return (int16_t)(q < act_min ? act_min : (q > act_max ? act_max : q));
 }
 
+/* The s16 elementwise ops' one-rounding requantization (tinyaot/core/quant16.py requantize_exact):
+   floor((v * mult + 2^(total_shift - 1)) / 2^total_shift), unclamped. Bounds: |v| <= 2^31 (each caller states why),
+   0 <= mult < 2^31 and 1 <= total_shift <= 62 (checked by the kernels), so |v * mult| < 2^62 and the sum with the
+   rounding term (<= 2^61) stays inside int64. */
+static inline int64_t tinyaot_requantize_exact_s64(int64_t v, int32_t mult, int32_t total_shift)
+{
+    return tinyaot_floor_shift_s64(v * (int64_t)mult + ((int64_t)1 << (total_shift - 1)), total_shift);
+}
+
+/* int16 clamp of an int64 value */
+static inline int16_t tinyaot_clamp64_s16(int64_t v, int32_t act_min, int32_t act_max)
+{
+    return (int16_t)(v < act_min ? act_min : (v > act_max ? act_max : v));
+}
+
 /* Most terms an int32 partial sum of int16 x int8 products may take: 516 * 32768 * 127 = 2,147,352,576 < 2^31 - 1.
    The kernels sum runs of at most this many products in int32 and add each run to their int64 accumulator. */
 #define TINYAOT_S16_INT32_TERMS 516

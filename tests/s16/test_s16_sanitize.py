@@ -1,6 +1,7 @@
 """Every 16x8 kernel under AddressSanitizer and UndefinedBehaviorSanitizer (tinyaot/toolchain/sanitize.py): a small
 mixed 8/16 graph that reaches each *_s16 kernel file (padded and grouped conv, depthwise with stride, residual Add,
-padded and global average pooling, max pooling, fully connected, softmax, conversions both ways), built for the host with every
+padded and global average pooling, max pooling, fully connected, softmax, HardSwish, HardSigmoid, Mul broadcast and
+by a constant, Concat, conversions both ways), built for the host with every
 report fatal and fed random and extreme int8 inputs (all -128, all 127, alternating) over arenas of 0x00 and 0xFF;
 outputs == the numpy reference; then the same model under QEMU on a Cortex-M4 (== reference, 1 LSB of
 onnxruntime per layer)."""
@@ -24,20 +25,27 @@ def _model(path, rng):
 
     inits = [w("w1", (6, 3, 3, 3), 0.4), w("b1", (6,), 0.2), w("wg", (6, 2, 3, 3), 0.4), w("bg", (6,), 0.1),
              w("wd", (6, 1, 3, 3), 0.5), w("bd", (6,), 0.1), w("wp", (6, 6, 1, 1), 0.4), w("bp", (6,), 0.1),
-             w("wf", (6, 5), 0.5), w("bf", (5,), 0.1)]
+             w("wf", (12, 5), 0.5), w("bf", (5,), 0.1), w("ws", (6, 6, 1, 1), 0.5), w("bs", (6,), 0.2),
+             numpy_helper.from_array(rng.uniform(0.5, 2.0, (1, 12, 1, 1)).astype(np.float32), "wm")]
     n = helper.make_node
     nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
              n("Conv", ["r1", "wg", "bg"], ["cg"], pads=[0, 1, 2, 1], group=3),
              n("Conv", ["cg", "wd", "bd"], ["d1"], pads=[1, 1, 1, 1], strides=[2, 2], group=6),
              n("Conv", ["d1", "wp", "bp"], ["p1"]),
              n("Add", ["d1", "p1"], ["a1"]),
-             n("AveragePool", ["a1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             # squeeze-and-excitation with HardSwish / HardSigmoid (broadcast Mul), a concat of two scales, a Mul by
+             # a constant
+             n("HardSwish", ["a1"], ["hs"]), n("GlobalAveragePool", ["hs"], ["sq"]),
+             n("Conv", ["sq", "ws", "bs"], ["se"]), n("HardSigmoid", ["se"], ["hg"], alpha=0.25, beta=0.4),
+             n("Mul", ["hs", "hg"], ["ex"]), n("Concat", ["ex", "a1"], ["cat"], axis=1),
+             n("Mul", ["cat", "wm"], ["cm"]),
+             n("AveragePool", ["cm"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              n("MaxPool", ["ap"], ["mp"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
              n("GlobalAveragePool", ["mp"], ["gp"]), n("Flatten", ["gp"], ["fl"]),
              n("Gemm", ["fl", "wf", "bf"], ["z"]), n("Softmax", ["z"], ["y"], axis=1)]
     g = helper.make_graph(nodes, "s16_all", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 9, 7])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 5])], inits)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), path)  # HardSwish: opset 14
 
 
 def test_every_s16_kernel_clean_under_sanitizers(tmp_path):

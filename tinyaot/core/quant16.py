@@ -144,3 +144,39 @@ def layer_weights16(w: np.ndarray, b: np.ndarray | None, axis: int, s_in: float,
                            f"past the int16 kernels' 2**47 accumulator range")
     return (qw, QuantParams(scale, np.zeros(channels, np.int64), axis), qb.astype(np.int64),
             QuantParams(s_acc, np.zeros(channels, np.int64), 0))
+
+
+# ---- one-rounding requantization of an exact int64 product (the s16 elementwise ops) --------------------------
+EXACT_VALUE_LIMIT = 1 << 31  # |v| <= 2**31 for requantize_exact: |v * mult| < 2**62, the rounding term 2**61
+
+
+def exact_multiplier(real: float) -> tuple[int, int]:
+    """(mult, total_shift) with real ~= mult / 2**total_shift, mult the full Q0.31 mantissa in [2**30, 2**31) (not
+    the 15-bit reduced one: the s16 elementwise ops multiply values of at most 2**31, so the whole mantissa fits
+    the int64 product) and 1 <= total_shift <= 62. A scale so small that every |v| <= 2**31 rounds to 0 gives
+    (0, 1); one of 2**30 or more is refused (no calibrated int16 layer needs it)."""
+    real = float(real)
+    if not math.isfinite(real) or real < 0:
+        raise ScaleError(f"the int16 requantization needs a finite non-negative scale, got {real!r}")
+    if real == 0.0:
+        return 0, 1
+    mantissa, exp = math.frexp(real)
+    mult = int(math.floor(mantissa * (1 << 31) + 0.5))
+    if mult == (1 << 31):
+        mult //= 2
+        exp += 1
+    total = 31 - exp
+    if total < 1:
+        raise ScaleError(f"the rescaling factor {real!r} is too large for the int16 requantization (below 2**30)")
+    if total > 62:
+        return 0, 1
+    return int(mult), int(total)
+
+
+def requantize_exact(v, mult, total_shift) -> np.ndarray:
+    """floor((v * mult + 2**(total_shift - 1)) / 2**total_shift): one rounding, half toward +infinity, of v times
+    the real scale mult / 2**total_shift. Exact in int64 for |v| <= 2**31 (|v * mult| < 2**62; see
+    exact_multiplier); the C twin is tinyaot_requantize_exact_s64 in tinyaot_s16_support.h."""
+    v = np.asarray(v, np.int64)
+    t = np.int64(total_shift)
+    return (v * np.int64(mult) + (np.int64(1) << (t - 1))) >> t

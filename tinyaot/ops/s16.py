@@ -616,4 +616,6 @@ class Requantize(OpSpec):
 
 
 S16_OPS = {"Conv": "ConvS16", "FullyConnected": "FullyConnectedS16", "AveragePool": "AveragePoolS16",
-           "GlobalAveragePool": "AveragePoolS16", "Softmax": "SoftmaxS16", "Add": "AddS16", "MaxPool": "MaxPoolS16"}
+           "GlobalAveragePool": "AveragePoolS16", "Softmax": "SoftmaxS16", "Add": "AddS16", "MaxPool": "MaxPoolS16",
+           # ops/s16_elementwise.py
+           "Mul": "MulS16", "Concat": "ConcatS16", "HardSigmoid": "HardSigmoidS16", "HardSwish": "HardSwishS16"}
