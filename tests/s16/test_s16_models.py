@@ -58,7 +58,7 @@ def test_mixed_precision_resnet_is_bit_exact_and_within_one_lsb(tmp_path):
 
 
 def test_unsupported_op_and_bad_bits_are_one_line_errors(tmp_path):
-    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["h"]), helper.make_node("Sigmoid", ["h"], ["y"])],
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["h"]), helper.make_node("LeakyRelu", ["h"], ["y"])],
                           "sig", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3])],
                           [numpy_helper.from_array(np.full((4, 3), 0.5, np.float32), "w")])
@@ -69,6 +69,6 @@ def test_unsupported_op_and_bad_bits_are_one_line_errors(tmp_path):
                               str(tmp_path / "o"), "--activation-bits", "16", "--no-verify"])
     assert res.exit_code != 0
     lines = res.output.strip().splitlines()
-    assert lines[-1].startswith("Error: Sigmoid node") and "Conv" in lines[-1] and "Softmax" in lines[-1]
+    assert lines[-1].startswith("Error: LeakyRelu node") and "Conv" in lines[-1] and "Softmax" in lines[-1]
     res = runner.invoke(app, ["deploy", str(model_path("mnist8_opset13")), "--activation-bits", "12"])
     assert res.exit_code != 0 and "--activation-bits" in res.output

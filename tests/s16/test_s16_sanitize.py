@@ -1,7 +1,7 @@
 """Every 16x8 kernel under AddressSanitizer and UndefinedBehaviorSanitizer (tinyaot/toolchain/sanitize.py): a small
 mixed 8/16 graph that reaches each *_s16 kernel file (padded and grouped conv, depthwise with stride, residual Add,
 padded and global average pooling, max pooling, fully connected, softmax, HardSwish, HardSigmoid, Mul broadcast and
-by a constant, Concat, conversions both ways), built for the host with every
+by a constant, Concat, Sigmoid, Tanh, conversions both ways), built for the host with every
 report fatal and fed random and extreme int8 inputs (all -128, all 127, alternating) over arenas of 0x00 and 0xFF;
 outputs == the numpy reference; then the same model under QEMU on a Cortex-M4 (== reference, 1 LSB of
 onnxruntime per layer)."""
@@ -40,8 +40,8 @@ def _model(path, rng):
              n("Mul", ["hs", "hg"], ["ex"]), n("Concat", ["ex", "a1"], ["cat"], axis=1),
              n("Mul", ["cat", "wm"], ["cm"]),
              n("AveragePool", ["cm"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-             n("MaxPool", ["ap"], ["mp"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
-             n("GlobalAveragePool", ["mp"], ["gp"]), n("Flatten", ["gp"], ["fl"]),
+             n("Tanh", ["ap"], ["th"]), n("MaxPool", ["th"], ["mp"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
+             n("GlobalAveragePool", ["mp"], ["gp"]), n("Sigmoid", ["gp"], ["sg"]), n("Flatten", ["sg"], ["fl"]),
              n("Gemm", ["fl", "wf", "bf"], ["z"]), n("Softmax", ["z"], ["y"], axis=1)]
     g = helper.make_graph(nodes, "s16_all", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 9, 7])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 5])], inits)

@@ -618,4 +618,5 @@ class Requantize(OpSpec):
 S16_OPS = {"Conv": "ConvS16", "FullyConnected": "FullyConnectedS16", "AveragePool": "AveragePoolS16",
            "GlobalAveragePool": "AveragePoolS16", "Softmax": "SoftmaxS16", "Add": "AddS16", "MaxPool": "MaxPoolS16",
            # ops/s16_elementwise.py
-           "Mul": "MulS16", "Concat": "ConcatS16", "HardSigmoid": "HardSigmoidS16", "HardSwish": "HardSwishS16"}
+           "Mul": "MulS16", "Concat": "ConcatS16", "HardSigmoid": "HardSigmoidS16", "HardSwish": "HardSwishS16",
+           "Sigmoid": "SigmoidS16", "Tanh": "TanhS16"}  # ops/s16_lut.py
