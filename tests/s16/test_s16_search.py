@@ -1,6 +1,7 @@
 """--max-accuracy-drop on a small MLP (Gemm, HardSigmoid, Gemm, Softmax) whose int8 model loses top-1 to float
-(labels are the float model's answers on near-tied inputs): the search promotes layers to 16 bits until the measured drop is within the budget, and what it
-records (per-layer bits, top-1, arena) is what compiling those bits gives."""
+(labels are the float model's answers on near-tied inputs): the search promotes layers to 16 bits until the
+measured drop is within the budget, and what it records (per-layer bits, top-1, arena) is what compiling those bits
+gives."""
 from __future__ import annotations
 
 import numpy as np
