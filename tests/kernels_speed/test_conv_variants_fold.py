@@ -367,3 +367,97 @@ def test_fold_offered_only_where_exact():
     m4, m3 = load_board("mps2-an386").target(), load_board("mps2-an385").target()
     assert names(-8, m4) == ["generic", "fold"] and names(-8, m3) == ["generic", "fold"]
     assert names(1, m4) == ["generic"] and names(-8, GENERIC) == ["generic"]
+
+
+# ---- (d) the cost model's counts of what the fold and generic kernels do ----
+def _walk_counts(in_shape, out_shape, k, s, p, d):
+    """The loops of fold_fill (copy calls per pixel) and fold_in_place (fold_mac_4x2_s8 calls per block), walked
+    pixel by pixel as the C does."""
+    n, h, w, c = in_shape
+    _, oh, ow, _ = out_shape
+    pix = [(oy * s[0] - p[0], ox * s[1] - p[1]) for _ in range(n) for oy in range(oh) for ox in range(ow)]
+    runs = 0
+    for by, bx in pix:
+        row_run = d[1] == 1 and bx >= 0 and bx + k[1] <= w
+        for ky in range(k[0]):
+            iy = by + ky * d[0]
+            runs += 1 if (iy < 0 or iy >= h or row_run) else k[1]
+
+    def inside(q):
+        return q[0] >= 0 and q[0] + (k[0] - 1) * d[0] < h and q[1] >= 0 and q[1] + (k[1] - 1) * d[1] < w
+
+    def whole(q, ky):  # fold_row non-NULL
+        iy = q[0] + ky * d[0]
+        if d[1] != 1:
+            return False
+        if iy < 0 or iy >= h:
+            return k[1] * c <= 256
+        return q[1] >= 0 and q[1] + k[1] <= w
+
+    calls = 0
+    for i in range(0, len(pix), 2):
+        a, b = pix[i], pix[min(i + 1, len(pix) - 1)]
+        if d[1] == 1 and inside(a) and inside(b):
+            calls += k[0]
+        else:
+            calls += sum(1 if whole(a, ky) and whole(b, ky) else k[1] for ky in range(k[0]))
+    return runs, calls
+
+
+@pytest.mark.parametrize("geo", [((1, 28, 28, 1), 5, 5, 1, 1, (2, 2), (1, 1)),   # mnist8's first conv
+                                 ((1, 14, 14, 8), 5, 5, 1, 1, (2, 2), (1, 1)),   # its second: half the pairs clipped
+                                 ((2, 7, 6, 4), 3, 3, 1, 2, (1, 0), (1, 1)),     # odd pixel count per batch
+                                 ((1, 9, 11, 3), 3, 2, 2, 1, (0, 3), (2, 1)),    # vertical dilation
+                                 ((1, 9, 11, 12), 2, 3, 1, 1, (1, 1), (1, 2)),   # horizontal dilation: taps
+                                 ((1, 5, 5, 128), 3, 3, 1, 1, (1, 1), (1, 1))])  # padded rows past the stack row
+def test_cost_counts_follow_the_kernel_loops(geo):
+    from tinyaot.ops.common import spatial_out
+    from tinyaot.ops.conv import column_runs, fold_block_calls
+
+    x, kh, kw, sh, sw, (pt, pl), dil = geo
+    oh, ow = spatial_out(x[1:3], (kh, kw), (sh, sw), (pt, pl, pt, pl), dil)
+    args = (x, (x[0], oh, ow, 4), (kh, kw), (sh, sw), (pt, pl), dil)
+    assert (column_runs(*args), fold_block_calls(*args)) == _walk_counts(*args)
+
+
+def test_cost_model_picks_the_measured_variant_of_thin_and_clipped_convs():
+    """mnist8_opset13's convs, whose counts under QEMU (ci/speed_benchmark.md) the earlier tables mispredicted: the
+    5x5 conv on 1 channel (copy-bound: mve_conv on the M55, generic on the M3, fold on the M4) and the padded 5x5 on
+    8 channels (half its pixel pairs clipped: generic on the M4 and M55, fold on the M3); and a fully connected
+    layer of two outputs keeps mve_fc on the M55 without fold."""
+    from tinyaot.boards import load_board
+    from tinyaot.ir import Graph, Node
+    from tinyaot.ir.graph import Tensor
+    from tinyaot.ops.conv import Conv
+    from tinyaot.ops.fully_connected import FullyConnected
+    from tinyaot.pipeline.variants import cost_choice
+
+    rng = np.random.default_rng(5)
+
+    def conv_pick(hw, cin, cout, board):
+        tensors = {"x": Tensor("x", (1, hw, hw, cin), "int8"), "y": Tensor("y", (1, hw, hw, cout), "int8"),
+                   "w": Tensor("w", (cout, 5, 5, cin), "int8",
+                               rng.integers(-127, 128, (cout, 5, 5, cin)).astype(np.int8)),
+                   "b": Tensor("b", (cout,), "int32", rng.integers(-999, 999, cout).astype(np.int32))}
+        node = Node("Conv", "c", ["x", "w", "b"], ["y"],
+                    {"depthwise": False, "kernel_shape": (5, 5), "strides": (1, 1), "pads": (2, 2, 2, 2),
+                     "dilations": (1, 1), "output_mult": np.full(cout, 1 << 30), "output_shift": np.full(cout, -8),
+                     "input_offset": 5, "output_offset": -3})
+        return cost_choice(Conv().variants(node, Graph("g", tensors, [node], ["x"], ["y"]),
+                                           load_board(board).target()))
+
+    assert [conv_pick(28, 1, 8, b) for b in ("mps2-an386", "mps2-an385", "mps3-an547")] == \
+        ["fold", "generic", "mve_conv"]
+    assert [conv_pick(14, 8, 16, b) for b in ("mps2-an386", "mps2-an385", "mps3-an547")] == \
+        ["generic", "fold", "generic"]
+
+    tensors = {"x": Tensor("x", (1, 256), "int8"), "y": Tensor("y", (1, 2), "int8"),
+               "w": Tensor("w", (2, 256), "int8", rng.integers(-127, 128, (2, 256)).astype(np.int8)),
+               "b": Tensor("b", (2,), "int32", rng.integers(-999, 999, 2).astype(np.int32))}
+    node = Node("FullyConnected", "f", ["x", "w", "b"], ["y"],
+                {"output_mult": np.full(1, 1 << 30), "output_shift": np.full(1, -8), "input_offset": 5,
+                 "output_offset": -3, "act_min": -128, "act_max": 127})
+    graph = Graph("g", tensors, [node], ["x"], ["y"])
+    listed = FullyConnected().variants(node, graph, load_board("mps3-an547").target())
+    assert [v.name for v in listed] == ["generic", "mve_fc"] and cost_choice(listed) == "mve_fc"
+    assert [v.name for v in FullyConnected().variants(node, graph, load_board("mps2-an386").target())] == ["generic"]

@@ -106,9 +106,11 @@ def conv_layer(rng, *, h, w, cin, cout, kh, kw, stride=(1, 1), pads=(0, 0, 0, 0)
 
 
 def fc_layer(rng, *, batches, depth, out, zp=None, out_zp=None, extreme=None, per_channel=True,
-             act=(-128, 127)) -> Layer:
+             act=(-128, 127), same_sign=False) -> Layer:
+    """`extreme`: inputs all at "max" or "min", weights at the other end (or the same one with `same_sign`)."""
     x = _ints(rng, (batches, depth), extreme)
-    wt = _ints(rng, (out, depth), None if extreme is None else ("min" if extreme == "max" else "max"))
+    w_extreme = extreme if same_sign or extreme is None else ("min" if extreme == "max" else "max")
+    wt = _ints(rng, (out, depth), w_extreme)
     bias = rng.integers(-20000, 20000, out).astype(np.int32)
     mult, shift = _quant(rng, out if per_channel else 1)
     zp = int(rng.integers(-128, 128)) if zp is None else zp

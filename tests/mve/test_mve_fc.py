@@ -25,6 +25,12 @@ def _cases() -> list:
     for extreme, zp in [("max", -128), ("min", 127), ("max", 127), ("min", -128)]:
         cases.append(fc_layer(rng, batches=3, depth=37, out=7, zp=zp, out_zp=-128, extreme=extreme,
                               act=(-100, 90)))
+    # 1..3 output channels (vww's 256 -> 2 layer: the variant stays offered where fold is not) at the extremes:
+    # a single padded block, its zero rows' results never stored
+    for out in (1, 2, 3):
+        for extreme, zp, same in [("max", -128, False), ("min", 127, False), ("max", -128, True)]:
+            cases.append(fc_layer(rng, batches=1 + out % 2, depth=256, out=out, zp=zp, out_zp=[-128, 127][out % 2],
+                                  extreme=extreme, per_channel=out != 2, same_sign=same))
     return cases
 
 
@@ -36,6 +42,9 @@ def test_cases_reach_the_extremes():
     assert (outs == -128).any() and (outs == 127).any() and (outs == -100).any() and (outs == 90).any()
     assert {c.x.shape[1] % 16 for c in CASES} == set(range(16))
     assert {c.w.shape[0] % 4 for c in CASES} == {0, 1, 2, 3}
+    few = [c for c in CASES if c.w.shape[0] < 4 and (c.x == c.x.flat[0]).all() and c.x.flat[0] in (-128, 127)]
+    assert {c.w.shape[0] for c in few} == {1, 2, 3}
+    assert {int(v) for c in few for v in c.expected.ravel()} >= {-128, 127}
 
 
 @pytest.mark.skipif(HOST_CC is None, reason="no host C compiler")

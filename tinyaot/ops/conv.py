@@ -46,15 +46,73 @@ def fold_scratch_bytes(kernel_hw, in_ch: int) -> int:
     return 0 if in_ch % 4 == 0 else 4 * int(kernel_hw[0]) * int(kernel_hw[1]) * int(in_ch)
 
 
-# Cost model, instructions executed under QEMU, keyed by target.has_dsp: (per multiply-accumulate, per output value,
-# per window value copied into a column). Generic: fitted to the 1x1 layers of kws_dscnn (K = 64) and
-# vww_mobilenetv1_025 (K = 128): 2.59 / 2.08 per MAC on mps2-an386, 4.36 / 3.61 on mps2-an385. Fold (4x2 block,
-# requantization table), fitted to K = 16 .. 576 on mps2-an386 / mps2-an385: ic_resnet8's 1x1 s2 shortcuts (K = 16:
-# 2.90 / 4.21, K = 32: 2.06 / 3.34), kws_dscnn's 1x1 (K = 64: 1.71 / 2.98), ic_resnet8's 3x3 convs (K = 144: 1.65 /
-# 2.93, K = 288: 1.52 / 2.78, K = 576: 1.45), vww's 1x1 (K = 128: 1.48 / 2.75); its column path (thin first convs)
-# measured kws 10x4x1 2.32 / 3.87, ic 3x3x3 3.94 / 5.24, vww 3x3x3 5.11 / 6.77 (generic on M4: 3.48, 5.05, 6.35).
-_FOLD_COST = {True: (1.40, 22.0, 0.0), False: (2.65, 24.0, 0.0)}
-_GENERIC_COST = {True: (1.57, 65.0, 0.0), False: (2.86, 96.0, 0.0)}
+# Cost model, instructions executed under QEMU, keyed by target.has_dsp. Each table follows what the kernel's path
+# does per unit of work, fitted on mps2-an386 (DSP; mps3-an547 runs the same code within 1 %) and mps2-an385:
+# - fold in place (in_ch a multiple of 4): (per multiply-accumulate, per output value, per call of the 4x2 block
+#   fold_mac_4x2_s8). A pixel pair calls it once per kernel row and block of four channels, a pair with a clipped
+#   window once per tap of every row that is not one run (fold_block_calls). Fitted to 18 layers: the 1x1 of kws_dscnn
+#   and vww_mobilenetv1_025, ic_resnet8's 3x3 and 1x1 s2, mnist8's padded 5x5 on 8 channels (within 8 %; per MAC
+#   and per output alone left mnist8's 5x5, half its pairs clipped, 23 % under and ahead of the generic kernel).
+# - the column paths (fold below a multiple of 4 input channels, generic below 8; thin first convs): (per MAC, per
+#   output value, per window value copied into the int16 column, per copy run: one per kernel row that lies in the
+#   input or in the padding, one per tap of a horizontally clipped row; column_runs). Fitted to the first convs of
+#   kws_dscnn (10x4x1), ic_resnet8 and vww (3x3x3) and mnist8 (5x5x1), within 5 %. The copy is most of such a layer
+#   (mnist8's 5x5x1 on M4: fold 982,207 instructions, the in-place table's terms 357,504 of them). Without it fold
+#   was taken for that layer on the M55 (986,793 against mve_conv's 262,235), and for vww's and ic_resnet8's first
+#   convs on the M3 (3,387,320 and 2,334,432 against the generic column's 3,016,010 and 2,275,260).
+# - generic in place: (per MAC, per output value), fitted to the 1x1 layers of kws_dscnn (K = 64) and vww (K = 128):
+#   2.59 / 2.08 per MAC on mps2-an386, 4.36 / 3.61 on mps2-an385.
+_FOLD_COST = {True: (1.32, 17.6, 76.7), False: (2.60, 19.1, 69.5)}
+_FOLD_COLUMN_COST = {True: (1.10, 27.2, 15.4, 53.2), False: (2.59, 27.8, 21.1, 39.0)}
+_GENERIC_COST = {True: (1.57, 65.0), False: (2.86, 96.0)}
+# (generic without DSP: its column loop is not the in-place one, so per output value is fitted too; four layers,
+# four coefficients)
+_GENERIC_COLUMN_COST = {True: (1.30, 65.0, 17.1, 35.1), False: (2.52, 45.1, 11.5, 29.9)}
+
+
+def _window_rows(in_shape, out_shape, kernel_hw, stride_hw, pad_top_left, dilation_hw):
+    """Per output row and kernel row whether the input row is padding ([OH, KH]); per output column whether its
+    kernel rows lie inside the input as one run (no horizontal dilation, [OW]); per output row and column whether
+    the whole window is inside the input."""
+    _, h, w, _ = in_shape
+    _, oh, ow, _ = out_shape
+    (kh, kw), (sh, sw), (pt, pl), (dh, dw) = kernel_hw, stride_hw, pad_top_left, dilation_hw
+    iy = np.arange(oh)[:, None] * sh - pt + np.arange(kh)[None, :] * dh
+    padded_row = (iy < 0) | (iy >= h)
+    bx = np.arange(ow) * sw - pl
+    run_cols = (dw == 1) & (bx >= 0) & (bx + kw <= w)
+    by = np.arange(oh) * sh - pt
+    inside = (((by >= 0) & (by + (kh - 1) * dh < h))[:, None]
+              & ((bx >= 0) & (bx + (kw - 1) * dw < w))[None, :])
+    return padded_row, run_cols, inside
+
+
+def column_runs(in_shape, out_shape, kernel_hw, stride_hw, pad_top_left, dilation_hw) -> int:
+    """Copy calls of the column paths (fold_fill / col_fill) over the layer: per output pixel and kernel row, one
+    when the row is padding or one run of the input, else one per tap."""
+    padded_row, run_cols, _ = _window_rows(in_shape, out_shape, kernel_hw, stride_hw, pad_top_left, dilation_hw)
+    one = padded_row[:, None, :] | run_cols[None, :, None]  # [OH, OW, KH]
+    return int(in_shape[0] * np.where(one, 1, kernel_hw[1]).sum())
+
+
+def fold_block_calls(in_shape, out_shape, kernel_hw, stride_hw, pad_top_left, dilation_hw) -> int:
+    """Calls of fold_mac_4x2_s8 on the in-place path (tinyaot_convolve_s8_fold.c fold_in_place), per block of four
+    output channels: pixels go in pairs in raster order (a lone last one paired with itself); a pair of inside
+    windows takes one call per kernel row, else a row that is one run for both pixels (inside, or padding no
+    longer than the stack row of zero points, FOLD_ZP_BYTES) one call, any other row one per tap."""
+    n, _, _, c = in_shape
+    kh, kw = kernel_hw
+    padded_row, run_cols, inside = _window_rows(in_shape, out_shape, kernel_hw, stride_hw, pad_top_left, dilation_hw)
+    whole = (padded_row & (kw * c <= 256))[:, None, :] | (run_cols[None, :, None] & ~padded_row[:, None, :])
+    whole &= dilation_hw[1] == 1  # a horizontally dilated row is never one run, padded or not
+    whole = np.tile(whole.reshape(-1, kh), (n, 1))  # [pixels, KH]
+    inside = np.tile(inside.reshape(-1), n) & (dilation_hw[1] == 1)
+    if inside.size % 2:  # the lone last pixel pairs with itself
+        whole, inside = np.concatenate([whole, whole[-1:]]), np.concatenate([inside, inside[-1:]])
+    both = inside[0::2] & inside[1::2]
+    rows_whole = whole[0::2] & whole[1::2]
+    clipped = np.where(rows_whole, 1, kw).sum(axis=1)
+    return int(np.where(both, kh, clipped).sum())
 
 
 def depthwise_conv2d_scratch_bytes() -> int:
@@ -281,14 +339,24 @@ class Conv(OpSpec):
             # standard convolution, one group, dense weights: the fold kernel (any core; DSP or plain C inside)
             o = graph.tensors[node.outputs[0]].shape
             macs, outs = self.macs(node, graph), int(np.prod(o))
-            pix, k = outs // o[3], int(np.prod(w.shape[1:]))
+            k, s, p, d = self._geometry(node, graph)
+            geo = (x, o, k, s, (p[0], p[1]), d)
+            dsp = bool(target.has_dsp)
 
-            def cost(table, copies):
-                per_mac, per_out, per_copy = table[bool(target.has_dsp)]
-                return macs * per_mac + outs * per_out + pix * k * per_copy * copies
+            def column_cost(table):
+                # the window values copied (per pixel, the whole window) and the copy calls
+                per_mac, per_out, per_value, per_run = table[dsp]
+                values = outs // o[3] * int(np.prod(w.shape[1:]))
+                return macs * per_mac + outs * per_out + values * per_value + column_runs(*geo) * per_run
 
-            listed = [Variant("generic", cost(_GENERIC_COST, 1 if small else 0)),
-                      Variant(FOLD, cost(_FOLD_COST, 0 if w.shape[3] % 4 == 0 else 1))]
+            per_mac, per_out = _GENERIC_COST[dsp]
+            generic = column_cost(_GENERIC_COLUMN_COST) if small else macs * per_mac + outs * per_out
+            if w.shape[3] % 4 == 0:
+                per_mac, per_out, per_call = _FOLD_COST[dsp]
+                fold = macs * per_mac + outs * per_out + fold_block_calls(*geo) * -(-o[3] // 4) * per_call
+            else:
+                fold = column_cost(_FOLD_COLUMN_COST)
+            listed = [Variant("generic", generic), Variant(FOLD, fold)]
         listed += mve_dw_variants(node, graph, target, self.macs(node, graph))  # Helium depthwise (mve_depthwise.py)
         listed += dw3x3_variants(node, graph, target, self.macs(node, graph))  # depthwise 3x3 (depthwise3x3.py)
         listed += mve_conv.conv_variants(node, graph, target, self.macs(node, graph))  # Helium conv (mve.py)

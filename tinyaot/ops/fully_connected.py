@@ -144,8 +144,7 @@ class FullyConnected(OpSpec):
 
     def variants(self, node, graph, target):
         w = graph.tensors[node.inputs[1]]
-        if (target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0
-                or w.shape[0] < 4 or self._fold_table(node, graph) is None):
+        if target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0:
             return (Variant("generic"),)
         macs, outs = self.macs(node, graph), graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
 
@@ -153,8 +152,12 @@ class FullyConnected(OpSpec):
             per_mac, per_out = table[bool(target.has_dsp)]
             return macs * per_mac + outs * per_out
 
-        return (Variant("generic", cost(_GENERIC_COST)), Variant(FOLD, cost(_FOLD_COST)),
-                *mve.fc_variants(node, graph, target, macs))
+        listed = [Variant("generic", cost(_GENERIC_COST))]
+        # fold only from four output channels on (fewer never fill its block) and where its table is exact; the
+        # Helium variant pads its blocks of four with zero rows instead, so it stays offered below four channels
+        if w.shape[0] >= 4 and self._fold_table(node, graph) is not None:
+            listed.append(Variant(FOLD, cost(_FOLD_COST)))
+        return (*listed, *mve.fc_variants(node, graph, target, macs))
 
     def _fold_table(self, node, graph):
         """The fold kernel's requantization table for this layer (ops/common.py), None where it is not exact."""
