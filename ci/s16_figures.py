@@ -7,7 +7,10 @@ A benchmark, not a test: it prints a table and takes a few minutes. Exit status 
 verification, a host C that differs from the reference, or kws_dscnn's 16x8 top-1 more than 0.2 points below float
 (issue 12's target).
 
-    .venv/bin/python ci/s16_figures.py [--board mps2-an386] [--models kws_dscnn,...]
+    .venv/bin/python ci/s16_figures.py [--board mps2-an386] [--models kws_dscnn,...,pt_mbv3_se]
+
+A name from tests/models with a `_data.npz` (pt_mbv3_se: HardSwish, squeeze-and-excitation) is split as
+ci/accuracy_comparison.py does: the first 100 samples calibrate, the last 200 evaluate.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,6 +30,20 @@ from tinyaot.api import deploy, evaluate  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 
 TARGETS = {"kws_dscnn": 0.2}  # 16x8 top-1 at most this many points below float
+TEST_MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
+TEST_CAL, TEST_EVAL = 100, 200
+
+
+def _files(m: str, tmp: Path):
+    """(model, calibration file, evaluation file or None) of a shared model or a tests/models one."""
+    data = TEST_MODELS / f"{m}_data.npz"
+    if not data.exists():
+        return model_path(m), write_calibration(m, tmp), write_evaluation(m, tmp)
+    with np.load(data) as z:
+        x, y = z["x"].astype(np.float32), z["y"]
+    np.savez(tmp / f"{m}_cal.npz", x=x[:TEST_CAL])
+    np.savez(tmp / f"{m}_eval.npz", x=x[-TEST_EVAL:], y=y[-TEST_EVAL:])
+    return TEST_MODELS / f"{m}.onnx", tmp / f"{m}_cal.npz", tmp / f"{m}_eval.npz"
 
 
 def main() -> int:
@@ -39,16 +58,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tinyaot-s16-") as tmp:
         tmp = Path(tmp)
         for m in args.models.split(","):
-            cal = write_calibration(m, tmp)
-            data = write_evaluation(m, tmp)
+            path, cal, data = _files(m, tmp)
             row = {}
             for bits in (8, 16):
                 try:
-                    r = deploy(model_path(m), args.board, cal, tmp / f"{m}_{bits}", activation_bits=bits,
+                    r = deploy(path, args.board, cal, tmp / f"{m}_{bits}", activation_bits=bits,
                                optimize="size").report
                     row[bits] = r
                     if data is not None:
-                        e = evaluate(model_path(m), cal, data, compare_onnxruntime=False, activation_bits=bits)
+                        e = evaluate(path, cal, data, compare_onnxruntime=False, activation_bits=bits)
                         if not e["host_c_matches_reference"]:
                             failed.append(f"{m} {bits}: host C != reference")
                         r["_top1"], r["_float"] = e["int8_top1"], e["float_top1"]

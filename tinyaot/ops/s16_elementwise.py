@@ -38,6 +38,11 @@ SWISH_DROP = 15  # q * gate (<= 2**45) is rounded to 2**-15 of itself before the
 B_LIMIT = 1 << 62  # |B| beyond this only moves a gate that is already saturated (|q * A| < 2**61)
 
 
+def _rescaled(v: int, mult, shift) -> int:
+    """|v * mult| plus the rounding term of requantize_exact: the int64 intermediate for inputs up to |v|."""
+    return int(v) * int(mult) + (1 << (int(shift) - 1))
+
+
 def _exact(real: float, where: str) -> tuple[int, int]:
     try:
         return exact_multiplier(real)
@@ -137,8 +142,10 @@ class MulS16(OpSpec):
         return [out.reshape(graph.tensors[node.outputs[0]].shape)]
 
     def int_bounds(self, node, graph):
+        a = node.attrs
         return [("product of two int16 values", 1 << 30),
-                ("product times the Q0.31 multiplier plus rounding", (1 << 61) + (1 << 60), INT64_MAX)]
+                ("product times the Q0.31 multiplier plus rounding", _rescaled(1 << 30, a["mult"], a["shift"]),
+                 INT64_MAX)]
 
     def params_bytes(self, node, graph):
         return int(sum(graph.tensors[i].nbytes for i in node.inputs if graph.tensors[i].is_const)) + 64
@@ -212,7 +219,8 @@ class ConcatS16(OpSpec):
         return [concat_s16(inputs, node.attrs["parts"], axis=self._axis(node, graph))]
 
     def int_bounds(self, node, graph):
-        return [("input times the Q0.31 multiplier plus rounding", (1 << 46) + (1 << 61), INT64_MAX)]
+        worst = max([_rescaled(32768, m, t) for req, m, t in node.attrs["parts"] if req] or [0])
+        return [("input times the Q0.31 multiplier plus rounding", worst, INT64_MAX)]
 
     def params_bytes(self, node, graph):
         return int(sum(graph.tensors[i].nbytes for i in node.inputs if graph.tensors[i].is_const))
@@ -285,7 +293,8 @@ class _HardS16(OpSpec):
         items = [("gate sum q * A + B", gate, INT64_MAX)]
         if self.swish:
             items.append(("input times the Q30 gate", 1 << 45, INT64_MAX))
-        items.append(("requantized value times the Q0.31 multiplier", (1 << 61) + (1 << 60), INT64_MAX))
+        items.append(("rescaled value times the Q0.31 multiplier plus rounding",
+                      _rescaled(1 << 30, a["mult"], a["shift"]), INT64_MAX))
         return items
 
     def params_bytes(self, node, graph):
