@@ -52,6 +52,13 @@ def _const_bytes(graph) -> int:
     return int(sum(get_op(n.op).weights_bytes(n, graph) + get_op(n.op).params_bytes(n, graph) for n in graph.nodes))
 
 
+def candidate_layers(graph) -> list[str]:
+    """The layers the search may promote, in schedule order: every layer whose op has a 16-bit kernel (S16_OPS:
+    convolution, fully connected, pooling, Add, Mul, Concat, Softmax and the activations with s16 kernels)."""
+    names = set(layer_names(graph))
+    return [n.name for n in graph.nodes if n.name in names and n.op in S16_OPS]
+
+
 def search_precision(model, calibration, data, max_drop: float, *, input_shapes=None, calibrate=None, cle=None,
                      limit: int | None = None, echo: Echo = _quiet) -> dict:
     """The per-layer widths within `max_drop` top-1 points of float (see the module docstring). Returns the record
@@ -95,8 +102,7 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
     m = measure(current)
     sensitivity = []
     if not ok(m):
-        candidates = [n.name for n in base.graph.nodes if n.name in names and n.op in S16_OPS]
-        for name in candidates:
+        for name in candidate_layers(base.graph):
             s = measure(frozenset([name]))
             sensitivity.append({"layer": name, "top1": s["top1"],
                                 "gain_points": round(100 * (s["top1"] - m["top1"]), 4),
