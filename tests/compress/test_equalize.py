@@ -200,10 +200,10 @@ def test_auto_cle_equalizes_only_a_starved_channel_spread(tmp_path, spread, equa
     assert (measured > CLE_SPREAD) == equalized and bool(transforms) == equalized
     assert eq["mode"] == "auto" and eq["pairs"] == int(equalized)
     np.savez(tmp_path / "cal.npz", x=x)
-    c = compile_model(path, tmp_path / "cal.npz")  # the default: min/max ranges, auto CLE
+    c = compile_model(path, tmp_path / "cal.npz")  # the default: min/max ranges (the input's judged), auto CLE
     assert c.graph.meta["calibration"]["cle"] == "auto"
     assert c.graph.meta["calibration"]["cle_pairs"] == int(equalized)
-    assert c.graph.meta["calibration"]["method"] == "minmax"
+    assert c.graph.meta["calibration"]["method"] == "auto-input"
 
 
 def test_a_bias_only_channel_is_not_blown_up(tmp_path):

@@ -82,11 +82,15 @@ def test_report_and_evaluate_record_the_calibration(cal, tmp_path):
     path, _ = cal
     with np.load(MODELS / "pt_mbv3_se_data.npz") as z:
         np.savez(tmp_path / "data.npz", x=z["x"][N_CAL:N_CAL + 20], y=z["y"][N_CAL:N_CAL + 20])
-    want = {"method": "minmax", "percentile": None, "default": True, "cle": "auto", "cle_pairs": 1,
+    want = {"method": "auto-input", "percentile": None, "default": True, "cle": "auto", "cle_pairs": 1,
             "bias_correction": False, "bias_corrected_layers": 0}
     r = evaluate(MODEL, path, tmp_path / "data.npz", compare_onnxruntime=False)
-    assert r["quantization"]["calibration"] == want
+    got = dict(r["quantization"]["calibration"])
+    (inp,) = got.pop("input_ranges").values()  # the default judges the input's min/max and percentile ranges
+    assert got == want and inp["method"] in ("minmax", "percentile") and inp["range"][0] < 0 < inp["range"][1]
     report = deploy(MODEL, "stm32", path, tmp_path / "out", verify=False,
                     calibrate="percentile:99.9", cle=False).report
-    assert report["quantization"]["calibration"] == {**want, "method": "percentile", "percentile": 99.9,
-                                                     "default": False, "cle": False, "cle_pairs": 0}
+    got = dict(report["quantization"]["calibration"])
+    assert [v["method"] for v in got.pop("input_ranges").values()] == ["percentile"]
+    assert got == {**want, "method": "percentile", "percentile": 99.9, "default": False, "cle": False,
+                   "cle_pairs": 0}

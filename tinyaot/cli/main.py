@@ -126,8 +126,10 @@ ClustersBudgetOpt = Annotated[Optional[float], typer.Option(
 WeightBitsOpt = Annotated[Optional[int], typer.Option(
     "--weight-bits", help="8 (default) or 4: per-channel symmetric 4-bit weights, two per byte")]
 CalibrateOpt = Annotated[Optional[str], typer.Option(
-    "--calibrate", help="calibration method: minmax (default), percentile[:P] (P default 99.99), entropy, mse, "
-    "auto (per tensor, the least quantization error); see tinyaot/compress/ranges.py")]
+    "--calibrate", help="calibration method: auto-input (default: minmax, but the model input's range clipped "
+    "to its percentile range where that lowers the output error), minmax, percentile[:P] (P default 99.99), "
+    "entropy, mse, auto (per tensor, the candidate that least changes the model's output); see "
+    "tinyaot/compress/ranges.py")]
 CleOpt = Annotated[Optional[bool], typer.Option(
     "--cle/--no-cle", help="cross-layer equalization with high-bias absorption of every pair (compress/equalize.py); "
     "default: only pairs joined by a tensor whose narrowest channel spans under 1/32 of its range")]

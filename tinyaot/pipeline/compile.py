@@ -109,9 +109,13 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
         # equalized tensors through the exact per-channel change it made
         mode = DEFAULT_CLE if cle is None else cle  # True, False or "auto" (compress/equalize.py)
         transforms = equalize_for_calibration(graph, onnx_model, samples, mode) if mode else {}
+        chosen: dict[str, str] = {}
         ranges = collect_ranges(onnx_model, samples, names,  # --calibrate: compress/ranges.py
-                                DEFAULT_METHOD if calibrate is None else calibrate,
-                                transforms=transforms)
+                                DEFAULT_METHOD if calibrate is None else calibrate, chosen=chosen,
+                                transforms=transforms, scored=[n for n, t in graph.tensors.items() if not t.is_const])
+        # report.json quantization.calibration.input_ranges: the input's range, and which method set it
+        graph.meta["input_ranges"] = {n: {"method": chosen.get(n, "minmax"), "range": [float(v) for v in ranges[n]]}
+                                      for n in samples if n in ranges}
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)
     if options is not None and options.active:
