@@ -16,8 +16,8 @@ last 200 evaluate). Columns (top-1 %, all on the same evaluation samples, all ca
   QuantizeLinear), in the file's layout (NHWC: the data sets are stored that way); the argmax is taken on the int8
   output. "-" where there is no such file (mnist8 and tinyaot's own test models).
 - tinyaot default: `tinyaot evaluate` with no quantization options (the generated C, host-compiled).
-- tinyaot best: the best of the settings of the grid (calibration methods x CLE x bias correction; `quick`: the five
-  methods with the default auto CLE, min/max without and with CLE of every pair, mse with CLE of every pair, min/max
+- tinyaot best: the best of the settings of the grid (calibration methods x CLE x bias correction; `quick`: every
+  method with the default auto CLE, min/max without and with CLE of every pair, mse with CLE of every pair, min/max
   and mse with bias correction; `full`: every combination), ties to the earlier setting. A setting's name is the
   method, then "no-CLE" (none), "+CLE" (every pair) or nothing (the default, auto CLE), then "+BC".
 

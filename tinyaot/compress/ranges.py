@@ -1,13 +1,14 @@
 """Calibration methods: from a tensor's calibration values to the range (lo, hi) its int8 parameters come from.
 
-    minmax            every calibration value representable (the default, chosen by measurement: README
-                      "Calibration methods", ci/accuracy_comparison.py)
+    minmax            every calibration value representable
     percentile[:P]    the P-th percentile at the top and the (100 - P)-th at the bottom (P default 99.99)
     entropy           the range whose quantized histogram has the least KL divergence from the float one
     mse               the range with the least expected squared quantization error over the histogram
     auto              per tensor, whichever of the above least changes the model's output on the calibration
                       samples, with every tensor fake-quantized (compress/output_ranges.py)
-    auto-input        min/max for every tensor but the graph inputs, whose range `auto` chooses (the default)
+    auto-input        min/max for every tensor but the graph inputs, whose range is their min/max or percentile
+                      range, judged as `auto` judges (the default, chosen by measurement: README "Calibration
+                      methods", ci/accuracy_comparison.py)
 
 All methods but minmax work on one histogram per tensor of HIST_BINS bins over [min(lo, 0), max(hi, 0)] (the
 range tinyaot's asymmetric activations always cover, core/quant.activation_qparams), built from the values
