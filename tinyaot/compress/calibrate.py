@@ -150,13 +150,20 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
                  if n in out and (scored is None or n in scored)]
         candidates = {n: (_candidates(Histogram(np.concatenate(kept[n]), *out[n]), pct, name_)
                           if method_of(n) == "auto" and kept.get(n) else {used[n]: out[n]}) for n in order}
+        if all(len(set(c.values())) < 2 for c in candidates.values()):
+            judge = False  # nothing to choose (e.g. an image input whose 99.99 percentile is its maximum)
+    if judge:
+        feeds = [{name: arr[k] for name, arr in samples.items()} for k in range(count)]
         try:
             fq = float_session(fake_quant_model(model, order, ranks, transforms))
+            ranges, methods, _ = choose_by_output(fq, feeds, float_outputs, order, candidates)
         except Exception as exc:
-            raise TinyaotError(f"onnxruntime cannot load the fake-quantized model of --calibrate {name_}: "
-                               f"{_first_line(exc)}") from None
-        feeds = [{name: arr[k] for name, arr in samples.items()} for k in range(count)]
-        ranges, methods, _ = choose_by_output(fq, feeds, float_outputs, order, candidates)
+            # the default must never refuse a model plain min/max compiles: it falls back to min/max (the
+            # record says so); an explicit `auto` says why it cannot run
+            if name_ == "auto":
+                raise TinyaotError(f"onnxruntime cannot run the fake-quantized model of --calibrate auto: "
+                                   f"{_first_line(exc)}") from None
+            ranges, methods = {}, {}
         out.update(ranges)
         used.update(methods)
     if chosen is not None:
@@ -172,8 +179,7 @@ INPUT_CANDIDATES = ("minmax", "percentile")
 
 
 def _candidates(h, pct: float | None, method: str) -> dict[str, tuple[float, float]]:
-    cands = candidate_ranges(h, pct)
-    return cands if method == "auto" else {k: v for k, v in cands.items() if k in INPUT_CANDIDATES}
+    return candidate_ranges(h, pct) if method == "auto" else candidate_ranges(h, pct, INPUT_CANDIDATES)
 
 
 def _transform(v: np.ndarray, divisor: np.ndarray, offset: np.ndarray | None) -> np.ndarray:

@@ -202,12 +202,19 @@ def calibration_record(graph_meta: dict, calibrate: str | None, cle: bool | str)
             "bias_corrected_layers": len(graph_meta.get("bias_corrected", ()))}
 
 
-def candidate_ranges(h: Histogram, percentile: float | None = None) -> dict[str, tuple[float, float]]:
-    """Every method's range for the tensor, min/max first: what `auto` chooses among."""
+CANDIDATES = ("minmax", "percentile", "mse", "entropy")
+
+
+def candidate_ranges(h: Histogram, percentile: float | None = None,
+                     methods: tuple[str, ...] = CANDIDATES) -> dict[str, tuple[float, float]]:
+    """The range of each of `methods` (of CANDIDATES; all: what `auto` chooses among) for the tensor, min/max
+    first."""
     if h.degenerate:
         return {"minmax": (h.lo, h.lo)}
-    return {"minmax": (h.lo, h.hi), "percentile": percentile_range(h, percentile or DEFAULT_PERCENTILE),
-            "mse": mse_range(h), "entropy": entropy_range(h)}
+    make = {"minmax": lambda: (h.lo, h.hi),
+            "percentile": lambda: percentile_range(h, percentile or DEFAULT_PERCENTILE),
+            "mse": lambda: mse_range(h), "entropy": lambda: entropy_range(h)}
+    return {m: make[m]() for m in CANDIDATES if m in methods}
 
 
 def choose_range(h: Histogram, method: str, percentile: float | None = None) -> tuple[tuple[float, float], str]:
