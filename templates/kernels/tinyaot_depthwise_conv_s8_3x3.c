@@ -23,13 +23,8 @@
  *   shift 0 (the identity rounding), or TFLite's general requantization with the shift in the radd slot. Its
  *   int32 sums are exact by the bound compress/bounds.py checks.
  *
- * Requantization, TFLite's double rounding computed exactly in fewer steps under those bounds:
- *   SaturatingRoundingDoublingHighMul(acc, m) = floor((acc*m + 2^30) / 2^31) = floor((2acc*m + 2^31) / 2^32), the
- *   rounding high multiply SMMULR of 2acc (2acc fits int32 since |acc| < 2^30; the saturating case needs
- *   acc = -2^31); its magnitude is at most |acc| since m < 2^31.
- *   RoundingDivideByPOT(h, e), ties away from zero, = floor((h + 2^(e-1) - [h < 0]) / 2^e) for e >= 1 (for h >= 0
- *   that is round-half-up; for h < 0 the -1 turns a tie's floor away from zero and leaves other cases alone), and
- *   adding output_offset * 2^e inside the floor adds output_offset outside it. No step leaves int32 by the bounds.
+ * Requantization: TFLite's double rounding computed exactly in fewer steps under those bounds, one rounding high
+ * multiply-accumulate and one shift (tinyaot_dw3_support.h, shared with the compressed weights' 3x3 path).
  *
  * Window taps: output pixels whose 3x3 window lies inside the input (the interior) take a fully unrolled path with
  * no bounds checks; border pixels visit only their valid taps (padding holds the zero point and contributes
@@ -40,6 +35,7 @@
  * Accumulator bound: |acc| < 2^30 (above), so no int32 step overflows.
  */
 #include "tinyaot_nn.h"
+#include "tinyaot_dw3_support.h"
 
 #define DW3_GROUP_BYTES 36 /* nine taps of four channels */
 
@@ -48,15 +44,6 @@
 #include <arm_acle.h>
 #else
 #define DW3_HAS_SSAT 0
-#endif
-
-/* GCC's pre-register-allocation scheduler hoists the nine taps' loads together and then spills accumulators and
-   unpacked lanes (about 30 extra loads and stores per group of four channels on a Cortex-M4); without it the taps
-   stay in order and fit the registers. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define DW3_NOSCHED __attribute__((optimize("no-schedule-insns")))
-#else
-#define DW3_NOSCHED
 #endif
 
 /* What a pixel's channel loop needs besides its pointers. */
@@ -70,33 +57,8 @@ typedef struct {
     int32_t out_off; /* output zero point (the general requantization) */
 } dw3_layer;
 
-#if TINYAOT_USE_DSP
-/* One tap of four channels: input word at p, filter word t of the group. Lanes (c0, c2) and (c1, c3) are
-   multiplied lane by lane; each product is at most 255 * 128 in magnitude. */
-#define DW3_TAP(p, t)                                                                                                  \
-    do {                                                                                                               \
-        const int32_t xv_ = tinyaot_read_s8x4(p);                                                                      \
-        const int32_t wv_ = tinyaot_read_s8x4(w + (t) * 4);                                                            \
-        const int32_t x02_ = __sxtab16(off2, xv_);                                                                     \
-        const int32_t x13_ = tinyaot_sxtab16_ror8(off2, xv_);                                                          \
-        const int32_t w02_ = __sxtb16(wv_);                                                                            \
-        const int32_t w13_ = tinyaot_sxtb16_ror8(wv_);                                                                 \
-        a0 = __smlabb(x02_, w02_, a0);                                                                                 \
-        a2 = __smlatt(x02_, w02_, a2);                                                                                 \
-        a1 = __smlabb(x13_, w13_, a1);                                                                                 \
-        a3 = __smlatt(x13_, w13_, a3);                                                                                 \
-    } while (0)
-#else
-#define DW3_TAP(p, t)                                                                                                  \
-    do {                                                                                                               \
-        const int8_t *xp_ = (p);                                                                                       \
-        const int8_t *wp_ = w + (t) * 4;                                                                               \
-        a0 += ((int32_t)xp_[0] + in_off) * wp_[0];                                                                     \
-        a1 += ((int32_t)xp_[1] + in_off) * wp_[1];                                                                     \
-        a2 += ((int32_t)xp_[2] + in_off) * wp_[2];                                                                     \
-        a3 += ((int32_t)xp_[3] + in_off) * wp_[3];                                                                     \
-    } while (0)
-#endif
+/* One tap of four channels: input word at p, filter word t of the group (tinyaot_dw3_support.h). */
+#define DW3_TAP(p, t) TINYAOT_DW3_MAC4((p), w + (t) * 4)
 
 /* Clamp to the activation range; `full` (a constant after inlining) when it is all of int8: one SSAT. */
 static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int full, int32_t act_min,
@@ -113,26 +75,12 @@ static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int fu
     return v > act_max ? act_max : v;
 }
 
-/* Channel j of a group: its requantization (see the header comment), q the group's table values, e its right
-   shift. The sign term of RoundingDivideByPOT is taken from acc instead of h = SRDHM(acc, m): they differ only
-   when acc < 0 and h = 0, and there the -1 changes nothing, since radd - 1 and radd (= 2^(e-1) mod 2^e, e >= 1)
-   floor to the same multiple of 2^e. So the rounding constant is ready before the multiply, and SMMLAR adds it to
-   the rounded high product in the same instruction: t + floor((2acc * m + 2^31) / 2^32), which fits int32 by the
-   bounds. */
+/* Channel j of a group: its requantization (see the header comment; tinyaot_dw3_support.h, shared with the
+   compressed weights' 3x3 path), q the group's table values, e its right shift. */
 static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int32_t e,
                                                             int full, int32_t act_min, int32_t act_max)
 {
-    /* |acc| < 2^30: the doubled value fits int32 (channels of multiplier 0 may exceed it: the product is 0) */
-    const int32_t acc2 = (int32_t)((uint32_t)acc << 1);
-    const int32_t t = q[8 + j] + (acc >> 31);
-#if TINYAOT_USE_DSP && defined(__GNUC__)
-    int32_t v;
-    __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(q[4 + j]), "r"(t));
-#else
-    /* t * 2^32 + 2^31 + 2acc * m in one SMLAL: the value is (t + h) * 2^32 + low with t + h in int32 (bounds) */
-    const int32_t v = (int32_t)(((int64_t)t * 4294967296LL + 2147483648LL + (int64_t)acc2 * q[4 + j]) >> 32);
-#endif
-    return (int8_t)dw3_clamp(v >> e, full, act_min, act_max);
+    return (int8_t)dw3_clamp(tinyaot_dw3_short_rq(acc, q[4 + j], q[8 + j], e), full, act_min, act_max);
 }
 
 /* Right shift of channel j from its group's e word (byte j). */
@@ -159,14 +107,7 @@ static TINYAOT_NOINLINE void dw3_out_slow(int32_t a0, int32_t a1, int32_t a2, in
         } else if (mode >= DW3_MODE_LEFT) {
             /* SRDHM(acc * 2^s, m) + offset: 2 * acc * 2^s fits int32 (checked by the compiler) */
             const int32_t acc2 = (int32_t)((uint32_t)acc[j] << (mode - DW3_MODE_LEFT + 1));
-#if TINYAOT_USE_DSP && defined(__GNUC__)
-            int32_t v;
-            __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(q[4 + j]), "r"(q[8 + j]));
-#else
-            const int32_t v =
-                (int32_t)(((int64_t)q[8 + j] * 4294967296LL + 2147483648LL + (int64_t)acc2 * q[4 + j]) >> 32);
-#endif
-            out[j] = (int8_t)tinyaot_clamp_i32(v, L->act_min, L->act_max);
+            out[j] = (int8_t)tinyaot_clamp_i32(tinyaot_dw3_mmlar(acc2, q[4 + j], q[8 + j]), L->act_min, L->act_max);
         } else {
             out[j] = dw3_out(acc[j], q, j, mode, 0, L->act_min, L->act_max);
         }
@@ -290,16 +231,18 @@ static inline __attribute__((always_inline)) void dw3_border_body(const int8_t *
     }
 }
 
-DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_full(const int8_t *x, const int8_t *w, const int32_t *q,
-                                                           int8_t *out, const dw3_layer *L, int32_t npix,
-                                                           int32_t x_step)
+TINYAOT_DW3_NOSCHED
+static TINYAOT_NOINLINE void dw3_interior_full(const int8_t *x, const int8_t *w, const int32_t *q,
+                                               int8_t *out, const dw3_layer *L, int32_t npix,
+                                               int32_t x_step)
 {
     dw3_interior_body(x, w, q, out, L, npix, x_step, 1, 0);
 }
 
-DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_clamp(const int8_t *x, const int8_t *w, const int32_t *q,
-                                                            int8_t *out, const dw3_layer *L, int32_t npix,
-                                                            int32_t x_step)
+TINYAOT_DW3_NOSCHED
+static TINYAOT_NOINLINE void dw3_interior_clamp(const int8_t *x, const int8_t *w, const int32_t *q,
+                                                int8_t *out, const dw3_layer *L, int32_t npix,
+                                                int32_t x_step)
 {
     dw3_interior_body(x, w, q, out, L, npix, x_step, 0, 0);
 }
@@ -307,16 +250,18 @@ DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_clamp(const int8_t *x, con
 #if !TINYAOT_USE_DSP
 /* The folded tables (variant dw3x3_fold, for cores without DSP, where it saves an add per multiply; on DSP cores
    the offset rides along in SXTAB16 for free and the compiler does not fold). */
-DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_full_fold(const int8_t *x, const int8_t *w, const int32_t *q,
-                                                                int8_t *out, const dw3_layer *L, int32_t npix,
-                                                                int32_t x_step)
+TINYAOT_DW3_NOSCHED
+static TINYAOT_NOINLINE void dw3_interior_full_fold(const int8_t *x, const int8_t *w, const int32_t *q,
+                                                    int8_t *out, const dw3_layer *L, int32_t npix,
+                                                    int32_t x_step)
 {
     dw3_interior_body(x, w, q, out, L, npix, x_step, 1, 1);
 }
 
-DW3_NOSCHED static TINYAOT_NOINLINE void dw3_interior_clamp_fold(const int8_t *x, const int8_t *w, const int32_t *q,
-                                                                 int8_t *out, const dw3_layer *L, int32_t npix,
-                                                                 int32_t x_step)
+TINYAOT_DW3_NOSCHED
+static TINYAOT_NOINLINE void dw3_interior_clamp_fold(const int8_t *x, const int8_t *w, const int32_t *q,
+                                                     int8_t *out, const dw3_layer *L, int32_t npix,
+                                                     int32_t x_step)
 {
     dw3_interior_body(x, w, q, out, L, npix, x_step, 0, 1);
 }
@@ -343,8 +288,9 @@ static void dw3_interior(const int8_t *x, const int8_t *w, const int32_t *q, int
     }
 }
 
-DW3_NOSCHED static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_t *w, int32_t w0, const int32_t *q,
-                                                    int8_t *out, const dw3_layer *L, int32_t rows, int32_t cols)
+TINYAOT_DW3_NOSCHED
+static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_t *w, int32_t w0, const int32_t *q,
+                                        int8_t *out, const dw3_layer *L, int32_t rows, int32_t cols)
 {
     if (L->act_min == -128 && L->act_max == 127) {
         dw3_border_body(x, w, w0, q, out, L, rows, cols, 1);

@@ -41,6 +41,7 @@
 #define TINYAOT_NN_COMPRESSED_H
 
 #include "tinyaot_nn.h"
+#include "tinyaot_dw3_support.h"
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Decoding primitives
@@ -773,43 +774,13 @@ static TINYAOT_NOINLINE void tinyaot_dw_quads(const tinyaot_dw_job *job, tinyaot
    nine taps unrolled (constant tile offsets, no loop counters), a border pixel its valid rows with the row's taps
    picked by a switch on the column count. Same integer sums and requantization as tinyaot_dw_quads, so the same
    results. GCC's pre-allocation scheduler would hoist the nine taps' loads and spill; it is turned off here. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define TINYAOT_DW3_NOSCHED __attribute__((optimize("no-schedule-insns")))
-#else
-#define TINYAOT_DW3_NOSCHED
-#endif
-#if TINYAOT_USE_DSP
-#define TINYAOT_DW3_TAP(p, t)                                                                                          \
-    do {                                                                                                               \
-        const int32_t xv_ = tinyaot_read_s8x4(p);                                                                      \
-        const int32_t wv_ = tinyaot_read_s8x4(tile + 4 * (t));                                                         \
-        const int32_t x02_ = __sxtab16(off2, xv_);                                                                     \
-        const int32_t x13_ = tinyaot_sxtab16_ror8(off2, xv_);                                                          \
-        const int32_t w02_ = __sxtb16(wv_);                                                                            \
-        const int32_t w13_ = tinyaot_sxtb16_ror8(wv_);                                                                 \
-        a0 = __smlabb(x02_, w02_, a0);                                                                                 \
-        a2 = __smlatt(x02_, w02_, a2);                                                                                 \
-        a1 = __smlabb(x13_, w13_, a1);                                                                                 \
-        a3 = __smlatt(x13_, w13_, a3);                                                                                 \
-    } while (0)
-#else
-#define TINYAOT_DW3_TAP(p, t)                                                                                          \
-    do {                                                                                                               \
-        const int8_t *xp_ = (p);                                                                                       \
-        const int8_t *wp_ = tile + 4 * (t);                                                                            \
-        a0 += ((int32_t)xp_[0] + in_off) * wp_[0];                                                                     \
-        a1 += ((int32_t)xp_[1] + in_off) * wp_[1];                                                                     \
-        a2 += ((int32_t)xp_[2] + in_off) * wp_[2];                                                                     \
-        a3 += ((int32_t)xp_[3] + in_off) * wp_[3];                                                                     \
-    } while (0)
-#endif
+/* one tap of four channels of the decoded tile, and TINYAOT_DW3_NOSCHED: tinyaot_dw3_support.h */
+#define TINYAOT_DW3_TAP(p, t) TINYAOT_DW3_MAC4((p), tile + 4 * (t))
 
 /* The output requantization of four channels, in a short exact form when every one of them allows it: a right
    shift e in 1..30, |acc| < 2^30 and |acc| + 2^(e-1) + 128 * 2^e < 2^31 with |acc| <= |bias| + 9 * 255 * 128 (any
-   3x3 window of int8 weights). TFLite's SaturatingRoundingDoublingHighMul(acc, m) is then
-   floor((2acc * m + 2^31) / 2^32) (SMMLAR on DSP cores), and RoundingDivideByPOT(h, e) + output_offset is
-   floor((h + radd - [acc < 0]) / 2^e), radd = 2^(e-1) + output_offset * 2^e (acc's sign stands for h's: they
-   differ only when h = 0, where the -1 cannot cross a multiple of 2^e). Otherwise tinyaot_requantize_s8. */
+   3x3 window of int8 weights): tinyaot_dw3_short_rq (tinyaot_dw3_support.h, the dense 3x3 kernel's), with
+   radd = 2^(e-1) + output_offset * 2^e. Otherwise tinyaot_requantize_s8. */
 typedef struct {
     int32_t fast;
     int32_t mult[4], radd[4], e[4];
@@ -842,16 +813,9 @@ static void tinyaot_dw3_rq_init(tinyaot_dw3_rq *r, const tinyaot_dw_job *job, in
 static TINYAOT_ALWAYS_INLINE int8_t tinyaot_dw3_rq_out(int32_t acc, const tinyaot_dw3_rq *r, int32_t j,
                                                        const tinyaot_dw_job *job)
 {
-    const int32_t acc2 = (int32_t)((uint32_t)acc << 1); /* |acc| < 2^30 */
-    const int32_t t = r->radd[j] + (acc >> 31);
-#if TINYAOT_USE_DSP && defined(__GNUC__)
-    int32_t v;
-    __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(r->mult[j]), "r"(t));
-#else
-    /* one SMLAL: the value is (t + h) * 2^32 + low with t + h in int32, so no int64 step overflows */
-    const int32_t v = (int32_t)(((int64_t)t * 4294967296LL + 2147483648LL + (int64_t)acc2 * r->mult[j]) >> 32);
-#endif
-    return (int8_t)tinyaot_clamp_i32(v >> r->e[j], job->act_min, job->act_max);
+    /* the dense 3x3 kernel's short form (tinyaot_dw3_support.h), under the bounds tinyaot_dw3_rq_init checked */
+    return (int8_t)tinyaot_clamp_i32(tinyaot_dw3_short_rq(acc, r->mult[j], r->radd[j], r->e[j]), job->act_min,
+                                     job->act_max);
 }
 
 TINYAOT_DW3_NOSCHED static TINYAOT_NOINLINE void tinyaot_dw_quads_3x3(const tinyaot_dw_job *job,

@@ -85,7 +85,8 @@ def compressed_filter(tensor, cname: str, op: str) -> CompressedFilter | None:
                   ConstArray("int32_t", f"{name}_rows", a["row_offsets"]),
                   ConstStruct("tinyaot_rle_weights", name, [f"{name}_runs", f"{name}_values", f"{name}_rows"])]
         arg = f"&{name}"
-    return CompressedFilter(kernel, [kernel + ".c", HEADER], consts, arg)
+    # HEADER includes tinyaot_dw3_support.h (the 3x3 depthwise requantization it shares with the dense kernel)
+    return CompressedFilter(kernel, [kernel + ".c", HEADER, "tinyaot_dw3_support.h"], consts, arg)
 
 
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "is_compressed", "kernel_name",

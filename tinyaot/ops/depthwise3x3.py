@@ -138,7 +138,7 @@ def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, 
     args = [IN0, f"{cname}_weights", f"{cname}_qtab", OUT0, n, h, w, c, o_shape[1], o_shape[2], stride_hw[0],
             stride_hw[1], pads[0], pads[1], int(input_offset), int(output_offset), int(act_min), int(act_max),
             int(folded)]
-    return KernelCall(KERNEL, args=args, files=[KERNEL + ".c"], consts=consts)
+    return KernelCall(KERNEL, args=args, files=[KERNEL + ".c", "tinyaot_dw3_support.h"], consts=consts)
 
 
 def dw3x3_variants(node, graph, target, macs: int) -> list:
