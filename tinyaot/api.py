@@ -59,7 +59,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
     model = Path(model)
     # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
     bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
-                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo)
+                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo,
+                                          compression=compression, bias_correction=bias_correction)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
                              print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate,
                              cle=cle, bias_correction=bias_correction, target=target, activation_bits=bits)

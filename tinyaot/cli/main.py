@@ -143,7 +143,8 @@ class ActivationBits(str, Enum):
 
 ActivationBitsOpt = Annotated[ActivationBits, typer.Option(
     "--activation-bits", help="8: int8 activations; 16: TFLite's 16x8 scheme (int16 activations, int8 weights) on "
-    "every layer (its ops must have s16 kernels: Conv, depthwise, fully connected, average pooling, Add, Softmax)")]
+    "every layer (its ops must have s16 kernels: Conv, depthwise, fully connected, pooling, Add, Mul, Concat, Softmax, "
+    "HardSwish, HardSigmoid, Sigmoid, Tanh)")]
 MaxDropOpt = Annotated[Optional[float], typer.Option(
     "--max-accuracy-drop", min=0.0, help="choose 8 or 16 bits per layer, the least memory whose top-1 on --data "
     "stays within POINTS of float (pipeline/precision_search.py)", metavar="POINTS")]
@@ -310,7 +311,7 @@ def analyze(
     out: Annotated[Path, typer.Option("--out", "-o", help="folder for report.json, report.md and sqnr.png")],
     limit: Annotated[Optional[int], typer.Option(min=1, help="use only the first N samples")] = None,
     input_shape: InputShapeOpt = None,
-    calibrate: CalibrateOpt = None,
+    calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
 ) -> None:
     """Per layer: SQNR of its int8 output and the top-1 with only that layer quantized, worst first."""
     from tinyaot.frontend import parse_input_shapes
@@ -318,7 +319,7 @@ def analyze(
 
     try:
         r = run_analyze(model, calibration, data, out, input_shapes=parse_input_shapes(input_shape),
-                        calibrate=calibrate, limit=limit)
+                        calibrate=calibrate, cle=cle, bias_correction=bias_correction, limit=limit)
     except TinyaotError as exc:
         _fail(exc)
     typer.echo(f"{r['samples']} samples, float top-1 {100 * r['float_top1']:.2f} %; worst layers:")

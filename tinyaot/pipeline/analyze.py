@@ -17,6 +17,9 @@ DIR/report.md and DIR/sqnr.png.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +35,7 @@ from tinyaot.frontend import import_onnx_model
 from tinyaot.oracle.reference import run_reference
 
 from .compile import compile_model
-from .evaluate import load_labelled
+from .labelled import load_labelled
 
 SQNR_SAMPLES = 100  # samples for the SQNR columns (the int8 reference runs in numpy, per sample)
 PNG_NAME = "sqnr.png"
@@ -92,9 +95,17 @@ def _predict(sess, x: np.ndarray) -> np.ndarray:
 
 
 def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_dir: str | Path, *,
-            input_shapes=None, calibrate: str | None = None, limit: int | None = None) -> dict:
+            input_shapes=None, calibrate: str | None = None, cle: bool | None = None,
+            bias_correction: bool | None = None, limit: int | None = None) -> dict:
+    """The per-layer table for `model` quantized as `tinyaot deploy` would with the same `calibrate`, `cle` and
+    `bias_correction`, written to `out_dir` (report.json, report.md, sqnr.png) only once all of it is measured: a
+    failure leaves no half-written folder and an existing one untouched, as deploy's --out."""
     model = Path(model)
-    compiled = compile_model(model, calibration, input_shapes=input_shapes, calibrate=calibrate)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():  # before the minutes of measuring, not after
+        raise TinyaotError(f"--out {out} exists and is not a directory")
+    compiled = compile_model(model, calibration, input_shapes=input_shapes, calibrate=calibrate, cle=cle,
+                             bias_correction=bias_correction)
     if compiled.prequantized:
         raise TinyaotError("analyze needs a float model (a pre-quantized model has no float tensors to compare)")
     g = compiled.graph
@@ -140,14 +151,36 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
         rows.append(row)
     rows.sort(key=lambda r: (r["top1_only_this_layer"], _key(r["sqnr_db_this_layer"])))
     report = {"model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
-              "sqnr_samples": n_sqnr, "calibrate": calibrate or DEFAULT_METHOD, "float_top1": float_top1,
-              "layers": rows}
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(_finite(report), indent=2) + "\n")
-    (out / "report.md").write_text(report_md(report))
-    _plot(report, out / PNG_NAME)
+              "sqnr_samples": n_sqnr, "calibrate": calibrate or DEFAULT_METHOD,
+              # what ran, as deploy's report.json says it (method, CLE pairs, input ranges, bias correction)
+              "quantization": {"calibration": g.meta.get("calibration")},
+              "float_top1": float_top1, "layers": rows}
+    _write(out, {"report.json": json.dumps(_finite(report), indent=2) + "\n", "report.md": report_md(report)},
+           lambda folder: _plot(report, folder / PNG_NAME))
     return report
+
+
+def _write(out: Path, texts: dict[str, str], plot) -> None:
+    """The report files, made in a hidden sibling folder and moved into `out` only when all are written: a failure
+    (disk full, the plot) leaves no half-written `out`. Other files already in `out` are kept (a reports folder
+    may hold more than one analysis), only the report's own names replaced."""
+    parent = out.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise TinyaotError(f"cannot write to {parent}: {exc.strerror}") from None
+    try:
+        for name, text in texts.items():
+            (tmp / name).write_text(text)
+        plot(tmp)
+        out.mkdir(exist_ok=True)
+        for f in tmp.iterdir():
+            os.replace(f, out / f.name)
+    except OSError as exc:
+        raise TinyaotError(f"cannot write the report to {out}: {exc.strerror}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _key(v):

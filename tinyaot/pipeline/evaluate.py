@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyaot.compress.calibrate import load_samples
 from tinyaot.compress.ort_baseline import float_predictions, ort_int8_predictions, ort_quantize_static, top1
 from tinyaot.compress.pipeline import compression_report
 from tinyaot.compress.precision import precision_report
@@ -19,28 +18,9 @@ from tinyaot.oracle.reference import run_reference
 from tinyaot.toolchain.hostjit import HostModel
 
 from .compile import Compiled, Echo, _quiet, compile_model
+from .labelled import load_labelled
 from .precision_search import resolve_activation_bits
 from .report import weights_bytes
-
-
-def load_labelled(path: str | Path, inputs: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """DATA.npz with `x` (samples, first axis = sample) and integer labels `y`."""
-    path = Path(path)
-    if not path.exists():
-        raise TinyaotError(f"data file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            files = set(z.files)
-            y = z["y"] if "y" in files else None
-    except Exception as exc:
-        raise TinyaotError(f"{path} is not a readable .npz file ({type(exc).__name__})") from None
-    if y is None or "x" not in files:
-        raise TinyaotError(f"{path} needs arrays 'x' (inputs) and 'y' (integer labels); it has {sorted(files)}")
-    x = load_samples(path, inputs)[inputs[0]["name"]]
-    y = np.asarray(y)
-    if y.ndim != 1 or len(y) != len(x) or not np.issubdtype(y.dtype, np.integer):
-        raise TinyaotError(f"{path}: 'y' must be {len(x)} integer labels, got {y.dtype}{list(y.shape)}")
-    return x, y
 
 
 def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path, *, input_shapes=None,
@@ -55,7 +35,8 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
     the kernel variants the host-compiled C runs: every variant is bit-exact, so top-1 does not depend on it."""
     # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
     bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
-                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo)
+                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo,
+                                          compression=compression, bias_correction=bias_correction)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, compression=compression, echo=echo,
                              calibrate=calibrate, cle=cle, bias_correction=bias_correction, target=target,
                              activation_bits=bits)

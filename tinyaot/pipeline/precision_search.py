@@ -24,28 +24,18 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.ort_baseline import float_predictions, top1
 from tinyaot.compress.precision import layer_names
 from tinyaot.errors import TinyaotError
+from tinyaot.frontend import import_onnx_model
 from tinyaot.frontend.normalize import float32_model_file
 from tinyaot.ops.s16 import S16_OPS
 from tinyaot.ops.registry import get_op
 from tinyaot.toolchain.hostjit import HostModel
 
 from .compile import Echo, _quiet, compile_model
-
-
-def _labelled(path) -> tuple[np.ndarray, np.ndarray]:
-    """x and integer y of a labelled .npz (`tinyaot evaluate --data` checks the same in pipeline/evaluate.py, which
-    imports this module, so it is not imported here)."""
-    try:
-        with np.load(path) as z:
-            x, y = np.asarray(z["x"], np.float32), np.asarray(z["y"])
-    except (OSError, KeyError, ValueError) as exc:
-        raise TinyaotError(f"{path}: cannot read labelled samples 'x' and 'y' ({exc})") from None
-    if len(x) != len(y) or not np.issubdtype(y.dtype, np.integer):
-        raise TinyaotError(f"{path}: 'y' must be {len(x)} integer labels, got {y.dtype}{list(y.shape)}")
-    return x, y
+from .labelled import load_labelled
 
 
 def _const_bytes(graph) -> int:
@@ -68,7 +58,8 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
         raise TinyaotError(f"--max-accuracy-drop must be >= 0 points, got {max_drop}")
     kw = dict(input_shapes=input_shapes, calibrate=calibrate, cle=cle)
     base = compile_model(model, calibration, **kw)
-    x, y = _labelled(data)
+    # the checks `tinyaot evaluate --data` makes (x of the model's input shape, y integer labels, one per sample)
+    x, y = load_labelled(data, base.graph.meta["inputs"])
     if limit is not None:
         x, y = x[:limit], y[:limit]
     x_ort = x.reshape((len(x),) + tuple(base.graph.meta["inputs"][0]["shape"][1:]))
@@ -129,9 +120,11 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
 
 
 def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data, *, input_shapes=None,
-                            calibrate=None, cle=None, echo: Echo = _quiet):
+                            calibrate=None, cle=None, compression=None, bias_correction=None,
+                            echo: Echo = _quiet):
     """What deploy and evaluate compile with: `activation_bits` (8, 16 or {layer: bits}) as given, or with
-    `max_accuracy_drop` the searched per-layer widths (needs `data`). Returns (bits, the search record or None)."""
+    `max_accuracy_drop` the searched per-layer widths (needs `data`). Returns (bits, the search record or None).
+    Everything that would refuse the search's choice is refused here, before the search spends its minutes."""
     if max_accuracy_drop is None:
         return activation_bits, None
     if data is None:
@@ -139,6 +132,14 @@ def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_dr
     if activation_bits not in (8, None):
         raise TinyaotError("--max-accuracy-drop chooses the activation bits itself; do not also give "
                            "--activation-bits")
+    # 16-bit layers take neither (compile_model refuses them), and the search measures without them
+    options = CompressionOptions.coerce(compression)
+    if options is not None and options.active:
+        raise TinyaotError("--max-accuracy-drop cannot be combined with compression options yet")
+    if bias_correction:
+        raise TinyaotError("--max-accuracy-drop cannot be combined with --bias-correction yet")
+    graph, _ = import_onnx_model(Path(model), input_shapes)
+    load_labelled(data, graph.meta["inputs"])  # a bad data file fails now, not after the first compile
     echo(f"choosing activation widths within {max_accuracy_drop} top-1 points of float on {data}")
     record = search_precision(model, calibration, data, float(max_accuracy_drop), input_shapes=input_shapes,
                               calibrate=calibrate, cle=cle, echo=echo)
@@ -153,7 +154,8 @@ def bits_line(r: dict) -> str:
         line = f"activations: mixed, 16-bit layers: {', '.join(r['layers_16'])}"
     s = r.get("search")
     if s:
+        n = len(s["measurements"])
         line += (f"; chosen within {s['max_drop_points']} points of float {100 * s['float_top1']:.2f} %: top-1 "
                  f"{100 * s['top1']:.2f} %, arena {s['arena_bytes']} B, constants {s['const_bytes']} B "
-                 f"({len(s['measurements'])} configurations measured on {s['samples']} samples)")
+                 f"({n} configuration{'s' if n != 1 else ''} measured on {s['samples']} samples)")
     return line

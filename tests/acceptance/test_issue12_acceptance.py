@@ -1,0 +1,134 @@
+"""Issue 12 as a user meets it through the `tinyaot` command: `analyze`, `--max-accuracy-drop` and
+`--activation-bits`. Bad input is one line `Error: ...` with a non-zero exit, before any minutes of work and
+without a half-written `--out`; what ran is written down (analyze's report.json `quantization.calibration`, as
+deploy's). A small float MLP built with onnx.helper keeps each test to a few seconds."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+from typer.testing import CliRunner
+
+from tinyaot.cli.main import app
+from tinyaot.ops.s16 import S16_OPS
+from tinyaot.pipeline.precision_search import bits_line
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TINYAOT_CACHE", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> Path:
+    """Gemm, Relu, Gemm, Softmax on 12 inputs; cal.npz (60 samples) and data.npz (80, labelled by the float model)
+    beside it."""
+    d = tmp_path_factory.mktemp("mlp")
+    rng = np.random.default_rng(3)
+    w1, b1 = rng.normal(0, 0.5, (12, 16)).astype(np.float32), rng.normal(0, 0.1, 16).astype(np.float32)
+    w2, b2 = rng.normal(0, 0.3, (16, 5)).astype(np.float32), rng.normal(0, 0.01, 5).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"))]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["z"]), helper.make_node("Softmax", ["z"], ["y"], axis=1)]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 12])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 5])], inits)
+    model = d / "mlp.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
+    x = rng.normal(0, 1, (140, 1, 12)).astype(np.float32)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])
+    np.savez(d / "cal.npz", x=x[:60])
+    np.savez(d / "data.npz", x=x[60:], y=y[60:])
+    return model
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_error(result, *fragments: str) -> str:
+    """One line `Error: ...` on stderr and nothing else (no progress line of work that was then refused), exit 1."""
+    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("x_shape, y, fragment", [
+    ((20, 13), np.zeros(20, np.int64), "have shape [20, 13]"),   # samples of the wrong shape: was exit 3, a bug
+    ((0, 12), np.zeros(0, np.int64), "no samples"),              # no samples at all: was exit 3
+    ((20, 12), None, "needs arrays 'x' (inputs) and 'y'"),       # no labels
+    ((20, 12), np.zeros(10, np.int64), "'y' must be 20 integer labels"),
+])
+def test_max_accuracy_drop_bad_data_is_one_line_before_the_search(mlp, tmp_path, x_shape, y, fragment):
+    data = tmp_path / "bad.npz"
+    arrays = {"x": np.zeros(x_shape, np.float32)} | ({} if y is None else {"y": y})
+    np.savez(data, **arrays)
+    for cmd in (["deploy", mlp, "--no-verify", "--out", tmp_path / "o"], ["evaluate", mlp]):
+        r = run(*cmd, "-c", mlp.parent / "cal.npz", "-d", data, "--max-accuracy-drop", "0.5")
+        one_error(r, str(data), fragment)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("flags, fragment", [(["--clusters", "16"], "compression options"),
+                                             (["--bias-correction"], "--bias-correction")])
+def test_max_accuracy_drop_refuses_what_16_bits_cannot_take_up_front(mlp, tmp_path, flags, fragment):
+    """The search used to run (and print its measurements) before compile_model refused its choice."""
+    r = run("deploy", mlp, "-c", mlp.parent / "cal.npz", "-d", mlp.parent / "data.npz", "--max-accuracy-drop",
+            "0.5", "--no-verify", "--out", tmp_path / "o", *flags)
+    one_error(r, "--max-accuracy-drop cannot be combined with", fragment)
+    assert not (tmp_path / "o").exists()
+
+
+def test_analyze_out_that_is_a_file_is_one_line(mlp, tmp_path):
+    out = tmp_path / "report.txt"
+    out.write_text("keep me")
+    r = run("analyze", mlp, "-c", mlp.parent / "cal.npz", "-d", mlp.parent / "data.npz", "--out", out)
+    one_error(r, str(out), "not a directory")  # was an internal error (FileExistsError), exit 3
+    assert out.read_text() == "keep me"
+
+
+def test_analyze_records_what_ran_and_keeps_other_files(mlp, tmp_path):
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    r = run("analyze", mlp, "-c", mlp.parent / "cal.npz", "-d", mlp.parent / "data.npz", "--out", out,
+            "--calibrate", "percentile:99.9", "--no-cle", "--bias-correction")
+    assert r.exit_code == 0, r.output
+    rep = json.loads((out / "report.json").read_text())
+    cal = rep["quantization"]["calibration"]
+    assert (cal["method"], cal["percentile"], cal["cle"], cal["bias_correction"]) == ("percentile", 99.9, False, True)
+    assert cal["bias_corrected_layers"] == 2  # the two Gemms
+    assert {row["op"] for row in rep["layers"]} >= {"FullyConnected", "Softmax"}
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "report.json", "report.md", "sqnr.png"]
+    assert (out / "notes.txt").read_text() == "mine"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left beside it
+
+
+def test_activation_bits_help_names_every_op_with_an_s16_kernel():
+    r = run("deploy", "--help")
+    assert r.exit_code == 0
+    help_text = " ".join(r.output.split())
+    names = {"Conv": "Conv", "FullyConnected": "fully connected", "AveragePool": "pooling",
+             "GlobalAveragePool": "pooling", "MaxPool": "pooling"}
+    for op in S16_OPS:
+        assert names.get(op, op) in help_text, op
+
+
+def test_bits_line_counts_configurations_in_english():
+    search = {"max_drop_points": 0.2, "float_top1": 0.91, "top1": 0.9111, "arena_bytes": 16000, "const_bytes": 29072,
+              "measurements": [{}], "samples": 900}
+    assert "(1 configuration measured on 900 samples)" in bits_line({"mode": 8, "search": search})
+    search["measurements"] = [{}, {}]
+    assert "(2 configurations measured" in bits_line({"mode": 8, "search": search})
