@@ -21,6 +21,7 @@ from tinyaot.errors import TinyaotError
 from tinyaot.pipeline.build import build_verification_firmware, firmware_sizes, tidy_firmware_dir
 from tinyaot.pipeline.compile import (RANDOM_SAMPLES, RANDOM_SEED, Compiled, Echo, _quiet,  # noqa: F401
                                       check_fits, compile_model, with_variants)
+from tinyaot.pipeline.analyze import analyze  # noqa: F401 (tinyaot analyze)
 from tinyaot.pipeline.evaluate import evaluate, load_labelled  # noqa: F401
 from tinyaot.pipeline.precision_search import resolve_activation_bits
 from tinyaot.pipeline.report import build_report, compression_line, report_md, summary, weights_bytes  # noqa: F401

@@ -132,3 +132,22 @@ def test_bits_line_counts_configurations_in_english():
     assert "(1 configuration measured on 900 samples)" in bits_line({"mode": 8, "search": search})
     search["measurements"] = [{}, {}]
     assert "(2 configurations measured" in bits_line({"mode": 8, "search": search})
+
+
+def test_api_budget_that_is_not_a_number_is_refused_at_once(mlp):
+    """NaN compares false with everything: the search measured every layer (71 s on kws_dscnn) and then failed with
+    'within nan points'."""
+    from tinyaot.api import evaluate
+    from tinyaot.errors import TinyaotError
+
+    for bad in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(TinyaotError, match="--max-accuracy-drop must be >= 0 points"):
+            evaluate(mlp, mlp.parent / "cal.npz", mlp.parent / "data.npz", max_accuracy_drop=bad)
+
+
+def test_api_has_analyze(mlp, tmp_path):
+    from tinyaot.api import analyze
+
+    rep = analyze(mlp, mlp.parent / "cal.npz", mlp.parent / "data.npz", tmp_path / "a", limit=20)
+    assert rep["samples"] == 20 and (tmp_path / "a" / "report.json").exists()
+    assert rep["quantization"]["calibration"]["default"] is True

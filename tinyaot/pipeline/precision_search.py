@@ -38,6 +38,12 @@ from .compile import Echo, _quiet, compile_model
 from .labelled import load_labelled
 
 
+def _check_budget(max_drop) -> None:
+    # NaN compares false with everything: unchecked, the search would measure every layer and then fail
+    if not np.isfinite(float(max_drop)) or float(max_drop) < 0:
+        raise TinyaotError(f"--max-accuracy-drop must be >= 0 points, got {max_drop}")
+
+
 def _const_bytes(graph) -> int:
     return int(sum(get_op(n.op).weights_bytes(n, graph) + get_op(n.op).params_bytes(n, graph) for n in graph.nodes))
 
@@ -54,8 +60,7 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
     """The per-layer widths within `max_drop` top-1 points of float (see the module docstring). Returns the record
     report.json keeps: `bits` {layer: 8|16}, `top1`, `float_top1`, `drop_points`, `arena_bytes`, `const_bytes`,
     `measurements` (every configuration measured) and `sensitivity` (per candidate layer)."""
-    if max_drop < 0:
-        raise TinyaotError(f"--max-accuracy-drop must be >= 0 points, got {max_drop}")
+    _check_budget(max_drop)
     kw = dict(input_shapes=input_shapes, calibrate=calibrate, cle=cle)
     base = compile_model(model, calibration, **kw)
     # the checks `tinyaot evaluate --data` makes (x of the model's input shape, y integer labels, one per sample)
@@ -129,6 +134,7 @@ def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_dr
         return activation_bits, None
     if data is None:
         raise TinyaotError("--max-accuracy-drop needs labelled data: give --data DATA.npz (x and integer y)")
+    _check_budget(max_accuracy_drop)
     if activation_bits not in (8, None):
         raise TinyaotError("--max-accuracy-drop chooses the activation bits itself; do not also give "
                            "--activation-bits")
