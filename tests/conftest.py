@@ -19,14 +19,24 @@ def pytest_configure(config):
     folders, so that tinyaot's entries, keyed by the hash of their sources, compiler and flags, are hits again on
     the next run; with --basetemp they go inside that folder, which pytest empties at the start of each run.
     Set here rather than in a fixture because onnxruntime reads $XDG_CACHE_HOME when it is imported, which test
-    modules do at collection."""
+    modules do at collection.
+
+    Under pytest-xdist every worker is a pytest of its own whose basetemp (always given, a folder inside the
+    controller's) pytest empties at its start: the workers instead take the folder the controller chose, which they
+    inherit in $TINYAOT_TEST_CACHE (the controller configures before it starts them), so they share one cache and
+    it outlives the run as it does without xdist. Every writer of these caches renames a finished file into place,
+    so two workers at worst build the same entry twice."""
+    inherited = os.environ.get("TINYAOT_TEST_CACHE")
     factory = getattr(config, "_tmp_path_factory", None)  # pytest's own (its tmpdir plugin), not public API
-    if factory is None:  # tmpdir plugin disabled: a folder of this run only
+    if hasattr(config, "workerinput") and inherited:  # an xdist worker: the controller's folder
+        cache = Path(inherited)
+    elif factory is None:  # tmpdir plugin disabled: a folder of this run only
         cache = Path(tempfile.mkdtemp(prefix="tinyaot-test-cache-"))
     else:
         base = factory.getbasetemp()
         cache = (base if config.option.basetemp else base.parent) / "cache"
-    for name, path in (("XDG_CACHE_HOME", cache), ("TINYAOT_CACHE", cache / "tinyaot")):
+    for name, path in (("XDG_CACHE_HOME", cache), ("TINYAOT_CACHE", cache / "tinyaot"),
+                       ("TINYAOT_TEST_CACHE", cache)):
         path.mkdir(parents=True, exist_ok=True)
         _SAVED_ENV[name] = os.environ.get(name)
         os.environ[name] = str(path)

@@ -1,19 +1,30 @@
-"""Every kernel in templates/kernels compiles warning-free (-Werror) at every optimisation level a firmware project
-may use, for the three M-profile architecture families the kernels have code paths for: v6-M (no DSP), v7E-M
-(SIMD32: SMLAD, SXTB16) and v8.1-M (Helium). Firmware often builds at -O0/-Og for debugging and -Os for size, so
-a kernel that only builds at the product's -O2 is a bug (GCC refused the always_inline decoders of the compressed
-fully connected kernels at -O1 once).
+"""Every kernel in templates/kernels compiles warning-free (-Werror, with -Wpedantic) at every optimisation level a
+firmware project may use, for each M-profile feature set the kernels have code paths for: v6-M (plain C), v7-M
+(SSAT/USAT through __ARM_FEATURE_SAT, no DSP), v7E-M (SIMD32: SMLAD, SXTB16) and v8.1-M (Helium). Firmware often
+builds at -O0/-Og for debugging and -Os for size, so a kernel that only builds at the product's -O2 is a bug (GCC
+refused the always_inline decoders of the compressed fully connected kernels at -O1 once). The other cores of the
+board files with the same feature sets as one of those (Cortex-M7: v7E-M, Cortex-M33: v8-M Mainline with DSP) are
+built at -O2, as the product builds them.
 
 The cpu flags come from the board files (the ones the product builds with) and the other flags from
-tinyaot/toolchain/firmware.py; one gcc invocation compiles all kernels per combination (-c only), and the 15
-invocations run two at a time (the suite's machines have two cores), each test reading its own result.
+tinyaot/toolchain/firmware.py; one gcc invocation compiles all kernels per combination (-c only), one test per
+combination, so that pytest-xdist spreads them over the workers.
+
+A clean build is recorded in tinyaot's cache ($TINYAOT_CACHE/kernel_matrix, which tests/conftest.py keeps in pytest's
+temporary root) under a hash of everything that decides it: the compiler's `-v` identity, the flags, and the name
+and text of every file the preprocessor reads (`gcc -M` with the same flags: the kernel sources, their headers and
+the toolchain's system headers). The same inputs give the same build, so a later run with none of them changed reads
+the record instead of compiling again; any changed kernel, header, flag or compiler is a new key and compiles. A
+failed or noisy build is never recorded, so it compiles (and fails) every time.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -24,45 +35,122 @@ from tinyaot.paths import TEMPLATES
 
 KERNELS = TEMPLATES / "kernels"
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
-
-# board whose cpu flags stand for the architecture, and the architecture the board file must name
-CORES = {"v6-M": ("microbit", "armv6-m"), "v7E-M": ("stm32", "armv7e-m"), "v8.1-M": ("mps3-an547", "armv8.1-m.main")}
 OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os")
+EXTRA_WARNINGS = ("-Wpedantic",)  # beyond COMMON_CFLAGS' -Wall -Wextra: C99 as the standard has it, no extensions
+
+# feature set -> (board whose cpu flags stand for it, the architecture the board file must name, optimisation levels)
+CORES = {
+    "v6-M": ("microbit", "armv6-m", OPT_LEVELS),                  # Cortex-M0
+    "v7-M": ("mps2-an385", "armv7-m", OPT_LEVELS),                # Cortex-M3
+    "v7E-M": ("stm32", "armv7e-m", OPT_LEVELS),                   # Cortex-M4F
+    "v7E-M (M7)": ("mps2-an500", "armv7e-m", ("-O2",)),           # Cortex-M7
+    "v8-M": ("mps2-an505", "armv8-m.main", ("-O2",)),             # Cortex-M33
+    "v8.1-M": ("mps3-an547", "armv8.1-m.main", OPT_LEVELS),       # Cortex-M55, Helium
+}
+COMBINATIONS = [(arch, opt) for arch, (_, _, opts) in CORES.items() for opt in opts]
+MAX_RECORDS = 256  # clean builds kept; the oldest go first (each record is a few hundred bytes)
 
 
-def kernel_sources() -> list[Path]:
-    sources = sorted(KERNELS.glob("*.c"))
-    assert len(sources) >= 30, f"expected the kernel templates in {KERNELS}"
+def kernel_sources(kernels: Path = KERNELS) -> list[Path]:
+    sources = sorted(kernels.glob("*.c"))
+    assert sources, f"expected the kernel templates in {kernels}"
     return sources
 
 
-def _compile(arch: str, opt: str, out: Path) -> tuple[list[str], subprocess.CompletedProcess, list[str]]:
-    board_name, want_arch = CORES[arch]
+def _flags(arch: str, opt: str) -> list[str]:
+    board_name, want_arch, _ = CORES[arch]
     board = load_board(board_name)
     assert board.arch == want_arch, f"board {board_name} is {board.arch}, expected {want_arch}"
-    flags = [*board.cpu_flags, *(f for f in COMMON_CFLAGS if not f.startswith("-O")), opt, "-Werror", "-c"]
-    out.mkdir(parents=True)
-    cmd = [ARM_GCC, *flags, f"-I{KERNELS}", *map(str, kernel_sources())]
-    proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=600)
-    return flags, proc, sorted(p.stem for p in out.glob("*.o"))
+    return [*board.cpu_flags, *(f for f in COMMON_CFLAGS if not f.startswith("-O")), *EXTRA_WARNINGS, opt,
+            "-Werror"]
 
 
-@pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    """All combinations compiled up front, two gcc processes at a time."""
-    root = tmp_path_factory.mktemp("kernel_matrix")
-    combos = [(a, o) for a in CORES for o in OPT_LEVELS]
-    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-        futures = {c: pool.submit(_compile, *c, root / f"{c[0]}{c[1]}") for c in combos}
-        return {c: f.result() for c, f in futures.items()}
+@functools.lru_cache(maxsize=1)
+def _compiler_identity() -> str:
+    proc = subprocess.run([ARM_GCC, "-v"], capture_output=True, text=True, timeout=60)
+    return proc.stdout + proc.stderr  # version and configuration (gcc -v writes them to stderr)
+
+
+def _record_key(flags: list[str], kernels: Path, sources: list[Path]) -> str | None:
+    """The hash of everything the build reads, or None when the dependency list cannot be had (then no record)."""
+    proc = subprocess.run([ARM_GCC, *flags, f"-I{kernels}", "-M", *map(str, sources)], capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        return None
+    deps = {Path(d).resolve() for d in proc.stdout.replace("\\\n", " ").split() if not d.endswith(":")}
+    h = hashlib.sha256()
+    for part in (_compiler_identity(), json.dumps(flags)):
+        h.update(part.encode() + b"\0")
+    for path in sorted(deps):
+        # kernel files by name (the checkout's location does not matter), toolchain headers by their path
+        name = path.name if path.parent == kernels.resolve() else str(path)
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _records() -> Path | None:
+    root = os.environ.get("TINYAOT_CACHE")
+    return Path(root) / "kernel_matrix" if root else None
+
+
+def _build(arch: str, opt: str, out: Path, kernels: Path = KERNELS) -> tuple[list[str], int, str, list[str], bool]:
+    """(flags, return code, compiler output, object names, whether read from a record) of one combination."""
+    flags, sources = _flags(arch, opt), kernel_sources(kernels)
+    folder = _records()
+    key = _record_key(flags, kernels, sources) if folder is not None else None
+    record = folder / f"{key}.json" if key else None
+    if record is not None and record.is_file():
+        try:
+            r = json.loads(record.read_text())
+            os.utime(record)
+            return flags, r["returncode"], r["diagnostics"], r["objects"], True
+        except (OSError, ValueError, KeyError):
+            pass  # unreadable: compile again
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([ARM_GCC, *flags, "-c", f"-I{kernels}", *map(str, sources)], cwd=out, capture_output=True,
+                          text=True, timeout=600)
+    diagnostics = (proc.stdout + proc.stderr).strip()
+    objects = sorted(p.stem for p in out.glob("*.o"))
+    if record is not None and proc.returncode == 0 and not diagnostics:
+        _store(record, {"returncode": 0, "diagnostics": "", "objects": objects})
+    return flags, proc.returncode, diagnostics, objects, False
+
+
+def _store(record: Path, data: dict) -> None:
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_name(f".{record.stem}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, record)  # atomic: a parallel worker never reads half a record
+    kept = sorted(record.parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[MAX_RECORDS:]:
+        old.unlink(missing_ok=True)
 
 
 @pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc not installed")
-@pytest.mark.parametrize("opt", OPT_LEVELS)
-@pytest.mark.parametrize("arch", list(CORES))
-def test_all_kernels_build_warning_free(builds, arch: str, opt: str) -> None:
-    flags, proc, objects = builds[arch, opt]
-    assert {"-std=c99", "-Wall", "-Wextra", "-Werror"} <= set(flags)
-    diagnostics = (proc.stdout + proc.stderr).strip()
-    assert proc.returncode == 0 and not diagnostics, f"{arch} {opt}: {' '.join(flags)}\n{diagnostics[:4000]}"
-    assert objects == [s.stem for s in kernel_sources()]
+@pytest.mark.parametrize("arch,opt", COMBINATIONS)
+def test_all_kernels_build_warning_free(arch: str, opt: str, tmp_path) -> None:
+    flags, returncode, diagnostics, objects, _ = _build(arch, opt, tmp_path / "objects")
+    assert {"-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"} <= set(flags)
+    assert returncode == 0 and not diagnostics, f"{arch} {opt}: {' '.join(flags)}\n{diagnostics[:4000]}"
+    assert len(objects) >= 30 and objects == [s.stem for s in kernel_sources()]
+
+
+@pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc not installed")
+def test_a_changed_kernel_is_compiled_again_and_a_failed_build_is_not_recorded(tmp_path, monkeypatch) -> None:
+    """The record is keyed by what the build reads: a copy of one kernel and the headers, unchanged, is read from
+    the record the first build left; with one line added to a header it compiles again (and fails: the line is an
+    error under -Werror), and that failure is not recorded."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    for path in [KERNELS / "tinyaot_softmax_s8.c", *KERNELS.glob("*.h")]:
+        shutil.copy(path, kernels)
+    monkeypatch.setenv("TINYAOT_CACHE", str(tmp_path / "cache"))
+    arch, opt = "v6-M", "-O0"
+    first = _build(arch, opt, tmp_path / "a", kernels)
+    assert first[1:] == (0, "", ["tinyaot_softmax_s8"], False)
+    assert _build(arch, opt, tmp_path / "b", kernels)[1:] == (0, "", ["tinyaot_softmax_s8"], True)
+    with (kernels / "tinyaot_nn_support.h").open("a") as f:
+        f.write("\nstatic int tinyaot_matrix_unused_probe;\n")  # -Wunused-variable: -Werror fails the build
+    changed = _build(arch, opt, tmp_path / "c", kernels)
+    assert changed[1] != 0 and "tinyaot_matrix_unused_probe" in changed[2] and changed[4] is False
+    assert _build(arch, opt, tmp_path / "d", kernels)[4] is False  # the failure was not recorded
