@@ -90,7 +90,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
             if compiled.compressed:
                 uncompressed = uncompressed_costs(model, calibration, b, qemu_timeout_s, input_shapes=input_shapes,
                                                   disable_passes=disable_passes, calibrate=calibrate, cle=cle,
-                                                  bias_correction=bias_correction, target=target)
+                                                  bias_correction=bias_correction, target=target,
+                                                  activation_bits=bits)  # the same widths, uncompressed
         tidy_firmware_dir(tmp)
         report = build_report(compiled, b, model, emitted, per_layer, sizes, section, uncompressed,
                               folder_files(tmp, emitted),

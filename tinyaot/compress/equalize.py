@@ -210,11 +210,15 @@ def channel_minimums(graph: Graph, model, samples: dict[str, np.ndarray], scales
 
 
 def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: list[np.ndarray]) -> list[str]:
-    """Bias correction of every quantized layer with a bias (the quantized graph, no compression): layer by layer in
-    schedule order, while the int8 reference runs the quantized calibration samples, the mean shift its weight
-    rounding puts on its accumulator, (W_float / s_w - W_int8) . E[x] over the int8 inputs it really receives, is
-    taken back in its int32 bias (compress/pipeline._correct_bias, which compression's fitted layers use).
-    Only int32 biases change, so the numpy reference and the C stay bit-exact. Returns the corrected layers."""
+    """Bias correction of every quantized layer with a bias (the quantized graph; no compression that fits the
+    weights, which corrects its own layers, compress/pipeline.storage_step; --prune-channels fits none): layer by
+    layer in schedule order, while the reference runs the quantized calibration samples, the mean shift its weight
+    rounding puts on its accumulator, (W_float / s_w - W_int8) . E[x] over the integer inputs it really receives, is
+    taken back in its bias (compress/pipeline._correct_bias, which compression's fitted layers use, for the int8
+    layers' int32 biases; `_correct_bias16` for the 16-bit layers' int64 biases, compress/precision.py). The
+    reference runs every node, the int8 <-> int16 conversions of a mixed graph included, so each layer sees the
+    integers the deployed model gives it. Only biases change, so the numpy reference and the C stay bit-exact.
+    Returns the corrected layers."""
     from tinyaot.compress.bounds import check_graph
     from tinyaot.compress.hessian import SampleRunner, layer_statistics
     from tinyaot.compress.pipeline import _correct_bias
@@ -225,14 +229,75 @@ def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: l
     for node in list(graph.nodes):
         if (node.name in float_weights and len(node.inputs) > 2 and node.inputs[2]
                 and graph.tensors[node.inputs[1]].quant is not None):
-            stats = layer_statistics(node, graph, runner.inputs_of(node))
-            if stats is not None:
+            s16 = node.op in S16_LAYERS
+            if s16:
+                mean = _mean_patch16(node, graph, runner.inputs_of(node))
+            else:  # the int8 layers keep the statistics compression's fitting uses (same figures as before)
+                stats = layer_statistics(node, graph, runner.inputs_of(node))
+                mean = None if stats is None else stats[1]
+            if mean is not None:
                 scale = np.asarray(graph.tensors[node.inputs[1]].quant.scale, np.float64).reshape(-1)
                 goal = rows(float_weights[node.name], bool(node.attrs.get("depthwise"))) / scale[:, None]
-                _correct_bias(graph, node, goal, stats[1], info)
+                (_correct_bias16 if s16 else _correct_bias)(graph, node, goal, mean, info)
         runner.run(node)
     check_graph(graph)
     return sorted(info.get("bias_shift", {}))
+
+
+S16_LAYERS = ("ConvS16", "FullyConnectedS16")  # ops/s16.py: int16 input, int8 weights, int64 bias
+
+
+def _mean_patch16(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray | None:
+    """E[x] of the int16 input patches a 16-bit layer's weight rows multiply ([row_len], or [C, kh*kw] for
+    depthwise with multiplier 1), from its inputs `xs` (one array per sample). int16 zero points are 0 and the
+    s16 kernels pad with 0, so the integers themselves are what the weights multiply; summed exactly in int64
+    (|sum| <= 32768 * patches, far inside int64). None for grouped convolutions and depthwise with a multiplier
+    (rows are not input channels), as hessian.layer_statistics gives for the int8 layers."""
+    from tinyaot.ops.conv import im2col_patches
+
+    xt = graph.tensors[node.inputs[0]]
+    x = np.stack([np.asarray(v, np.int64) for v in xs]).reshape((-1, *xt.shape[1:]))
+    w = graph.tensors[node.inputs[1]].shape
+    if node.op == "FullyConnectedS16":
+        p = x.reshape(-1, w[1])
+        return p.sum(axis=0) / p.shape[0]
+    if w[3] != x.shape[3]:
+        return None
+    a = node.attrs
+    pads = list(a.get("pads", (0, 0, 0, 0)))
+    p = im2col_patches(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
+                       tuple(a.get("dilations", (1, 1))), graph.tensors[node.outputs[0]].shape[1:3])
+    if a.get("depthwise"):
+        p = p.reshape(-1, w[1] * w[2], w[3])
+        return np.ascontiguousarray((p.sum(axis=0) / p.shape[0]).T)
+    p = p.reshape(-1, w[1] * w[2] * w[3])
+    return p.sum(axis=0) / p.shape[0]
+
+
+def _correct_bias16(graph: Graph, node: Node, goal: np.ndarray, mean: np.ndarray, info: dict) -> None:
+    """`_correct_bias` (compress/pipeline.py) for a 16-bit layer: the mean shift (goal - W_int8) . E[x] in the
+    accumulator's units s_in * s_w[c], rounded, added to the int64 bias. The s16 requantization needs
+    |acc| < 2**47 (core/quant16.ACC64_LIMIT; compress/bounds.py checks |bias| + sum|w| * 32768 per channel), so the
+    corrected bias is kept within 2**47 - 1 - sum|w| * 32768; quant16.layer_weights16 raises a channel's scale until
+    that sum is below 2**46 (RAISED16_TARGET), so a correction of a few units per weight never reaches it, and the
+    limit is a guard. A bias already past it is left as it is."""
+    from tinyaot.compress.storage import rows
+    from tinyaot.core.quant16 import ACC64_LIMIT
+
+    w = graph.tensors[node.inputs[1]]
+    now = rows(np.asarray(w.data), bool(node.attrs.get("depthwise"))).astype(np.float64)
+    diff = goal - now
+    acc = np.sum(diff * mean, axis=1) if mean.ndim == 2 else diff @ mean
+    shift = np.rint(acc).astype(np.int64)
+    if not shift.any():
+        return
+    b = graph.tensors[node.inputs[2]]
+    old = np.asarray(b.data, np.int64)
+    share = np.abs(now).sum(axis=1).astype(np.int64) * 32768  # |x| <= 32768 for int16 inputs
+    room = np.maximum(ACC64_LIMIT - 1 - share, 0)
+    new = np.where(np.abs(old) > room, old, np.clip(old + shift, -room, room))
+    b.data = new.astype(np.int64)
+    info.setdefault("bias_shift", {})[node.name] = new - old
 
 
 # By measurement (README "Calibration methods"): "auto" CLE, min/max ranges, no bias correction. CLE of every pair

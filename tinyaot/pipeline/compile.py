@@ -122,16 +122,13 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
         graph = prune_step(graph, options, None if samples is None else samples[graph.inputs[0]])
     float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
     if activation_bits != 8:  # 16-bit activations, all layers or {node name: bits} (compress/precision.py)
-        if options is not None and options.active:
-            raise TinyaotError("--activation-bits 16 cannot be combined with compression options yet")
-        if bias_correction:
-            raise TinyaotError("--bias-correction cannot be combined with --activation-bits 16 yet")
-        bias_correction = False  # whatever the default: the int8 bias correction does not know the s16 layers
+        refuse_sparse16(options, "--activation-bits 16")
         graph = apply_precision(graph, ranges, activation_bits)
     graph = quantize_graph(graph, ranges)
-    if (not prequantized and samples is not None and not (options is not None and options.active)
+    if (not prequantized and samples is not None and not _fits_weights(options)
             and (DEFAULT_BIAS_CORRECTION if bias_correction is None else bias_correction)):
-        # compression's own fitting corrects its layers' biases (compress/pipeline.storage_step)
+        # compression's own fitting corrects its layers' biases (compress/pipeline.storage_step); --prune-channels
+        # alone fits none, so these layers are corrected here (8- and 16-bit, compress/equalize.correct_biases)
         first = graph.tensors[graph.inputs[0]]
         graph.meta["bias_corrected"] = correct_biases(graph, float_weights, [
             quantize_values(x.reshape(first.shape), first.quant) for x in samples[graph.inputs[0]][:MAX_SAMPLES]])
@@ -150,6 +147,39 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
         source = f"random int8 inputs (numpy default_rng seed {RANDOM_SEED}; no calibration data given)"
     return with_variants(Compiled(graph, samples, None, 0, None, (), prequantized, source),  # type: ignore[arg-type]
                          GENERIC if target is None else target, variant_choices)
+
+
+# Compression kinds whose weights only the int8 kernels read (compressed storage, compress/encode.py): refused
+# with 16-bit activations. --prune-channels removes channels on the float graph and leaves every layer dense.
+SPARSE_KINDS = (("--prune", "prune / sparsity", "its sparse weight storage"),
+                ("--clusters", "clusters", "its clustered (codebook) weight storage"),
+                ("--weight-bits 4", "weight_bits = 4", "its int4 weight storage"))
+
+
+def _kinds(options: CompressionOptions | None) -> list[int]:
+    """Indices into SPARSE_KINDS of what `options` (flags, spec top level or any [[layer]] entry) asks for."""
+    if options is None or not options.active:
+        return []
+    rules = options.rules
+    asks = (options.prune > 0 or any(r.sparsity for r in rules),
+            bool(options.clusters) or any(r.clusters for r in rules),
+            options.weight_bits == 4 or any(r.weight_bits == 4 for r in rules))
+    return [k for k, a in enumerate(asks) if a]
+
+
+def _fits_weights(options: CompressionOptions | None) -> bool:
+    """Compression fits some layer's int8 values to its inputs (and corrects its bias itself, storage_step)."""
+    return bool(_kinds(options))
+
+
+def refuse_sparse16(options: CompressionOptions | None, what: str) -> None:
+    """One Error line per compression kind that cannot run with 16-bit activations (`what`: the option asking
+    for them). The s16 kernels read dense int8 weights only; --prune-channels keeps layers dense and is accepted."""
+    for k in _kinds(options):
+        flag, key, storage = SPARSE_KINDS[k]
+        via = f" (or {key} in {options.spec})" if options.spec else ""
+        raise TinyaotError(f"{flag}{via} cannot be combined with {what}: {storage} is read only by the int8 "
+                           "kernels, the 16-bit kernels take dense weights (--prune-channels keeps layers dense)")
 
 
 def with_variants(compiled: Compiled, target: Target, choices: dict[str, str] | None = None) -> Compiled:

@@ -34,7 +34,7 @@ from tinyaot.ops.s16 import S16_OPS
 from tinyaot.ops.registry import get_op
 from tinyaot.toolchain.hostjit import HostModel
 
-from .compile import Echo, _quiet, compile_model
+from .compile import Echo, _quiet, compile_model, refuse_sparse16
 from .labelled import load_labelled
 
 
@@ -56,12 +56,13 @@ def candidate_layers(graph) -> list[str]:
 
 
 def search_precision(model, calibration, data, max_drop: float, *, input_shapes=None, calibrate=None, cle=None,
-                     limit: int | None = None, echo: Echo = _quiet) -> dict:
+                     limit: int | None = None, compression=None, bias_correction=None, echo: Echo = _quiet) -> dict:
     """The per-layer widths within `max_drop` top-1 points of float (see the module docstring). Returns the record
     report.json keeps: `bits` {layer: 8|16}, `top1`, `float_top1`, `drop_points`, `arena_bytes`, `const_bytes`,
     `measurements` (every configuration measured) and `sensitivity` (per candidate layer)."""
     _check_budget(max_drop)
-    kw = dict(input_shapes=input_shapes, calibrate=calibrate, cle=cle)
+    kw = dict(input_shapes=input_shapes, calibrate=calibrate, cle=cle, compression=compression,
+              bias_correction=bias_correction)
     base = compile_model(model, calibration, **kw)
     # the checks `tinyaot evaluate --data` makes (x of the model's input shape, y integer labels, one per sample)
     x, y = load_labelled(data, base.graph.meta["inputs"])
@@ -138,17 +139,15 @@ def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_dr
     if activation_bits not in (8, None):
         raise TinyaotError("--max-accuracy-drop chooses the activation bits itself; do not also give "
                            "--activation-bits")
-    # 16-bit layers take neither (compile_model refuses them), and the search measures without them
-    options = CompressionOptions.coerce(compression)
-    if options is not None and options.active:
-        raise TinyaotError("--max-accuracy-drop cannot be combined with compression options yet")
-    if bias_correction:
-        raise TinyaotError("--max-accuracy-drop cannot be combined with --bias-correction yet")
+    # compressed weight storage is int8-only (compile_model refuses it for 16-bit layers); --prune-channels and
+    # --bias-correction are measured by the search as the final model will have them
+    refuse_sparse16(CompressionOptions.coerce(compression), "--max-accuracy-drop")
     graph, _ = import_onnx_model(Path(model), input_shapes)
     load_labelled(data, graph.meta["inputs"])  # a bad data file fails now, not after the first compile
     echo(f"choosing activation widths within {max_accuracy_drop} top-1 points of float on {data}")
     record = search_precision(model, calibration, data, float(max_accuracy_drop), input_shapes=input_shapes,
-                              calibrate=calibrate, cle=cle, echo=echo)
+                              calibrate=calibrate, cle=cle, compression=compression,
+                              bias_correction=bias_correction, echo=echo)
     return record["bits"], record
 
 
