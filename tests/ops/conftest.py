@@ -8,6 +8,8 @@ This harness only serves these tests; the product's own firmware harness lives e
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -142,8 +144,35 @@ SECTIONS
 
 
 class ArmRunner:
+    """Builds and runs the test firmware. The kernel sources are compiled once per session for each core, flags and
+    text (the source's and every header's beside it or in the include folders), and the objects linked into each
+    firmware that lists them: without -flto gcc compiles every file of a command on its own, so the firmware is the
+    one a single gcc command over all files gives, and several tests' firmwares share one compile of the kernels."""
+
     def __init__(self, workdir: Path):
         self.workdir = workdir
+        self._objects: dict[str, Path] = {}
+
+    def _flags(self, cpu: str, include_dirs: list[Path], extra_flags: tuple[str, ...]) -> list[str]:
+        return [f"-mcpu={cpu}", "-mthumb", "-O2", "-std=c99", "-ffreestanding", "-ffunction-sections",
+                "-fdata-sections", *[f"-I{p}" for p in include_dirs], *extra_flags]
+
+    def _object(self, cpu: str, source: Path, include_dirs: list[Path], extra_flags: tuple[str, ...]) -> Path:
+        flags = self._flags(cpu, include_dirs, extra_flags)
+        h = hashlib.sha256(json.dumps([flags, str(source)]).encode() + b"\0" + source.read_bytes())
+        for folder in dict.fromkeys([source.parent, *map(Path, include_dirs)]):
+            for header in sorted(folder.glob("*.h")) + sorted(folder.glob("*.inc")):
+                h.update(str(header).encode() + b"\0" + header.read_bytes() + b"\0")
+        key = h.hexdigest()
+        if key not in self._objects:
+            obj = self.workdir / "objects" / f"{source.stem}-{key[:16]}.o"
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run([ARM_GCC, *flags, "-c", str(source), "-o", str(obj)], capture_output=True,
+                                  text=True)
+            if proc.returncode != 0:
+                raise AssertionError(f"arm build failed for {cpu}:\n{proc.stderr[-4000:]}")
+            self._objects[key] = obj
+        return self._objects[key]
 
     def build(self, cpu: str, name: str, main_source: str, sources: list[Path], include_dirs: list[Path],
               extra_flags: tuple[str, ...] = ()) -> Path:
@@ -154,10 +183,10 @@ class ArmRunner:
         (d / "main.c").write_text(main_source)
         (d / "link.ld").write_text(LINKER_SCRIPT.format(**board.__dict__))
         elf = d / "fw.elf"
-        cmd = [ARM_GCC, f"-mcpu={cpu}", "-mthumb", "-O2", "-std=c99", "-ffreestanding", "-nostdlib",
-               "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", "-T", str(d / "link.ld"),
-               *[f"-I{p}" for p in include_dirs], *extra_flags,
-               str(d / "startup.c"), str(d / "main.c"), *[str(s) for s in sources], "-lgcc", "-o", str(elf)]
+        objects = [self._object(cpu, Path(s), include_dirs, extra_flags) for s in sources]
+        cmd = [ARM_GCC, *self._flags(cpu, include_dirs, extra_flags), "-nostdlib", "-Wl,--gc-sections",
+               "-T", str(d / "link.ld"), str(d / "startup.c"), str(d / "main.c"), *map(str, objects), "-lgcc",
+               "-o", str(elf)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise AssertionError(f"arm build failed for {cpu}:\n{proc.stderr[-4000:]}")
