@@ -26,15 +26,17 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from tinyaot.compress.calibrate import float_session
+from tinyaot.compress.calibrate import float_session, load_samples
+from tinyaot.compress.equalize import DEFAULT_CLE, equalize_for_calibration
 from tinyaot.compress.ort_baseline import top1
 from tinyaot.compress.ranges import DEFAULT_METHOD
 from tinyaot.core.quant import dequantize_values, quantize_values
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx_model
 from tinyaot.oracle.reference import run_reference
+from tinyaot.passes import run_passes
 
-from .compile import compile_model
+from .compile import _quiet, compile_model
 from .labelled import load_labelled
 
 SQNR_SAMPLES = 100  # samples for the SQNR columns (the int8 reference runs in numpy, per sample)
@@ -66,9 +68,37 @@ def _to_onnx_layout(value: np.ndarray, onnx_shape: tuple[int, ...]) -> np.ndarra
     return None
 
 
-def _fake_quant_model(model: onnx.ModelProto, tensor: str, scale: float, zp: int) -> onnx.ModelProto:
+def _cle_units(v: np.ndarray, transform) -> np.ndarray:
+    """A float tensor (ONNX layout, channels on axis 1) in the units CLE gave the int8 tensor: divided by the
+    per-channel factor, less the absorbed bias (compress/equalize.py; calibration measures it the same way)."""
+    divisor, offset = transform
+    shape = [1] * v.ndim
+    shape[1] = -1
+    out = np.asarray(v, np.float64) / np.asarray(divisor, np.float64).reshape(shape)
+    return out if offset is None else out - np.asarray(offset, np.float64).reshape(shape)
+
+
+def _cle_transforms(model: Path, calibration, input_shapes, cle, compiled) -> dict:
+    """{tensor: (divisor, offset)} of the tensors CLE changed in `compiled`, made again as compile_model made them
+    (the same passes, samples and mode: deterministic; compile_model keeps only their names)."""
+    eq = compiled.graph.meta.get("equalization")
+    if not eq or not eq.get("tensors"):
+        return {}
+    graph, onnx_model = import_onnx_model(model, input_shapes)
+    samples = load_samples(Path(calibration), graph.meta["inputs"])
+    graph = run_passes(graph, set(), set(), _quiet)
+    transforms = equalize_for_calibration(graph, onnx_model, samples, DEFAULT_CLE if cle is None else cle)
+    if sorted(transforms) != sorted(eq["tensors"]):
+        raise TinyaotError("analyze could not reproduce the model's cross-layer equalization; run it with --no-cle")
+    return transforms
+
+
+def _fake_quant_model(model: onnx.ModelProto, tensor: str, scale: float, zp: int, transform=None,
+                      ndim: int = 4) -> onnx.ModelProto:
     """The float model with `tensor` quantized and dequantized where it is produced: the producer writes
-    `<tensor>__float`, and Q/DQ nodes give `<tensor>` back, so consumers and graph outputs are untouched."""
+    `<tensor>__float`, and Q/DQ nodes give `<tensor>` back, so consumers and graph outputs are untouched. A
+    tensor CLE changed (`transform`: per-channel divisor and offset, channels on axis 1 of `ndim`) is quantized in
+    CLE's units, as the int8 model holds it: Div, Sub, Q, DQ, Add, Mul."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
@@ -83,6 +113,20 @@ def _fake_quant_model(model: onnx.ModelProto, tensor: str, scale: float, zp: int
                           numpy_helper.from_array(np.asarray(zp, np.int8), tensor + "__zp")])
     qdq = [helper.make_node("QuantizeLinear", [raw, tensor + "__scale", tensor + "__zp"], [q]),
            helper.make_node("DequantizeLinear", [q, tensor + "__scale", tensor + "__zp"], [tensor])]
+    if transform is not None:
+        divisor, offset = transform
+        shape = [1, -1] + [1] * (ndim - 2)
+        d = np.asarray(divisor, np.float32).reshape(shape)
+        o = np.zeros_like(d) if offset is None else np.asarray(offset, np.float32).reshape(shape)
+        g.initializer.extend([numpy_helper.from_array(d, tensor + "__cle_d"),
+                              numpy_helper.from_array(o, tensor + "__cle_o")])
+        n = [tensor + s for s in ("__cle_div", "__cle_sub", "__cle_dq", "__cle_add")]
+        qdq = [helper.make_node("Div", [raw, tensor + "__cle_d"], [n[0]]),
+               helper.make_node("Sub", [n[0], tensor + "__cle_o"], [n[1]]),
+               helper.make_node("QuantizeLinear", [n[1], tensor + "__scale", tensor + "__zp"], [q]),
+               helper.make_node("DequantizeLinear", [q, tensor + "__scale", tensor + "__zp"], [n[2]]),
+               helper.make_node("Add", [n[2], tensor + "__cle_o"], [n[3]]),
+               helper.make_node("Mul", [n[3], tensor + "__cle_d"], [tensor])]
     del g.node[:]
     g.node.extend(nodes[:at + 1] + qdq + nodes[at + 1:])
     return m
@@ -119,6 +163,8 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
     if not layers:
         raise TinyaotError("analyze found no layer whose output is a tensor of the float model")
     names = [t for _, t in layers]
+    transforms = _cle_transforms(model, calibration, input_shapes, cle, compiled)
+    ndims: dict[str, int] = {}
     sess = float_session(onnx_model, names)
     outs = [o.name for o in sess.get_outputs()]
     inp = sess.get_inputs()[0].name
@@ -130,6 +176,9 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
         qv = run_reference(g, {g.inputs[0]: compiled.quantize_input(x[k])})
         for t in names:
             fval = np.asarray(fv[t], np.float64)
+            ndims[t] = fval.ndim
+            if t in transforms:  # the int8 tensor holds CLE's units: compare there
+                fval = _cle_units(fval, transforms[t])
             qval = _to_onnx_layout(dequantize_values(qv[t], g.tensors[t].quant).astype(np.float64), fval.shape)
             if qval is None:
                 continue
@@ -146,7 +195,8 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
                "sqnr_db_this_layer": None if f is None else
                _sqnr_db(f, dequantize_values(quantize_values(f, qp), qp).astype(np.float64)),
                "scale": float(qp.s), "zero_point": int(qp.zp)}
-        fq = _fake_quant_model(onnx_model, t, float(np.float32(qp.s)), int(qp.zp))
+        fq = _fake_quant_model(onnx_model, t, float(np.float32(qp.s)), int(qp.zp), transforms.get(t),
+                               ndims.get(t, 4))
         row["top1_only_this_layer"] = top1(_predict(float_session(fq), x), y)
         rows.append(row)
     rows.sort(key=lambda r: (r["top1_only_this_layer"], _key(r["sqnr_db_this_layer"])))
