@@ -24,6 +24,7 @@ from tinyaot.api import evaluate
 from tinyaot.cli.main import app
 from tinyaot.compress.bounds import check_graph
 from tinyaot.compress.equalize import correct_biases
+from tinyaot.compress.pipeline import layer_report
 from tinyaot.compress.precision import layer_names
 from tinyaot.core.quant16 import ACC64_LIMIT
 from tinyaot.frontend import import_onnx_model
@@ -121,6 +122,8 @@ def test_kws_mixed_widths_with_bias_correction_and_channel_pruning_is_bit_exact(
     corrected = g.meta["bias_corrected"]
     assert {"ConvS16", "Conv"} <= {ops[n] for n in corrected} and "Requantize" in ops.values()
     assert sum(g.meta["compression"]["channels_removed"].values()) > 0
+    # report.json's per-layer compression fields cover the 16-bit layers too
+    assert any(layer_report(g, n).get("channels_removed") for n in g.nodes if n.op == "ConvS16")
     host = HostModel(g, c.plan.offsets, c.plan.arena_bytes, c.lower_bound)
     refs = []
     for x in c.samples[c.input][:2]:

@@ -331,7 +331,8 @@ def _store_layer(graph: Graph, node, s: LayerSettings, hessian, info: dict, targ
 
 def layer_report(graph: Graph, node) -> dict:
     """Per-layer compression fields for report.json's `layers` (empty for layers without weights)."""
-    if node.op not in ("Conv", "FullyConnected") or len(node.inputs) < 2 or not node.inputs[1]:
+    if node.op not in ("Conv", "FullyConnected", "ConvS16", "FullyConnectedS16") or len(node.inputs) < 2 \
+            or not node.inputs[1]:  # the 16-bit layers (ops/s16.py) have dense int8 weights as well
         return {}
     w = graph.tensors[node.inputs[1]]
     if not w.is_const:
