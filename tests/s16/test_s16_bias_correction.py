@@ -123,7 +123,8 @@ def test_kws_mixed_widths_with_bias_correction_and_channel_pruning_is_bit_exact(
     assert {"ConvS16", "Conv"} <= {ops[n] for n in corrected} and "Requantize" in ops.values()
     assert sum(g.meta["compression"]["channels_removed"].values()) > 0
     # report.json's per-layer compression fields cover the 16-bit layers too
-    assert any(layer_report(g, n).get("channels_removed") for n in g.nodes if n.op == "ConvS16")
+    s16 = [layer_report(g, n) for n in g.nodes if n.op in ("ConvS16", "FullyConnectedS16")]
+    assert s16 and all(r["storage"] == "dense" and "channels_removed" in r for r in s16)
     host = HostModel(g, c.plan.offsets, c.plan.arena_bytes, c.lower_bound)
     refs = []
     for x in c.samples[c.input][:2]:
