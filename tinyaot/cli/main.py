@@ -134,8 +134,8 @@ CleOpt = Annotated[Optional[bool], typer.Option(
     "--cle/--no-cle", help="cross-layer equalization with high-bias absorption of every pair (compress/equalize.py); "
     "default: only pairs joined by a tensor whose narrowest channel spans under 1/32 of its range")]
 BiasCorrectionOpt = Annotated[Optional[bool], typer.Option(
-    "--bias-correction/--no-bias-correction", help="take each layer's weight-rounding mean shift back in its int32 "
-    "bias, from the calibration data (default off)")]
+    "--bias-correction/--no-bias-correction", help="take each layer's weight-rounding mean shift back in its bias "
+    "(int32; int64 for 16-bit layers), from the calibration data (default off)")]
 class ActivationBits(str, Enum):
     eight = "8"
     sixteen = "16"
