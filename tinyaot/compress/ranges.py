@@ -191,8 +191,9 @@ def entropy_range(h: Histogram) -> tuple[float, float]:
 
 def calibration_record(graph_meta: dict, calibrate: str | None, cle: bool | str) -> dict:
     """What report.json (`quantization.calibration`) and evaluate's result say about how the ranges were made:
-    the method (the default resolved), its percentile, and whether CLE and bias correction ran (bias correction
-    is left to compression's own fitting when compression options are active)."""
+    the method (the default resolved), its percentile, the graph inputs' ranges, and whether CLE and bias
+    correction ran (bias correction is left to compression's own fitting when weights are pruned, clustered or
+    4-bit)."""
     name, pct = parse_method(calibrate)
     eq = graph_meta.get("equalization")
     return {"method": name, "percentile": pct, "default": calibrate is None,
