@@ -132,6 +132,9 @@ class _Layout:
         g.nodes = self.new_nodes
         g.layout = "NHWC"
         g.remove_unused_tensors()
+        # each tensor's physical = logical.transpose(perm): `tinyaot analyze` puts values back in ONNX's order with
+        # it (a shape alone cannot tell NHWC from NCHW when C == H == W)
+        g.meta["nhwc_perm"] = {n: tuple(self.perm[n]) for n in g.tensors if n in self.perm}
         return g
 
     # --- per-op rules ------------------------------------------------------------------------------

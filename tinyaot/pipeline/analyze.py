@@ -53,9 +53,14 @@ def _sqnr_db(f: np.ndarray, q: np.ndarray) -> float:
     return 10.0 * np.log10(signal / noise)
 
 
-def _to_onnx_layout(value: np.ndarray, onnx_shape: tuple[int, ...]) -> np.ndarray | None:
-    """The IR tensor's values in the ONNX tensor's layout: the same shape, a reshape of it, or NHWC -> NCHW
-    (to_nhwc moves channels last; tensor names survive the passes)."""
+def _to_onnx_layout(value: np.ndarray, onnx_shape: tuple[int, ...], perm=None) -> np.ndarray | None:
+    """The IR tensor's values in the ONNX tensor's layout. With `perm` (to_nhwc's physical = logical.transpose(perm),
+    graph.meta["nhwc_perm"]) the values are put back in logical order, then reshaped if the ONNX tensor has another
+    rank (a 1-D layer runs as a 2-D one); without it (a tensor made after to_nhwc): the same shape, a reshape, or
+    NHWC -> NCHW (tensor names survive the passes)."""
+    if perm is not None and len(perm) == value.ndim:
+        logical = np.transpose(value, np.argsort(perm))
+        return logical.reshape(onnx_shape) if logical.size == int(np.prod(onnx_shape)) else None
     if value.shape == onnx_shape:
         return value
     if value.ndim == len(onnx_shape) and value.ndim >= 3:
@@ -179,7 +184,8 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
             ndims[t] = fval.ndim
             if t in transforms:  # the int8 tensor holds CLE's units: compare there
                 fval = _cle_units(fval, transforms[t])
-            qval = _to_onnx_layout(dequantize_values(qv[t], g.tensors[t].quant).astype(np.float64), fval.shape)
+            qval = _to_onnx_layout(dequantize_values(qv[t], g.tensors[t].quant).astype(np.float64), fval.shape,
+                                   g.meta.get("nhwc_perm", {}).get(t))
             if qval is None:
                 continue
             f_acc[t].append(fval.ravel())
