@@ -112,6 +112,8 @@ def test_analyze_records_what_ran_and_keeps_other_files(mlp, tmp_path):
     assert {row["op"] for row in rep["layers"]} >= {"FullyConnected", "Softmax"}
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "report.json", "report.md", "sqnr.png"]
     assert (out / "notes.txt").read_text() == "mine"
+    assert ("calibration method `percentile:99.9`, CLE off (0 pairs equalized), bias correction on, 2 layers"
+            in (out / "report.md").read_text())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left beside it
 
 

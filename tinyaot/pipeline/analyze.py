@@ -258,10 +258,20 @@ def _fmt(v) -> str:
     return "-" if v is None else ("exact" if v == float("inf") else f"{v:.1f}")
 
 
+def _settings(report: dict) -> str:
+    """CLE and bias correction as they ran (report.json quantization.calibration), for report.md's first line."""
+    cal = (report.get("quantization") or {}).get("calibration")
+    if not cal:
+        return ""
+    cle = "auto" if cal["cle"] == "auto" else ("every pair" if cal["cle"] else "off")
+    bc = f"on, {cal['bias_corrected_layers']} layers" if cal["bias_correction"] else "off"
+    return f", CLE {cle} ({cal['cle_pairs']} pairs equalized), bias correction {bc}"
+
+
 def report_md(report: dict) -> str:
     lines = [f"# Per-layer quantization sensitivity: {Path(report['model']).name}", "",
              f"{report['samples']} labelled samples (SQNR over the first {report['sqnr_samples']}); calibration "
-             f"method `{report['calibrate']}`; float top-1 {100 * report['float_top1']:.2f} %.", "",
+             f"method `{report['calibrate']}`{_settings(report)}; float top-1 {100 * report['float_top1']:.2f} %.", "",
              "Worst first. `sqnr_db`: the int8 model's output of the layer against float (noise of all layers up "
              "to it); `this layer`: the float tensor quantized alone; top-1: float model with only this layer's "
              "output quantized.", "",
