@@ -231,3 +231,15 @@ def test_analyze_knows_nhwc_from_nchw_when_channels_equal_height_and_width(tmp_p
     # the first layer: the int8 model's output of it carries its own rounding and the input's, no more (35 dB here;
     # read in the wrong order it was -1 dB)
     assert row["sqnr_db_this_layer"] > 20.0 and row["sqnr_db"] > 20.0, row
+
+
+def test_empty_calibrate_is_refused_not_the_default(mlp, tmp_path):
+    """`--calibrate "$METHOD"` with METHOD unset deployed with the default method, silently."""
+    data = mlp.parent / "data.npz"
+    for cmd in (["deploy", mlp, "--no-verify", "--out", tmp_path / "o"], ["evaluate", mlp, "-d", data],
+                ["analyze", mlp, "-d", data, "--out", tmp_path / "o"]):
+        r = run(*cmd, "-c", mlp.parent / "cal.npz", "--calibrate", "")
+        assert r.exit_code == 2, r.output
+        lines = [line for line in r.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and "--calibrate" in lines[0], r.output
+        assert not (tmp_path / "o").exists()

@@ -125,8 +125,16 @@ ClustersBudgetOpt = Annotated[Optional[float], typer.Option(
     "(default: the index bits + 10 %); finer codebooks go where the measured output error gains most")]
 WeightBitsOpt = Annotated[Optional[int], typer.Option(
     "--weight-bits", help="8 (default) or 4: per-channel symmetric 4-bit weights, two per byte")]
+def _calibrate_named(value: Optional[str]) -> Optional[str]:
+    # an empty --calibrate "" (an unset shell variable) would otherwise quietly mean the default method
+    if value is not None and not value.strip():
+        raise typer.BadParameter("give a method name (minmax, percentile[:P], entropy, mse, auto, auto-input)")
+    return value
+
+
 CalibrateOpt = Annotated[Optional[str], typer.Option(
-    "--calibrate", help="calibration method: auto-input (default: minmax, but the model input's range clipped "
+    "--calibrate", callback=_calibrate_named,
+    help="calibration method: auto-input (default: minmax, but the model input's range clipped "
     "to its percentile range where that lowers the output error), minmax, percentile[:P] (P default 99.99), "
     "entropy, mse, auto (per tensor, the candidate that least changes the model's output); see "
     "tinyaot/compress/ranges.py")]
