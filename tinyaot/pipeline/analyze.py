@@ -290,7 +290,8 @@ def _plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = report["layers"]
-    names = [r["name"] for r in rows]
+    # long exported names (StatefulPartitionedCall/functional_1/...) keep their distinctive tail
+    names = [r["name"] if len(r["name"]) <= 32 else "..." + r["name"][-29:] for r in rows]
     cap = lambda v: np.nan if v is None or not np.isfinite(v) else v  # noqa: E731
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(rows) + 2), 4.5))
     pos = np.arange(len(rows))
@@ -302,10 +303,11 @@ def _plot(report: dict, path: Path) -> None:
     ax2.plot(pos, [100 * r["top1_only_this_layer"] for r in rows], "k.-", label="top-1, only this layer int8")
     ax2.axhline(100 * report["float_top1"], color="grey", ls="--", lw=0.8)
     ax2.set_ylabel("top-1 (%)")
-    ax.set_title(f"{Path(report['model']).name}: per-layer quantization (worst first)")
+    ax.set_title(f"{Path(report['model']).name}: per-layer quantization (worst first)", pad=22)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
+    # above the plot, not over the bars (the worst layers are on the left, the best on the right)
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
