@@ -127,3 +127,13 @@ def test_sweep_grid_takes_the_quantization_settings():
 
     c = check_config(Config("q", {"calibrate": "percentile:99.9", "cle": True, "bias_correction": False}), "grid")
     assert c.command_line == "--calibrate percentile:99.9 --cle --no-bias-correction"
+
+
+def test_a_wrong_sample_shape_names_both_accepted_layouts(tmp_path):
+    from tinyaot.compress.calibrate import load_samples
+
+    np.savez(tmp_path / "c.npz", x=np.zeros((4, 49, 10), np.float32))
+    with pytest.raises(TinyaotError, match=r"expected \[N, 1, 49, 10, 1\] or \[N, 49, 10, 1\]"):
+        load_samples(tmp_path / "c.npz", [{"name": "x", "shape": [1, 49, 10, 1]}])
+    np.savez(tmp_path / "ok.npz", x=np.zeros((4, 49, 10, 1), np.float32))
+    assert load_samples(tmp_path / "ok.npz", [{"name": "x", "shape": [1, 49, 10, 1]}])["x"].shape == (4, 1, 49, 10, 1)

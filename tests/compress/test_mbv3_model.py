@@ -88,6 +88,7 @@ def test_report_and_evaluate_record_the_calibration(cal, tmp_path):
     got = dict(r["quantization"]["calibration"])
     (inp,) = got.pop("input_ranges").values()  # the default judges the input's min/max and percentile ranges
     assert got == want and inp["method"] in ("minmax", "percentile") and inp["range"][0] < 0 < inp["range"][1]
+    assert inp["percentile"] == (99.99 if inp["method"] == "percentile" else None)
     report = deploy(MODEL, "stm32", path, tmp_path / "out", verify=False,
                     calibrate="percentile:99.9", cle=False).report
     got = dict(report["quantization"]["calibration"])

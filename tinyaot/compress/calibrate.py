@@ -47,8 +47,9 @@ def load_samples(path: Path, inputs: list[dict]) -> dict[str, np.ndarray]:
         elif shape and shape[0] == 1 and tuple(a.shape[1:]) == shape[1:]:
             a = a.reshape((a.shape[0],) + shape)
         else:
+            also = f" or [N, {', '.join(map(str, shape[1:]))}]" if shape and shape[0] == 1 else ""
             raise TinyaotError(f"{path}: samples for input {inp['name']!r} have shape {list(a.shape)}; expected "
-                               f"[N, {', '.join(map(str, shape))}] (first axis = sample)")
+                               f"[N, {', '.join(map(str, shape))}]{also} (first axis = sample)")
         if a.shape[0] == 0:
             raise TinyaotError(f"{path}: no samples for input {inp['name']!r}")
         if not np.issubdtype(a.dtype, np.number):

@@ -19,7 +19,7 @@ from tinyaot.compress.equalize import (DEFAULT_BIAS_CORRECTION, DEFAULT_CLE, cor
 from tinyaot.compress.hessian import MAX_SAMPLES
 from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.prune import layer_nodes
-from tinyaot.compress.ranges import DEFAULT_METHOD, calibration_record
+from tinyaot.compress.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, calibration_record, parse_method
 from tinyaot.compress.pipeline import prune_step, storage_step
 from tinyaot.compress.precision import apply_precision
 from tinyaot.compress.quantize import quantize_graph, quantize_values
@@ -114,8 +114,10 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
                                 DEFAULT_METHOD if calibrate is None else calibrate, chosen=chosen,
                                 transforms=transforms, scored=[n for n, t in graph.tensors.items() if not t.is_const])
         # report.json quantization.calibration.input_ranges: the input's range, and which method set it
-        graph.meta["input_ranges"] = {n: {"method": chosen.get(n, "minmax"), "range": [float(v) for v in ranges[n]]}
-                                      for n in samples if n in ranges}
+        pct = parse_method(DEFAULT_METHOD if calibrate is None else calibrate)[1] or DEFAULT_PERCENTILE
+        graph.meta["input_ranges"] = {
+            n: {"method": chosen.get(n, "minmax"), "range": [float(v) for v in ranges[n]],
+                "percentile": pct if chosen.get(n) == "percentile" else None} for n in samples if n in ranges}
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)
     if options is not None and options.active:
