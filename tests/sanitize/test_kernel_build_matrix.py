@@ -11,11 +11,11 @@ tinyaot/toolchain/firmware.py; one gcc invocation compiles all kernels per combi
 combination, so that pytest-xdist spreads them over the workers.
 
 A clean build is recorded in tinyaot's cache ($TINYAOT_CACHE/kernel_matrix, which tests/conftest.py keeps in pytest's
-temporary root) under a hash of everything that decides it: the compiler's `-v` identity, the flags, and the name
-and text of every file the preprocessor reads (`gcc -M` with the same flags: the kernel sources, their headers and
-the toolchain's system headers). The same inputs give the same build, so a later run with none of them changed reads
-the record instead of compiling again; any changed kernel, header, flag or compiler is a new key and compiles. A
-failed or noisy build is never recorded, so it compiles (and fails) every time.
+temporary root) under a hash of the compiler's `-v` identity, the flags and the name and text of every file in the
+kernel folder, with the hashes of the files outside it the build read (the toolchain's headers, listed by gcc -MD).
+The same inputs give the same build, so a later run with none of them changed reads the record instead of
+compiling again; any changed kernel, header, flag, compiler or toolchain header compiles again. A failed or noisy
+build is never recorded, so it compiles (and fails) every time.
 """
 from __future__ import annotations
 
@@ -71,21 +71,32 @@ def _compiler_identity() -> str:
     return proc.stdout + proc.stderr  # version and configuration (gcc -v writes them to stderr)
 
 
-def _record_key(flags: list[str], kernels: Path, sources: list[Path]) -> str | None:
-    """The hash of everything the build reads, or None when the dependency list cannot be had (then no record)."""
-    proc = subprocess.run([ARM_GCC, *flags, f"-I{kernels}", "-M", *map(str, sources)], capture_output=True,
-                          text=True, timeout=300)
-    if proc.returncode != 0:
-        return None
-    deps = {Path(d).resolve() for d in proc.stdout.replace("\\\n", " ").split() if not d.endswith(":")}
+def _record_key(flags: list[str], kernels: Path) -> str:
+    """The hash of the compiler, the flags and every file in the kernel folder (by name and text: more than the
+    build reads from there, and the checkout's location does not matter)."""
     h = hashlib.sha256()
     for part in (_compiler_identity(), json.dumps(flags)):
         h.update(part.encode() + b"\0")
-    for path in sorted(deps):
-        # kernel files by name (the checkout's location does not matter), toolchain headers by their path
-        name = path.name if path.parent == kernels.resolve() else str(path)
-        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(p for p in kernels.iterdir() if p.is_file()):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _outside_files(out: Path, kernels: Path) -> dict[str, str | None]:
+    """The files outside the kernel folder the build read (the toolchain's headers), from gcc's -MD lists, with
+    their hashes."""
+    deps: set[Path] = set()
+    for d in out.glob("*.d"):
+        deps |= {Path(w).resolve() for w in d.read_text().replace("\\\n", " ").split() if not w.endswith(":")}
+    inside = kernels.resolve()
+    return {str(p): _digest(p) for p in sorted(deps) if p.parent != inside}
 
 
 def _records() -> Path | None:
@@ -97,22 +108,24 @@ def _build(arch: str, opt: str, out: Path, kernels: Path = KERNELS) -> tuple[lis
     """(flags, return code, compiler output, object names, whether read from a record) of one combination."""
     flags, sources = _flags(arch, opt), kernel_sources(kernels)
     folder = _records()
-    key = _record_key(flags, kernels, sources) if folder is not None else None
-    record = folder / f"{key}.json" if key else None
+    record = folder / f"{_record_key(flags, kernels)}.json" if folder is not None else None
     if record is not None and record.is_file():
         try:
             r = json.loads(record.read_text())
-            os.utime(record)
-            return flags, r["returncode"], r["diagnostics"], r["objects"], True
-        except (OSError, ValueError, KeyError):
+            if all(_digest(Path(p)) == h for p, h in r["outside_files"].items()):  # toolchain headers unchanged
+                os.utime(record)
+                return flags, r["returncode"], r["diagnostics"], r["objects"], True
+        except (OSError, ValueError, KeyError, AttributeError):
             pass  # unreadable: compile again
     out.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([ARM_GCC, *flags, "-c", f"-I{kernels}", *map(str, sources)], cwd=out, capture_output=True,
-                          text=True, timeout=600)
+    # -MD: each object's dependency list beside it (gcc writes it while compiling, at no extra pass)
+    proc = subprocess.run([ARM_GCC, *flags, "-MD", "-c", f"-I{kernels}", *map(str, sources)], cwd=out,
+                          capture_output=True, text=True, timeout=600)
     diagnostics = (proc.stdout + proc.stderr).strip()
     objects = sorted(p.stem for p in out.glob("*.o"))
     if record is not None and proc.returncode == 0 and not diagnostics:
-        _store(record, {"returncode": 0, "diagnostics": "", "objects": objects})
+        _store(record, {"returncode": 0, "diagnostics": "", "objects": objects,
+                        "outside_files": _outside_files(out, kernels)})
     return flags, proc.returncode, diagnostics, objects, False
 
 
@@ -138,8 +151,8 @@ def test_all_kernels_build_warning_free(arch: str, opt: str, tmp_path) -> None:
 @pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc not installed")
 def test_a_changed_kernel_is_compiled_again_and_a_failed_build_is_not_recorded(tmp_path, monkeypatch) -> None:
     """The record is keyed by what the build reads: a copy of one kernel and the headers, unchanged, is read from
-    the record the first build left; with one line added to a header it compiles again (and fails: the line is an
-    error under -Werror), and that failure is not recorded."""
+    the record the first build left; with a toolchain header other than the one recorded, or with one line added to
+    a kernel header, it compiles again (the line is an error under -Werror), and that failure is not recorded."""
     kernels = tmp_path / "kernels"
     kernels.mkdir()
     for path in [KERNELS / "tinyaot_softmax_s8.c", *KERNELS.glob("*.h")]:
@@ -149,6 +162,13 @@ def test_a_changed_kernel_is_compiled_again_and_a_failed_build_is_not_recorded(t
     first = _build(arch, opt, tmp_path / "a", kernels)
     assert first[1:] == (0, "", ["tinyaot_softmax_s8"], False)
     assert _build(arch, opt, tmp_path / "b", kernels)[1:] == (0, "", ["tinyaot_softmax_s8"], True)
+    # a toolchain header that is not what the record read (its recorded hash altered here) compiles again
+    (record,) = (tmp_path / "cache" / "kernel_matrix").glob("*.json")
+    r = json.loads(record.read_text())
+    assert any(p.endswith("/stdint.h") for p in r["outside_files"]), r["outside_files"]
+    r["outside_files"] = {p: "0" * 64 for p in r["outside_files"]}
+    record.write_text(json.dumps(r))
+    assert _build(arch, opt, tmp_path / "b2", kernels)[1:] == (0, "", ["tinyaot_softmax_s8"], False)
     with (kernels / "tinyaot_nn_support.h").open("a") as f:
         f.write("\nstatic int tinyaot_matrix_unused_probe;\n")  # -Wunused-variable: -Werror fails the build
     changed = _build(arch, opt, tmp_path / "c", kernels)
