@@ -137,3 +137,10 @@ def test_a_wrong_sample_shape_names_both_accepted_layouts(tmp_path):
         load_samples(tmp_path / "c.npz", [{"name": "x", "shape": [1, 49, 10, 1]}])
     np.savez(tmp_path / "ok.npz", x=np.zeros((4, 49, 10, 1), np.float32))
     assert load_samples(tmp_path / "ok.npz", [{"name": "x", "shape": [1, 49, 10, 1]}])["x"].shape == (4, 1, 49, 10, 1)
+
+
+def test_a_grid_with_a_bad_calibration_method_fails_when_read():
+    from tinyaot.sweep.grid import Config, check_config
+
+    with pytest.raises(TinyaotError, match=r"grid: config q: --calibrate must be one of"):
+        check_config(Config("q", {"calibrate": "bogus"}), "grid")

@@ -17,6 +17,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tinyaot.compress.ranges import parse_method
 from tinyaot.errors import TinyaotError
 
 FLAG_KEYS = ("prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits", "clusters_budget",
@@ -70,6 +71,11 @@ def check_config(c: Config, where: str) -> Config:
     if unknown:
         raise TinyaotError(f"{where}: config {c.name}: unknown flag(s) {', '.join(unknown)}; known: "
                            f"{', '.join(FLAG_KEYS)}")
+    if c.flags.get("calibrate") is not None:  # a bad method fails when the grid is read, not after other runs
+        try:
+            parse_method(str(c.flags["calibrate"]))
+        except TinyaotError as exc:
+            raise TinyaotError(f"{where}: config {c.name}: {exc}") from None
     return c
 
 
