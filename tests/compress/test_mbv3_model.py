@@ -71,7 +71,8 @@ def test_compiles_host_c_equals_reference_and_cle_repairs_the_depthwise_spread(c
             eq = g.meta["equalization"]
             assert "/dw1/dw1.2/Relu_output_0" in eq["tensors"]  # the depthwise -> project pair was equalized
             assert c.graph.meta["calibration"]["cle"] and c.graph.meta["calibration"]["cle_pairs"] == eq["pairs"]
-    # measured: minmax 10.5 dB, minmax + CLE 16.1 dB on these 100 samples (deterministic: fixed model and data)
+    # measured: minmax 8.3 dB, minmax + CLE 23.8 dB, default 25.0 dB on these 100 samples (deterministic: fixed
+    # model and data)
     assert sqnr["minmax+cle"] > sqnr["minmax"] + 3.0, sqnr
     assert sqnr["default"] >= sqnr["minmax"] - 0.5, sqnr  # the default is no worse than plain min/max here
 
