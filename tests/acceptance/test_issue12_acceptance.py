@@ -27,20 +27,19 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory):
     mp.undo()
 
 
-@pytest.fixture(scope="module")
-def mlp(tmp_path_factory) -> Path:
-    """Gemm, Relu, Gemm, Softmax on 12 inputs; cal.npz (60 samples) and data.npz (80, labelled by the float model)
-    beside it."""
-    d = tmp_path_factory.mktemp("mlp")
+def _mlp(d: Path, name: str, widen: float = 1.0) -> Path:
+    """Gemm, Relu, Gemm, Softmax on 12 inputs in d/name.onnx, the first layer's first four channels `widen` times
+    wider; cal.npz (60 samples) and data.npz (80, labelled by the float model) beside it."""
     rng = np.random.default_rng(3)
     w1, b1 = rng.normal(0, 0.5, (12, 16)).astype(np.float32), rng.normal(0, 0.1, 16).astype(np.float32)
+    w1[:, :4] *= widen
     w2, b2 = rng.normal(0, 0.3, (16, 5)).astype(np.float32), rng.normal(0, 0.01, 5).astype(np.float32)
     inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"))]
     nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
              helper.make_node("Gemm", ["r", "w2", "b2"], ["z"]), helper.make_node("Softmax", ["z"], ["y"], axis=1)]
     g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 12])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 5])], inits)
-    model = d / "mlp.onnx"
+    model = d / f"{name}.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
     x = rng.normal(0, 1, (140, 1, 12)).astype(np.float32)
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
@@ -48,6 +47,11 @@ def mlp(tmp_path_factory) -> Path:
     np.savez(d / "cal.npz", x=x[:60])
     np.savez(d / "data.npz", x=x[60:], y=y[60:])
     return model
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> Path:
+    return _mlp(tmp_path_factory.mktemp("mlp"), "mlp")
 
 
 def run(*args):
@@ -175,22 +179,7 @@ def test_analyze_measures_an_equalized_tensor_in_cle_units(tmp_path):
     """With CLE the int8 tensor between a pair holds the float values divided per channel (less the absorbed
     bias): analyze compared it with the float model's tensor as is, and its SQNR came out 2.7 dB (1.3 accumulated)
     on this MLP, the first conv of kws_dscnn -13 dB with 86.89 % top-1 'only this layer' (float 91.00 %)."""
-    rng = np.random.default_rng(3)
-    w1, b1 = rng.normal(0, 0.5, (12, 16)).astype(np.float32), rng.normal(0, 0.1, 16).astype(np.float32)
-    w1[:, :4] *= 20  # four hidden channels 20x wider than the rest: CLE has something to equalize
-    w2, b2 = rng.normal(0, 0.3, (16, 5)).astype(np.float32), rng.normal(0, 0.01, 5).astype(np.float32)
-    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"))]
-    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-             helper.make_node("Gemm", ["r", "w2", "b2"], ["z"]), helper.make_node("Softmax", ["z"], ["y"], axis=1)]
-    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 12])],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 5])], inits)
-    model = tmp_path / "wide.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
-    x = rng.normal(0, 1, (140, 1, 12)).astype(np.float32)
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])
-    np.savez(tmp_path / "cal.npz", x=x[:60])
-    np.savez(tmp_path / "data.npz", x=x[60:], y=y[60:])
+    model = _mlp(tmp_path, "wide", widen=20.0)  # four hidden channels 20x wider: CLE has something to equalize
     r = run("analyze", model, "-c", tmp_path / "cal.npz", "-d", tmp_path / "data.npz", "--out", tmp_path / "o",
             "--cle")
     assert r.exit_code == 0, r.output

@@ -26,7 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyaot.compress.bounds import check_graph
+from tinyaot.compress.calibrate import channel_extremes
+from tinyaot.compress.hessian import SampleRunner, layer_statistics
+from tinyaot.compress.pipeline import _correct_bias, apply_bias_shift, correction_shift
+from tinyaot.compress.storage import rows
+from tinyaot.core.quant16 import ACC64_LIMIT
 from tinyaot.ir import Graph, Node
+from tinyaot.ops.conv import im2col_patches
 
 SWEEPS = 4
 S_MIN, S_MAX = 1e-4, 1e4  # bounds of a channel's overall factor
@@ -201,8 +208,6 @@ def channel_minimums(graph: Graph, model, samples: dict[str, np.ndarray], scales
                      ) -> dict[str, np.ndarray]:
     """Per-channel minimum over the calibration samples of each absorption candidate, in the equalized graph's
     units (the ONNX tensor's channel axis 1 divided by CLE's factor)."""
-    from tinyaot.compress.calibrate import channel_extremes
-
     names = [t for t in absorption_candidates(graph) if t in scales]
     if not names:
         return {}
@@ -219,11 +224,6 @@ def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: l
     reference runs every node, the int8 <-> int16 conversions of a mixed graph included, so each layer sees the
     integers the deployed model gives it. Only biases change, so the numpy reference and the C stay bit-exact.
     Returns the corrected layers."""
-    from tinyaot.compress.bounds import check_graph
-    from tinyaot.compress.hessian import SampleRunner, layer_statistics
-    from tinyaot.compress.pipeline import _correct_bias
-    from tinyaot.compress.storage import rows
-
     runner = SampleRunner(graph, inputs)
     info: dict = {}
     for node in list(graph.nodes):
@@ -253,8 +253,6 @@ def _mean_patch16(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray 
     s16 kernels pad with 0, so the integers themselves are what the weights multiply; summed exactly in int64
     (|sum| <= 32768 * patches, far inside int64). None for grouped convolutions and depthwise with a multiplier
     (rows are not input channels), as hessian.layer_statistics gives for the int8 layers."""
-    from tinyaot.ops.conv import im2col_patches
-
     xt = graph.tensors[node.inputs[0]]
     x = np.stack([np.asarray(v, np.int64) for v in xs]).reshape((-1, *xt.shape[1:]))
     w = graph.tensors[node.inputs[1]].shape
@@ -281,28 +279,16 @@ def _correct_bias16(graph: Graph, node: Node, goal: np.ndarray, mean: np.ndarray
     corrected bias is kept within 2**47 - 1 - sum|w| * 32768; quant16.layer_weights16 raises a channel's scale until
     that sum is below 2**46 (RAISED16_TARGET), so a correction of a few units per weight never reaches it, and the
     limit is a guard. A bias already past it is left as it is."""
-    from tinyaot.compress.storage import rows
-    from tinyaot.core.quant16 import ACC64_LIMIT
-
-    w = graph.tensors[node.inputs[1]]
-    now = rows(np.asarray(w.data), bool(node.attrs.get("depthwise"))).astype(np.float64)
-    diff = goal - now
-    acc = np.sum(diff * mean, axis=1) if mean.ndim == 2 else diff @ mean
-    shift = np.rint(acc).astype(np.int64)
+    now, shift = correction_shift(graph, node, goal, mean)
     if not shift.any():
         return
-    b = graph.tensors[node.inputs[2]]
-    old = np.asarray(b.data, np.int64)
     share = np.abs(now).sum(axis=1).astype(np.int64) * 32768  # |x| <= 32768 for int16 inputs
-    room = np.maximum(ACC64_LIMIT - 1 - share, 0)
-    new = np.where(np.abs(old) > room, old, np.clip(old + shift, -room, room))
-    b.data = new.astype(np.int64)
-    info.setdefault("bias_shift", {})[node.name] = new - old
+    apply_bias_shift(graph, node, shift, np.maximum(ACC64_LIMIT - 1 - share, 0), np.int64, info)
 
 
-# By measurement (README "Calibration methods"): "auto" CLE, min/max ranges, no bias correction. CLE of every pair
-# (--cle) loses top-1 on ResNets whose channels already share a range (ic_resnet8 89 -> 88 %), while a depthwise
-# layer whose channels span orders of magnitude needs it (pt_mbv3_se 87 -> 90 %); "auto" equalizes only those.
+# By measurement (README "Calibration methods"): "auto" CLE, no bias correction. CLE of every pair (--cle) loses
+# top-1 on ResNets whose channels already share a range (ic_resnet8 89 -> 88 %), while a depthwise layer whose
+# channels span orders of magnitude needs it (pt_mbv3_se, min/max ranges: 85 -> 91 %); "auto" equalizes only those.
 DEFAULT_CLE = "auto"
 DEFAULT_BIAS_CORRECTION = False
 # auto CLE equalizes a pair when a live channel of the tensor joining it spans less than 1/CLE_SPREAD of the tensor's
@@ -325,8 +311,6 @@ def channel_spread(lo: np.ndarray, hi: np.ndarray) -> float:
 def spread_tensors(graph: Graph, model, samples: dict[str, np.ndarray], known: set[str]) -> dict[str, float]:
     """Tensor joining each equalizable pair -> its channel_spread over the calibration samples (one onnxruntime
     pass, only when the graph has such pairs)."""
-    from tinyaot.compress.calibrate import channel_extremes
-
     names = [a.outputs[0] for a, _, _, _ in equalizable_pairs(graph) if a.outputs[0] in known]
     if not names:
         return {}

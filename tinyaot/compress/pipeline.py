@@ -165,26 +165,37 @@ def _correct_bias(graph: Graph, node, goal: np.ndarray, mean: np.ndarray, info: 
     and with --weight-bits 4 on ic_resnet8 0.026 -> 0.39, since there the rounded goal is plain 4-bit rounding, a
     poor model to aim at. The stored weights, scales and requantization are unchanged; the bias is data that the
     numpy reference and the C both read."""
-    w = graph.tensors[node.inputs[1]]
-    now = rows(np.asarray(w.data), bool(node.attrs.get("depthwise"))).astype(np.float64)
-    diff = goal - now
-    # depthwise: one row of taps per channel, each with its own input mean
-    acc = np.sum(diff * mean, axis=1) if mean.ndim == 2 else diff @ mean
-    shift = np.rint(acc).astype(np.int64)
+    now, shift = correction_shift(graph, node, goal, mean)
     if not shift.any():
         return
-    b = graph.tensors[node.inputs[2]]
     # The corrected bias must leave its channel's accumulator within int32 for any input (compress/bounds.py):
     # |bias| <= 2**31 - 1 - sum|w| * (128 + |io|) - n * |fo| * (128 + |io|). Only a channel whose scale was raised
     # to fit its bias sits near that limit (quantize.RAISED_TARGET leaves it 1/64 of int32, far more than a
     # correction of a few units per weight), so this limit is a guard, not a clamp that is expected to act.
-    old = np.asarray(b.data, np.int64)
-    weights_share = channel_bounds(np.asarray(now, np.int64), np.zeros_like(old), int(node.attrs["input_offset"]),
+    old = np.zeros(len(shift), np.int64)
+    weights_share = channel_bounds(np.asarray(now, np.int64), old, int(node.attrs["input_offset"]),
                                    int(node.attrs.get("filter_offset", 0))).astype(np.int64)
-    room = np.maximum(INT32_MAX - weights_share, 0)
-    new = np.clip(old + shift, -room, room)
-    new = np.where(np.abs(old) > room, old, new)  # never move a bias that is already past the room
-    b.data = new.astype(np.int32)
+    apply_bias_shift(graph, node, shift, np.maximum(INT32_MAX - weights_share, 0), np.int32, info)
+
+
+def correction_shift(graph: Graph, node, goal: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the layer's stored weights as rows [out_ch, row_len], the rounded accumulator shift (goal - stored) . mean
+    per output channel) for bias correction; depthwise: one row of taps per channel, each with its own input
+    mean."""
+    w = graph.tensors[node.inputs[1]]
+    now = rows(np.asarray(w.data), bool(node.attrs.get("depthwise"))).astype(np.float64)
+    diff = goal - now
+    acc = np.sum(diff * mean, axis=1) if mean.ndim == 2 else diff @ mean
+    return now, np.rint(acc).astype(np.int64)
+
+
+def apply_bias_shift(graph: Graph, node, shift: np.ndarray, room: np.ndarray, dtype, info: dict) -> None:
+    """Adds `shift` to the layer's bias, each channel clipped to +-room, and never moves a bias that is already
+    past its room; the change is recorded in info["bias_shift"]."""
+    b = graph.tensors[node.inputs[2]]
+    old = np.asarray(b.data, np.int64)
+    new = np.where(np.abs(old) > room, old, np.clip(old + shift, -room, room))
+    b.data = new.astype(dtype)
     info.setdefault("bias_shift", {})[node.name] = new - old
 
 
