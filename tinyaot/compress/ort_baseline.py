@@ -10,6 +10,7 @@ one run.
 """
 from __future__ import annotations
 
+import logging
 import tempfile
 import warnings
 from pathlib import Path
@@ -179,18 +180,31 @@ def ort_quantize_static(model_path: str | Path, calibration: Mapping[str, np.nda
         if _flatten_gemm_biases(model):
             source = Path(tmp) / "gemm_bias_1d.onnx"
             onnx.save(model, str(source))
-        quantize_static(
-            str(source),
-            str(out_path),
-            _SampleReader(feeds),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-            calibrate_method=CalibrationMethod.MinMax,
-            calibration_providers=_PROVIDERS,
-        )
+        # onnxruntime's quantizer logs on the root logger a warning per rank-1 weight it cannot quantize per
+        # channel (a standalone BatchNormalization's scale: it quantizes it per tensor, as it should); the user
+        # of `evaluate` asked for none of that, so it is kept quiet for the call
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)
+        try:
+            _quantize(source, out_path, feeds)
+        finally:
+            root.setLevel(level)
     return out_path
+
+
+def _quantize(source: Path, out_path: Path, feeds: list) -> None:
+    quantize_static(
+        str(source),
+        str(out_path),
+        _SampleReader(feeds),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        calibrate_method=CalibrationMethod.MinMax,
+        calibration_providers=_PROVIDERS,
+    )
 
 
 def _flatten_gemm_biases(model: onnx.ModelProto) -> bool:
