@@ -19,14 +19,6 @@ from tinyaot.ops.s16 import S16_OPS
 from tinyaot.pipeline.precision_search import bits_line
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TINYAOT_CACHE", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
-
-
 def _mlp(d: Path, name: str, widen: float = 1.0) -> Path:
     """Gemm, Relu, Gemm, Softmax on 12 inputs in d/name.onnx, the first layer's first four channels `widen` times
     wider; cal.npz (60 samples) and data.npz (80, labelled by the float model) beside it."""

@@ -25,15 +25,6 @@ from shared_data import MODELS, ROOT
 SINE = MODELS / "tflm_hello_world_sine.onnx"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory):
-    # Compiled helpers (QEMU plugin, host .so) go to a per-run cache, never the user's ~/.cache.
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TINYAOT_CACHE", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
-
-
 def board_spec(name_or_alias: str) -> dict:
     """A board file of the repo, found by name or alias (read directly, not through tinyaot.boards)."""
     for f in sorted((ROOT / "boards").glob("*.toml")):

@@ -21,15 +21,6 @@ SINE = MODELS / "tflm_hello_world_sine.onnx"
 SINE_INPUT = "serving_default_dense_input:0"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory):
-    # Compiled helpers (QEMU plugin, host .so) go to a per-run cache, never the user's ~/.cache.
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TINYAOT_CACHE", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
-
-
 @pytest.fixture
 def sine_cal(tmp_path: Path) -> Path:
     path = tmp_path / "sine_cal.npz"

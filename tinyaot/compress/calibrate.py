@@ -115,8 +115,8 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
     model_outputs = [o.name for o in model.graph.output]
     float_outputs: list[list[np.ndarray]] = []
     ranks: dict[str, int] = {name: arr.ndim - 1 for name, arr in samples.items()}
-    for k in range(count):
-        feed = {name: arr[k] for name, arr in samples.items()}
+    feeds = [{name: arr[k] for name, arr in samples.items()} for k in range(count)]
+    for k, feed in enumerate(feeds):
         try:
             values = sess.run(outs, feed)
         except Exception as exc:
@@ -154,10 +154,9 @@ def collect_ranges(model: onnx.ModelProto, samples: dict[str, np.ndarray],
         if all(len(set(c.values())) < 2 for c in candidates.values()):
             judge = False  # nothing to choose (e.g. an image input whose 99.99 percentile is its maximum)
     if judge:
-        feeds = [{name: arr[k] for name, arr in samples.items()} for k in range(count)]
         try:
             fq = float_session(fake_quant_model(model, order, ranks, transforms))
-            ranges, methods, _ = choose_by_output(fq, feeds, float_outputs, order, candidates)
+            ranges, methods = choose_by_output(fq, feeds, float_outputs, order, candidates)
         except Exception as exc:
             # the default must never refuse a model plain min/max compiles: it falls back to min/max (the
             # record says so); an explicit `auto` says why it cannot run

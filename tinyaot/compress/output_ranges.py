@@ -120,9 +120,9 @@ def _feeds(choice: dict[str, tuple[float, float]]) -> dict[str, np.ndarray]:
 
 def choose_by_output(session, samples: list[dict[str, np.ndarray]], float_outputs: list[list[np.ndarray]],
                      order: list[str], candidates: dict[str, dict[str, tuple[float, float]]],
-                     ) -> tuple[dict[str, tuple[float, float]], dict[str, str], list[float]]:
-    """The greedy pass (module docstring): ranges, the method that set each, and the output error after each
-    tensor's choice. `session` runs the fake_quant_model; `candidates[t]` maps method -> range, min/max first."""
+                     ) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+    """The greedy pass (module docstring): ranges, and the method that set each. `session` runs the
+    fake_quant_model; `candidates[t]` maps method -> range, min/max first."""
     choice = {t: next(iter(candidates[t].values())) for t in order}
     method = {t: next(iter(candidates[t])) for t in order}
     outs = [o.name for o in session.get_outputs()]
@@ -136,7 +136,6 @@ def choose_by_output(session, samples: list[dict[str, np.ndarray]], float_output
         return total
 
     best = error()
-    trail = []
     for t in order:
         seen = {choice[t]}
         current = choice[t]
@@ -149,5 +148,4 @@ def choose_by_output(session, samples: list[dict[str, np.ndarray]], float_output
             if e < best * (1.0 - TIE_TOLERANCE):
                 best, current, method[t] = e, rng, name
         choice[t] = current
-        trail.append(best)
-    return choice, method, trail
+    return choice, method
