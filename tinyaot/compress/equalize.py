@@ -33,7 +33,7 @@ from tinyaot.compress.pipeline import _correct_bias, apply_bias_shift, correctio
 from tinyaot.compress.storage import rows
 from tinyaot.core.quant16 import ACC64_LIMIT
 from tinyaot.ir import Graph, Node
-from tinyaot.ops.conv import im2col_patches
+from tinyaot.ops.registry import get_op, traits_of
 
 SWEEPS = 4
 S_MIN, S_MAX = 1e-4, 1e4  # bounds of a channel's overall factor
@@ -41,7 +41,7 @@ DEAD_W = 1e-3  # a channel whose max |w| is below this fraction of its layer's w
 
 
 def _weights(graph: Graph, node: Node) -> np.ndarray | None:
-    if node.op not in ("Conv", "FullyConnected") or len(node.inputs) < 2 or not node.inputs[1]:
+    if not traits_of(node.op).weighted_layer or len(node.inputs) < 2 or not node.inputs[1]:
         return None
     t = graph.tensors[node.inputs[1]]
     return None if not t.is_const or t.data is None else np.asarray(t.data, np.float64)
@@ -52,21 +52,22 @@ def _kind(graph: Graph, node: Node) -> str | None:
     w = _weights(graph, node)
     if w is None:
         return None
-    if node.op == "FullyConnected":
-        return "fc" if w.ndim == 2 else None
+    kind = get_op(node.op).compression_kind(node)  # as compression specs name it
+    if kind == "fully_connected":
+        return kind if w.ndim == 2 else None
     cin = graph.tensors[node.inputs[0]].shape[-1]
     if node.attrs.get("depthwise"):
-        return "dw" if w.shape[-1] == cin else None  # 1HWC, multiplier 1
+        return kind if w.shape[-1] == cin else None  # 1HWC, multiplier 1
     return "conv" if w.ndim == 4 and w.shape[3] == cin else None  # OHWI, groups 1
 
 
 def _out_range(w: np.ndarray, kind: str) -> np.ndarray:
-    return np.abs(w).reshape(-1, w.shape[-1]).max(axis=0) if kind == "dw" else \
+    return np.abs(w).reshape(-1, w.shape[-1]).max(axis=0) if kind == "depthwise" else \
         np.abs(w).reshape(w.shape[0], -1).max(axis=1)
 
 
 def _in_range(w: np.ndarray, kind: str) -> np.ndarray:
-    if kind == "fc":
+    if kind == "fully_connected":
         return np.abs(w).max(axis=0)
     return np.abs(w).reshape(-1, w.shape[-1]).max(axis=0)  # conv OHWI and dw 1HWC: input channel last
 
@@ -104,9 +105,9 @@ def equalizable_pairs(graph: Graph) -> list[tuple[Node, Node, str, str]]:
         k2 = _kind(graph, b)
         if k2 is None or b.inputs[0] != t:
             continue
-        if k1 == "fc" and graph.tensors[t].shape[-1] != _weights(graph, a).shape[0]:
+        if k1 == "fully_connected" and graph.tensors[t].shape[-1] != _weights(graph, a).shape[0]:
             continue
-        if k2 == "fc" and len(graph.tensors[t].shape) != 2:
+        if k2 == "fully_connected" and len(graph.tensors[t].shape) != 2:
             continue
         if any(weight_users.get(n.inputs[k], 0) != 1 for n in (a, b) for k in (1, 2) if len(n.inputs) > k and
                n.inputs[k]):
@@ -118,7 +119,7 @@ def equalizable_pairs(graph: Graph) -> list[tuple[Node, Node, str, str]]:
 def _scale_out(graph: Graph, node: Node, kind: str, s: np.ndarray) -> None:
     """Output channel k of `node` divided by s_k (weights and bias)."""
     w = _weights(graph, node)
-    graph.tensors[node.inputs[1]].data = (w / (s if kind == "dw" else s.reshape(-1, *[1] * (w.ndim - 1)))
+    graph.tensors[node.inputs[1]].data = (w / (s if kind == "depthwise" else s.reshape(-1, *[1] * (w.ndim - 1)))
                                           ).astype(np.float32)
     if len(node.inputs) > 2 and node.inputs[2]:
         b = graph.tensors[node.inputs[2]]
@@ -161,7 +162,7 @@ def equalize(graph: Graph, known: set[str] | None = None, only: set[str] | None 
 
 
 def _no_padding(node: Node) -> bool:
-    return node.op == "FullyConnected" or not any(node.attrs.get("pads", (0, 0, 0, 0)))
+    return not any(node.attrs.get("pads", (0, 0, 0, 0)))  # a fully connected layer has none
 
 
 def absorption_candidates(graph: Graph) -> list[str]:
@@ -189,8 +190,8 @@ def absorb_high_bias(graph: Graph, channel_min: dict[str, np.ndarray]) -> dict[s
         w2 = _weights(graph, b)
         # every output of the second layer sums W2 over its taps and input channels: the absorbed constant input
         # c contributes sum_taps W2[o, ..., k] * c_k
-        add = w2 @ c if k2 == "fc" else (
-            (w2.reshape(-1, w2.shape[-1]) * c).sum(axis=0) if k2 == "dw" else
+        add = w2 @ c if k2 == "fully_connected" else (
+            (w2.reshape(-1, w2.shape[-1]) * c).sum(axis=0) if k2 == "depthwise" else
             (w2.reshape(w2.shape[0], -1, w2.shape[-1]) * c).sum(axis=(1, 2)))
         if len(b.inputs) > 2 and b.inputs[2]:
             bb = graph.tensors[b.inputs[2]]
@@ -229,7 +230,7 @@ def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: l
     for node in list(graph.nodes):
         if (node.name in float_weights and len(node.inputs) > 2 and node.inputs[2]
                 and graph.tensors[node.inputs[1]].quant is not None):
-            s16 = node.op in S16_LAYERS
+            s16 = graph.tensors[node.inputs[0]].quant.bits == 16  # a 16-bit layer (compress/precision.py)
             if s16:
                 mean = _mean_patch16(node, graph, runner.inputs_of(node))
             else:  # the int8 layers keep the statistics compression's fitting uses (same figures as before)
@@ -244,31 +245,20 @@ def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: l
     return sorted(info.get("bias_shift", {}))
 
 
-S16_LAYERS = ("ConvS16", "FullyConnectedS16")  # ops/s16.py: int16 input, int8 weights, int64 bias
-
-
 def _mean_patch16(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray | None:
     """E[x] of the int16 input patches a 16-bit layer's weight rows multiply ([row_len], or [C, kh*kw] for
-    depthwise with multiplier 1), from its inputs `xs` (one array per sample). int16 zero points are 0 and the
-    s16 kernels pad with 0, so the integers themselves are what the weights multiply; summed exactly in int64
-    (|sum| <= 32768 * patches, far inside int64). None for grouped convolutions and depthwise with a multiplier
-    (rows are not input channels), as hessian.layer_statistics gives for the int8 layers."""
+    depthwise with multiplier 1), from its inputs `xs` (one array per sample; its op's weight_row_inputs). int16
+    zero points are 0 and the s16 kernels pad with 0, so the integers themselves are what the weights multiply;
+    summed exactly in int64 (|sum| <= 32768 * patches, far inside int64). None for grouped convolutions and
+    depthwise with a multiplier (rows are not input channels), as hessian.layer_statistics gives for the int8
+    layers."""
     xt = graph.tensors[node.inputs[0]]
     x = np.stack([np.asarray(v, np.int64) for v in xs]).reshape((-1, *xt.shape[1:]))
-    w = graph.tensors[node.inputs[1]].shape
-    if node.op == "FullyConnectedS16":
-        p = x.reshape(-1, w[1])
-        return p.sum(axis=0) / p.shape[0]
-    if w[3] != x.shape[3]:
+    p = get_op(node.op).weight_row_inputs(node, graph, x)
+    if p is None:
         return None
-    a = node.attrs
-    pads = list(a.get("pads", (0, 0, 0, 0)))
-    p = im2col_patches(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
-                       tuple(a.get("dilations", (1, 1))), graph.tensors[node.outputs[0]].shape[1:3])
-    if a.get("depthwise"):
-        p = p.reshape(-1, w[1] * w[2], w[3])
+    if p.ndim == 3:  # depthwise: [M, kh*kw, C]
         return np.ascontiguousarray((p.sum(axis=0) / p.shape[0]).T)
-    p = p.reshape(-1, w[1] * w[2] * w[3])
     return p.sum(axis=0) / p.shape[0]
 
 

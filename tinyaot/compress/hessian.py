@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ir import Graph, Node
-from tinyaot.ops.conv import im2col_patches
 from tinyaot.ops.registry import get_op
 
 # Calibration samples the fitting sees. Enough that H is well determined where rows are long and outputs small
@@ -22,33 +21,14 @@ from tinyaot.ops.registry import get_op
 MAX_SAMPLES = 64
 
 
-def _conv_patches(node: Node, graph: Graph, x_real: np.ndarray) -> np.ndarray:
-    """[N, OH, OW, KH, KW, C] patches of a Conv's real-valued input (padding is real zero)."""
-
-    a = node.attrs
-    kh, kw = a["kernel_shape"]
-    pads = list(a.get("pads", (0, 0, 0, 0)))
-    out = graph.tensors[node.outputs[0]].shape
-    return im2col_patches(x_real, (kh, kw), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
-                    tuple(a.get("dilations", (1, 1))), out[1:3])
-
-
 def _layer_patches(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray | None:
-    """The real-valued input patches one Conv/FullyConnected layer's weight rows multiply, from its int8 inputs
-    `xs` (one array per sample): [M, row_len], or [M, kh*kw, C] for depthwise with channel multiplier 1; None for
-    grouped convolutions and depthwise with a multiplier (rows are not input channels)."""
+    """The real-valued input patches one weighted layer's weight rows multiply, from its int8 inputs `xs` (one
+    array per sample): [M, row_len], or [M, kh*kw, C] for depthwise with channel multiplier 1; None for grouped
+    convolutions and depthwise with a multiplier (rows are not input channels). Its op's weight_row_inputs."""
     xt = graph.tensors[node.inputs[0]]
     x = (np.stack([np.asarray(v) for v in xs]).astype(np.float64) - xt.quant.zp) * xt.quant.s
     x = x.reshape((-1, *xt.shape[1:]))  # samples along the batch axis
-    w = graph.tensors[node.inputs[1]].shape
-    if node.op == "FullyConnected":
-        return x.reshape(-1, w[1])
-    if w[3] != x.shape[3]:
-        return None
-    p = _conv_patches(node, graph, x)
-    if node.attrs.get("depthwise"):
-        return p.reshape(-1, w[1] * w[2], w[3])
-    return p.reshape(-1, w[1] * w[2] * w[3])
+    return get_op(node.op).weight_row_inputs(node, graph, x)
 
 
 def layer_hessian(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray | None:

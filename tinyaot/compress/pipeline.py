@@ -43,6 +43,7 @@ from tinyaot.compress.quantize import weight_qmax
 from tinyaot.compress.refit import refit_consumers, snapshot
 from tinyaot.compress.storage import WeightStorage, rows
 from tinyaot.ir import Graph
+from tinyaot.ops.registry import get_op, traits_of
 
 ORDER = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle")
 
@@ -292,7 +293,8 @@ def _logits(graph: Graph) -> tuple[str, bool]:
     top class and its rounding, not how much the logits moved."""
     out = graph.outputs[0]
     producer = next((n for n in graph.nodes if out in n.outputs), None)
-    if producer is not None and producer.op == "Softmax" and graph.tensors[producer.inputs[0]].quant is not None:
+    if producer is not None and get_op(producer.op).logits_input and \
+            graph.tensors[producer.inputs[0]].quant is not None:
         return producer.inputs[0], True
     return out, False
 
@@ -342,7 +344,7 @@ def _store_layer(graph: Graph, node, s: LayerSettings, hessian, info: dict, targ
 
 def layer_report(graph: Graph, node) -> dict:
     """Per-layer compression fields for report.json's `layers` (empty for layers without weights)."""
-    if node.op not in ("Conv", "FullyConnected", "ConvS16", "FullyConnectedS16") or len(node.inputs) < 2 \
+    if not traits_of(node.op).weighted_layer or len(node.inputs) < 2 \
             or not node.inputs[1]:  # the 16-bit layers (ops/s16.py) have dense int8 weights as well
         return {}
     w = graph.tensors[node.inputs[1]]

@@ -47,12 +47,12 @@ import numpy as np
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, verify
-from tinyaot.ops.clamp import activation_range
-from tinyaot.ops.registry import infer_shapes, ops_with
+from tinyaot.ops.common import float_bias, fused_activation
+from tinyaot.ops.registry import get_op, infer_shapes, ops_with
 
-# From the ops' registered traits: layers with per-output-channel weights, and ops that keep channel c in c.
+# From the ops' registered traits: the layers with per-output-channel weights. What each op does under channel
+# pruning (its prune axis, how it loses input channels, which channels it ties) its op file says (ops/registry.py).
 LAYER_OPS = ops_with(weighted_layer=True)
-PER_CHANNEL_OPS = ops_with(per_channel=True)
 
 
 def layer_nodes(graph: Graph) -> list[Node]:
@@ -62,9 +62,8 @@ def layer_nodes(graph: Graph) -> list[Node]:
 
 
 def layer_kind(node: Node) -> str:
-    if node.op == "FullyConnected":
-        return "fully_connected"
-    return "depthwise" if node.attrs.get("depthwise") else "conv"
+    """The kind compression specs select the layer by ("conv", "depthwise", "fully_connected"; its op file says)."""
+    return get_op(node.op).compression_kind(node)
 
 
 def matches(name: str, patterns) -> bool:
@@ -150,50 +149,31 @@ def _float_weights(graph: Graph, node: Node) -> bool:
     return graph.tensors[node.inputs[1]].quant is None
 
 
-def _is_producer(graph: Graph, node: Node) -> bool:
-    """A layer whose output channels can be sliced: FullyConnected, or Conv that is neither depthwise nor grouped."""
+def _out_axis(graph: Graph, node: Node) -> int | None:
+    """The prune axis of a layer whose output channels can be sliced (its op's out_channel_axis: FullyConnected,
+    or a Conv that is neither depthwise nor grouped) when its weights are float; None otherwise."""
     if node.op not in LAYER_OPS or len(node.inputs) < 2 or not node.inputs[1] or not _float_weights(graph, node):
-        return False
-    if node.op == "Conv":
-        return not node.attrs.get("depthwise") and \
-            graph.tensors[node.inputs[1]].shape[3] == graph.tensors[node.inputs[0]].shape[3]
-    return True
+        return None
+    return get_op(node.op).out_channel_axis(node, graph)
+
+
+def _is_producer(graph: Graph, node: Node) -> bool:
+    return _out_axis(graph, node) is not None
 
 
 def _is_consumer(graph: Graph, node: Node, t: str, ch: int) -> bool:
     """`node` reads member tensor `t` only as its input 0 and each input channel of it can be sliced away."""
     if not _is_producer(graph, node) or node.inputs[0] != t or node.inputs.count(t) != 1:
         return False
-    shape = graph.tensors[t].shape
-    if node.op == "Conv":
-        return shape[-1] == ch
-    return len(shape) == 2 and graph.tensors[node.inputs[1]].shape[1] == shape[-1]
+    return get_op(node.op).input_channels_prunable(node, graph, t, ch)
 
 
 def _tie_tensors(graph: Graph, node: Node, t: str, ch: int) -> list[str] | None:
     """The activations `node` ties to member `t` channel for channel (its inputs and output), or None when it mixes
-    or reshapes channels, or holds weights that cannot follow them."""
+    or reshapes channels, or holds weights that cannot follow them (the op's channel_ties)."""
     if len(node.outputs) != 1:
         return None
-    out = graph.tensors[node.outputs[0]].shape
-    acts = [i for i in node.inputs if i and not graph.tensors[i].is_const]
-    if node.op == "Add":  # elementwise without broadcasting: channel c of every input adds into channel c
-        if len(acts) != len([i for i in node.inputs if i]) or any(graph.tensors[i].shape != out for i in acts):
-            return None
-        return [*acts, node.outputs[0]]
-    if node.inputs[0] != t and node.outputs[0] != t:
-        return None
-    x = graph.tensors[node.inputs[0]].shape
-    unflattened = len(x) == 4 and x[-1] == ch and out[-1] == ch
-    if node.op in PER_CHANNEL_OPS and unflattened and acts == [node.inputs[0]]:
-        return [node.inputs[0], node.outputs[0]]
-    if node.op == "Reshape":
-        keeps_last = out[-1] == x[-1] and len(x) >= 2
-        flatten = x[-1] == ch and len(x) == 4 and len(out) == 2 and out[0] == x[0]
-        return [node.inputs[0], node.outputs[0]] if keeps_last or flatten else None
-    if node.op == "Conv" and node.attrs.get("depthwise") and unflattened and _float_weights(graph, node):
-        return [node.inputs[0], node.outputs[0]] if graph.tensors[node.inputs[1]].shape[3] == ch else None
-    return None
+    return get_op(node.op).channel_ties(node, graph, t, ch)
 
 
 def channel_group(graph: Graph, producer: Node) -> ChannelGroup | None:
@@ -235,22 +215,11 @@ def channel_group(graph: Graph, producer: Node) -> ChannelGroup | None:
     return ChannelGroup(ch, scheduled(producers), scheduled(ties), scheduled(consumers), tensors)
 
 
-def _act(node: Node, v: np.ndarray) -> np.ndarray:
-    lo, hi = node.attrs.get("activation") or (-np.inf, np.inf)
-    return np.clip(v, lo, hi)
-
-
 def _replace(graph: Graph, node: Node, k: int, data: np.ndarray, base: str) -> None:
     """Point input k of `node` at a fresh constant (the old one may be shared or is dropped afterwards)."""
     while len(node.inputs) <= k:
         node.inputs.append("")
     node.inputs[k] = graph.add_const(base, np.asarray(data, np.float32))
-
-
-def _bias(graph: Graph, node: Node, channels: int) -> np.ndarray:
-    if len(node.inputs) > 2 and node.inputs[2]:
-        return np.asarray(graph.tensors[node.inputs[2]].data, np.float64).reshape(-1)
-    return np.zeros(channels)
 
 
 def _weights(graph: Graph, node: Node) -> np.ndarray:
@@ -263,7 +232,7 @@ def group_scores(graph: Graph, group: ChannelGroup) -> np.ndarray:
     largest one decide alone; for one producer the order is plain L1."""
     score = np.zeros(group.channels)
     for p in group.producers:
-        w = _weights(graph, p)
+        w = np.moveaxis(_weights(graph, p), _out_axis(graph, p), 0)
         l1 = np.abs(w.reshape(group.channels, -1)).sum(axis=1).astype(np.float64)
         score += l1 / max(float(l1.mean()), np.finfo(np.float64).tiny)
     return score
@@ -271,36 +240,18 @@ def group_scores(graph: Graph, group: ChannelGroup) -> np.ndarray:
 
 def _removed_constants(graph: Graph, group: ChannelGroup, gone: np.ndarray) -> dict[str, np.ndarray]:
     """What each member tensor holds in the removed channels once their producers' weights are zero: act(bias)
-    at a producer, carried through the ties in schedule order (an Add sums its inputs' constants)."""
-
-    v = {p.outputs[0]: _act(p, _bias(graph, p, group.channels)[gone]) for p in group.producers}
+    at a producer, carried through the ties in schedule order (each tie's removed_channel_value: an Add sums its
+    inputs' constants, a clamp clamps them, pooling and reshapes keep them)."""
+    v = {p.outputs[0]: fused_activation(p, float_bias(graph, p, group.channels)[gone]) for p in group.producers}
     for node in group.ties:
-        x = v[node.inputs[0]]
-        if node.op == "Add":
-            x = _act(node, sum(v[i] for i in node.inputs if i))
-        elif node.op == "Conv":  # depthwise, channel multiplier 1
-            dw = _weights(graph, node)
-            db = _bias(graph, node, dw.shape[3])
-            x = _act(node, db[gone] + x * dw[..., gone].reshape(-1, len(gone)).sum(axis=0))
-        elif activation_range(graph, node) is not None:  # a clamp (Relu, Clip)
-            lo, hi = activation_range(graph, node)
-            x = np.clip(x, lo, hi)
-        v[node.outputs[0]] = x  # pooling and reshapes keep a constant channel's value
+        values = [v.get(i) if i else None for i in node.inputs]
+        v[node.outputs[0]] = get_op(node.op).removed_channel_value(node, graph, values, gone)
     return v
 
 
 def _slice_consumer(graph: Graph, c: Node, ch: int, keep: np.ndarray, gone: np.ndarray, v: np.ndarray) -> None:
     """Drop the removed input channels of consumer `c` and fold their constant `v` into its bias."""
-    cw = np.asarray(graph.tensors[c.inputs[1]].data, np.float64)
-    out_c = cw.shape[0]
-    cb = _bias(graph, c, out_c)
-    if c.op == "Conv":  # OHWI: input channels on the last axis
-        cb = cb + cw[..., gone].sum(axis=(1, 2)) @ v
-        new_w = cw[..., keep]
-    else:  # [out, positions * channels], channels innermost
-        cw3 = cw.reshape(out_c, -1, ch)
-        cb = cb + cw3[:, :, gone].sum(axis=1) @ v
-        new_w = cw3[:, :, keep].reshape(out_c, -1)
+    new_w, cb = get_op(c.op).prune_input_channels(c, graph, ch, keep, gone, v)
     _replace(graph, c, 1, new_w, c.name + "_pruned_weights")
     _replace(graph, c, 2, cb, c.name + "_pruned_bias")
 
@@ -315,17 +266,17 @@ def prune_group(graph: Graph, group: ChannelGroup, fraction: float) -> np.ndarra
     gone = np.sort(np.argsort(group_scores(graph, group), kind="stable")[:remove])
     keep = np.setdiff1d(np.arange(ch), gone)
     v = _removed_constants(graph, group, gone)
+    axes = {p.name: _out_axis(graph, p) for p in group.producers}  # before slicing changes the weights' shapes
     # consumers first: a layer both reading and writing the group (x + conv(x)) must fold the bias it had
     for c in group.consumers:
         _slice_consumer(graph, c, ch, keep, gone, v[c.inputs[0]])
     for p in group.producers:
-        _replace(graph, p, 1, _weights(graph, p)[keep], p.name + "_pruned_weights")
-        _replace(graph, p, 2, _bias(graph, p, ch)[keep], p.name + "_pruned_bias")
-    for node in group.ties:
-        if node.op == "Conv":
-            dw = _weights(graph, node)
-            _replace(graph, node, 2, _bias(graph, node, ch)[keep], node.name + "_pruned_bias")
-            _replace(graph, node, 1, dw[..., keep], node.name + "_pruned_weights")
+        w = np.take(_weights(graph, p), keep, axis=axes[p.name])
+        _replace(graph, p, 1, w, p.name + "_pruned_weights")
+        _replace(graph, p, 2, float_bias(graph, p, ch)[keep], p.name + "_pruned_bias")
+    for node in group.ties:  # the per-channel constants a tie holds (a depthwise layer's weights and bias)
+        for k, data in get_op(node.op).prune_tie(node, graph, ch, keep):
+            _replace(graph, node, k, data, node.name + ("_pruned_weights" if k == 1 else "_pruned_bias"))
     for t in group.tensors:
         s = list(graph.tensors[t].shape)
         s[-1] = s[-1] // ch * len(keep)  # a flatten holds positions x channels

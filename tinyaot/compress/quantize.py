@@ -87,8 +87,9 @@ def _check_given(graph: Graph, given: dict[str, QuantParams]) -> list[dict]:
         op = prod.op if prod is not None else "input"
         entry = {"tensor": name, "op": op, "given": {"scale": float(want.scale), "zero_point": int(want.zero_point)},
                  "used": {"scale": float(got.scale), "zero_point": int(got.zero_point)}}
-        if op == "Softmax":
-            notes.append({**entry, "why": "the int8 softmax kernel outputs scale 1/256, zero point -128"})
+        note = get_op(op).fixed_output_note if prod is not None else None
+        if note is not None:  # the kernel's fixed output parameters (softmax's), a probability either way
+            notes.append({**entry, "why": note})
             continue
         raise TinyaotError(f"{op} node {prod.name if prod else name!r}: the model quantizes its output {name!r} with "
                            f"scale {float(want.scale):.6g}, zero point {int(want.zero_point)}, but tinyaot's int8 "

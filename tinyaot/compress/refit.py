@@ -11,9 +11,10 @@ in schedule order and the pruned graph runs on with the refitted weights, so eac
 earlier ones left. All in float, before quantization; the calibration ranges stay those of the unpruned model,
 which the refitted layers' outputs approximate.
 
-The float runner covers the ops pruning passes through (Conv, depthwise Conv, FullyConnected, Add, Relu, Clip,
-pooling, Reshape) and a Transpose that keeps the batch axis (the input's NCHW -> NHWC); a graph needing any
-other op before its last refitted layer is left as pruning made it, and the returned dict says why.
+The float runner asks each op for its float evaluation (`OpSpec.evaluate_float`, in the op files): today the ops
+pruning passes through (Conv, depthwise Conv, FullyConnected, Add, Relu, Clip, pooling, Reshape) and a Transpose
+that keeps the batch axis (the input's NCHW -> NHWC) have one; a graph needing any other op before its last
+refitted layer is left as pruning made it, and the returned dict says why.
 """
 from __future__ import annotations
 
@@ -22,15 +23,13 @@ from dataclasses import replace
 import numpy as np
 
 from tinyaot.ir import Graph, Node
-from tinyaot.ops.clamp import activation_range
-from tinyaot.ops.conv import im2col_patches
+from tinyaot.ops.registry import FloatUnsupported, get_op
 
 RIDGE = 1e-3  # ridge strength, relative to the mean diagonal of the inputs' Gram matrix
 CHUNK = 16  # samples per block when accumulating the Gram matrices (bounds the im2col memory)
 
-
-class Unsupported(Exception):
-    """The float runner has no implementation for an op on the way to a refitted layer."""
+# The float runner has no implementation for an op on the way to a refitted layer (OpSpec.evaluate_float).
+Unsupported = FloatUnsupported
 
 
 def snapshot(graph: Graph) -> Graph:
@@ -42,100 +41,33 @@ def snapshot(graph: Graph) -> Graph:
                    inputs=list(graph.inputs), outputs=list(graph.outputs), meta=dict(graph.meta))
 
 
-# ---- float runner ----------------------------------------------------------------------------------------------
+# ---- float runner: each op's float evaluation (OpSpec.evaluate_float, in its op file) ---------------------------
 
 def _const(graph: Graph, node: Node, k: int) -> np.ndarray | None:
     name = node.inputs[k] if len(node.inputs) > k else ""
     return np.asarray(graph.tensors[name].data, np.float64) if name else None
 
 
-def _clip(node: Node, y: np.ndarray) -> np.ndarray:
-    lo, hi = node.attrs.get("activation") or (-np.inf, np.inf)
-    return np.clip(y, lo, hi)
-
-
-def _conv_patches(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    """im2col patches [N, OH, OW, KH, KW, C] of a Conv node's NHWC input (zero padding: the padded float value)."""
-    a = node.attrs
-    pads = list(a.get("pads", (0, 0, 0, 0)))
-    return im2col_patches(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
-                    tuple(a.get("dilations", (1, 1))), graph.tensors[node.outputs[0]].shape[1:3])
-
-
-def _pool(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    if node.op == "GlobalAveragePool":
-        return x.mean(axis=(1, 2), keepdims=True)
-    a = node.attrs
-    pads = list(a.get("pads", (0, 0, 0, 0)))
-    geometry = (tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]), (1, 1),
-                graph.tensors[node.outputs[0]].shape[1:3])
-    if node.op == "MaxPool":
-        # shift every input above the zero padding, so padding never wins
-        shift = 1.0 - float(x.min())
-        return im2col_patches(x + shift, *geometry).max(axis=(3, 4)) - shift
-    total = im2col_patches(x, *geometry).sum(axis=(3, 4))
-    if int(a.get("count_include_pad", 0)):
-        return total / float(np.prod(a["kernel_shape"]))
-    return total / im2col_patches(np.ones_like(x[:1]), *geometry).sum(axis=(3, 4))
-
-
 def pre_activation(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    """A Conv or FullyConnected layer's output before its fused activation (CHUNK samples at a time, which bounds
-    the im2col memory)."""
-    return np.concatenate([_pre_activation(graph, node, x[s:s + CHUNK]) for s in range(0, len(x), CHUNK)])
-
-
-def _pre_activation(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    w, b = _const(graph, node, 1), _const(graph, node, 2)
-    if node.op == "FullyConnected":
-        y = x.reshape(len(x), -1) @ w.T
-        return y if b is None else y + b
-    p = _conv_patches(graph, node, x)
-    if node.attrs.get("depthwise"):  # 1HWC, output channel c * multiplier + m reads input channel c
-        mult = w.shape[3] // x.shape[3]
-        y = (np.repeat(p, mult, axis=-1) * w[0]).sum(axis=(3, 4))
-    else:
-        groups = x.shape[3] // w.shape[3]
-        n, oh, ow, kh, kw, _ = p.shape
-        cols = p.reshape(n * oh * ow, kh, kw, groups, -1).transpose(3, 0, 1, 2, 4).reshape(groups, n * oh * ow, -1)
-        wt = w.reshape(groups, w.shape[0] // groups, -1).transpose(0, 2, 1)
-        y = np.matmul(cols, wt).transpose(1, 0, 2).reshape(n, oh, ow, -1)
-    return y if b is None else y + b
+    """A weighted layer's output before its fused activation (its op's pre_activation, which evaluates a few
+    samples at a time to bound the im2col memory)."""
+    return get_op(node.op).pre_activation(node, graph, x)
 
 
 def run_node(graph: Graph, node: Node, values: dict[str, np.ndarray]) -> None:
-    """Evaluate `node` in float on the batch in `values` (tensor name -> [N, ...], N samples of batch 1)."""
-
-    x = values.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
-    if node.op in ("Conv", "FullyConnected"):
-        y = _clip(node, pre_activation(graph, node, x))
-    elif node.op == "Add" and all(i in values for i in node.inputs if i):
-        y = _clip(node, sum(values[i] for i in node.inputs if i))
-    elif activation_range(graph, node) is not None:  # a clamp (Relu, Clip)
-        lo, hi = activation_range(graph, node)
-        y = np.clip(x, lo, hi)
-    elif node.op in ("MaxPool", "AveragePool", "GlobalAveragePool") and not int(node.attrs.get("ceil_mode", 0)):
-        y = _clip(node, _pool(graph, node, x))
-    elif node.op == "Reshape" and graph.tensors[node.inputs[0]].shape[0] == 1:
-        out = graph.tensors[node.outputs[0]].shape
-        if out[0] != 1:
-            raise Unsupported(f"Reshape node {node.name!r} moves the batch axis")
-        y = x.reshape((len(x), *out[1:]))
-    elif node.op == "Transpose" and list(node.attrs.get("perm", ()))[:1] == [0]:  # e.g. the input's NCHW -> NHWC
-        y = np.transpose(x, node.attrs["perm"])
-    else:
-        raise Unsupported(f"the float runner has no {node.op} (node {node.name!r})")
-    values[node.outputs[0]] = y
+    """Evaluate `node` in float on the batch in `values` (tensor name -> [N, ...], N samples of batch 1); raises
+    Unsupported for an op without a float evaluation."""
+    inputs = [values.get(i) if i else None for i in node.inputs]
+    for name, y in zip(node.outputs, get_op(node.op).evaluate_float(node, graph, inputs)):
+        values[name] = y
 
 
 # ---- the fit ---------------------------------------------------------------------------------------------------
 
 def _design(graph: Graph, node: Node, x: np.ndarray) -> np.ndarray:
-    """The layer's inputs as rows [samples x positions, weights per output channel] in its weights' order."""
-    if node.op == "FullyConnected":
-        return x.reshape(len(x), -1)
-    p = _conv_patches(graph, node, x)
-    return p.reshape(-1, int(np.prod(p.shape[3:])))
+    """The layer's inputs as rows [samples x positions, weights per output channel] in its weights' order (its
+    op's weight_row_inputs)."""
+    return get_op(node.op).weight_row_inputs(node, graph, x)
 
 
 def ridge_fit(graph: Graph, node: Node, x: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

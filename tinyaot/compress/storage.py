@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tinyaot.ops.intbounds import weight_rows as rows  # the [out_ch, row_len] view (defined with the kernels' bounds)
+
 
 @dataclass
 class WeightStorage:
@@ -42,13 +44,6 @@ class WeightStorage:
         if self.kind == "dense":
             return int(values.size)
         return int(sum(a.nbytes for a in self.arrays.values()))
-
-
-def rows(values: np.ndarray, depthwise: bool) -> np.ndarray:
-    """[out_ch, row_len] view: one row per output channel in the order a kernel visits its weights."""
-    if depthwise:  # 1HWC: channel is the last axis; a row is the kh*kw taps of that channel
-        return np.ascontiguousarray(values.reshape(-1, values.shape[-1]).T)
-    return values.reshape(values.shape[0], -1)
 
 
 __all__ = ["WeightStorage", "rows"]

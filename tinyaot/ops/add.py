@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.broadcast import BinaryOp
+from tinyaot.ops.common import fused_activation
+from tinyaot.ops.intbounds import shifted_sum_bounds
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
 from tinyaot.ops.registry import IN0, IN1, OUT0, KernelCall, register, Traits, Variant, variant_of
 
@@ -109,6 +111,27 @@ class Add(BinaryOp):
 
     def reference_fn(self, a, b, **kw):
         return elementwise_add_s8(a, b, **kw)
+
+    def int_bounds(self, node, graph):
+        return shifted_sum_bounds(node)
+
+    def evaluate_float(self, node, graph, inputs):
+        present = [v for v, i in zip(inputs, node.inputs) if i]
+        if any(v is None for v in present):  # a constant addend: not evaluated in float
+            return super().evaluate_float(node, graph, inputs)
+        return [fused_activation(node, sum(present))]
+
+    def channel_ties(self, node, graph, t, channels):
+        """Without broadcasting, channel c of every input adds into channel c (a residual sum): all its inputs and
+        its output hold the same channels."""
+        out = graph.tensors[node.outputs[0]].shape
+        acts = [i for i in node.inputs if i and not graph.tensors[i].is_const]
+        if len(acts) != len([i for i in node.inputs if i]) or any(graph.tensors[i].shape != out for i in acts):
+            return None
+        return [*acts, node.outputs[0]]
+
+    def removed_channel_value(self, node, graph, values, gone):
+        return fused_activation(node, sum(v for v, i in zip(values, node.inputs) if i))
 
     def _flat(self, node, graph) -> bool:
         x1, x2 = (graph.tensors[i] for i in node.inputs)

@@ -42,6 +42,16 @@ class _Clamp(OpSpec):
         return KernelCall("tinyaot_clamp_s8", [IN0, OUT0, n, node.attrs["act_min"], node.attrs["act_max"]],
                           ["tinyaot_clamp_s8.c"], returns_status=False)
 
+    def evaluate_float(self, node, graph, inputs):
+        rng = self.activation_range(node, graph)
+        if rng is None:
+            return super().evaluate_float(node, graph, inputs)
+        return [np.clip(inputs[0], *rng)]
+
+    def removed_channel_value(self, node, graph, values, gone):
+        rng = self.activation_range(node, graph)
+        return values[0] if rng is None else np.clip(values[0], *rng)
+
     def oracle(self, node, graph):
         nodes, inits, out = activation_nodes(node, node.inputs[0])
         return OracleLayer(nodes, inits, out)

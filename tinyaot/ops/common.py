@@ -1,4 +1,5 @@
-"""Shared pieces of op files: quantized-weight replacement, conv/pool geometry, oracle wrapping in NHWC."""
+"""Shared pieces of op files: quantized-weight replacement, conv/pool geometry, oracle wrapping in NHWC, float
+evaluation helpers."""
 from __future__ import annotations
 
 import numpy as np
@@ -156,7 +157,7 @@ def fold_requant_table(bias, weights, input_offset: int, mult, shift, output_off
 
 __all__ = ["set_const", "output_qparams", "record_raised", "out_params", "spatial_out", "nhwc_oracle",
            "activation_nodes", "dequantized_const", "oracle_operands", "fold_input_offset",
-           "fold_requant_table"]
+           "fold_requant_table", "im2col_patches", "FLOAT_CHUNK", "fused_activation", "float_const", "float_bias"]
 
 
 def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, list[str]]:
@@ -171,3 +172,47 @@ def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, 
         else:
             names.append(name)
     return nodes, inits, names
+
+
+def im2col_patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
+    """Gather im2col patches [N, OH, OW, KH, KW, C] from an offset-applied int64 NHWC tensor, padded with 0."""
+    n, h, w, c = xo.shape
+    kh, kw = kernel_hw
+    sh, sw = stride_hw
+    pt, pl = pad_top_left
+    dh, dw = dilation_hw
+    oh, ow = output_hw
+    # rows/cols the windows reach, relative to the unpadded input
+    iy = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh - pt  # [OH, KH]
+    ix = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw - pl  # [OW, KW]
+    lo_y = max(0, -int(iy.min()))
+    lo_x = max(0, -int(ix.min()))
+    hi_y = max(0, int(iy.max()) - (h - 1))
+    hi_x = max(0, int(ix.max()) - (w - 1))
+    padded = np.pad(xo, ((0, 0), (lo_y, hi_y), (lo_x, hi_x), (0, 0)))
+    iy = iy + lo_y
+    ix = ix + lo_x
+    return padded[:, iy[:, None, :, None], ix[None, :, None, :], :]  # [N, OH, OW, KH, KW, C]
+
+
+# ---- float evaluation (OpSpec.evaluate_float, pre_activation) ------------------------------------------------
+FLOAT_CHUNK = 16  # samples per block when a layer is evaluated in float (bounds the im2col memory)
+
+
+def fused_activation(node: Node, y: np.ndarray) -> np.ndarray:
+    """`y` through the node's fused activation clamp (attrs["activation"]: (lo, hi) in real units), if it has one."""
+    lo, hi = node.attrs.get("activation") or (-np.inf, np.inf)
+    return np.clip(y, lo, hi)
+
+
+def float_const(graph: Graph, node: Node, k: int) -> np.ndarray | None:
+    """Constant input k of `node` in float64, None when the node has no input k."""
+    name = node.inputs[k] if len(node.inputs) > k else ""
+    return np.asarray(graph.tensors[name].data, np.float64) if name else None
+
+
+def float_bias(graph: Graph, node: Node, channels: int) -> np.ndarray:
+    """A weighted layer's bias (input 2) as a flat float64 array, zeros when it has none."""
+    if len(node.inputs) > 2 and node.inputs[2]:
+        return np.asarray(graph.tensors[node.inputs[2]].data, np.float64).reshape(-1)
+    return np.zeros(channels)

@@ -21,6 +21,8 @@ from tinyaot.core.quant import quantize_values
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import oracle_operands, out_params, set_const
 from tinyaot.core.fixedpoint import multiplier_with_headroom, requantize_to_int8
+from tinyaot.core.quant import INT32_MAX
+from tinyaot.ops.intbounds import epilogue, offset_input_max
 from tinyaot.ops.registry import Buffer, ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
@@ -84,6 +86,18 @@ class Concat(OpSpec):
     def reference(self, node, graph, inputs):
         return [concat_s8(inputs, node.attrs["parts"], axis=self._axis(node, graph),
                           output_offset=node.attrs["output_offset"])]
+
+    def int_bounds(self, node, graph):
+        """Each requantized input: (x + io) << left_shift, then the epilogue."""
+        items = []
+        for k, p in enumerate(node.attrs["parts"]):
+            if not p["requantize"]:
+                continue
+            v = offset_input_max(p["input_offset"]) << int(p["left_shift"])
+            items.append((f"input {k} shifted left by {p['left_shift']}", v))
+            if v <= INT32_MAX:
+                epilogue(items, [v], p["mult"], p["shift"], node.attrs["output_offset"])
+        return items
 
     def render(self, node, graph, cname):
         axis = self._axis(node, graph)

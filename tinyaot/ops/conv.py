@@ -16,9 +16,11 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import (activation_nodes, dequantized_const, nhwc_oracle, out_params,
-                                record_raised, set_const, spatial_out, fold_requant_table)
+from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
+                                fused_activation, im2col_patches, nhwc_oracle, out_params, record_raised,
+                                set_const, spatial_out, fold_requant_table)
 from tinyaot.ops.fully_connected import interleave_quads
+from tinyaot.ops.intbounds import layer_bounds, weight_rows
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.ops.depthwise3x3 import DW3X3_VARIANTS, dw3x3_variants, render_node as dw3x3_render
@@ -143,27 +145,6 @@ def conv_inplace_offset(in_shape, out_shape, stride_hw, pads, aligned_group: int
     return int(max(0, int((written - still_needed).max())))
 
 
-def im2col_patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
-    """Gather im2col patches [N, OH, OW, KH, KW, C] from an offset-applied int64 NHWC tensor, padded with 0."""
-    n, h, w, c = xo.shape
-    kh, kw = kernel_hw
-    sh, sw = stride_hw
-    pt, pl = pad_top_left
-    dh, dw = dilation_hw
-    oh, ow = output_hw
-    # rows/cols the windows reach, relative to the unpadded input
-    iy = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh - pt  # [OH, KH]
-    ix = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw - pl  # [OW, KW]
-    lo_y = max(0, -int(iy.min()))
-    lo_x = max(0, -int(ix.min()))
-    hi_y = max(0, int(iy.max()) - (h - 1))
-    hi_x = max(0, int(ix.max()) - (w - 1))
-    padded = np.pad(xo, ((0, 0), (lo_y, hi_y), (lo_x, hi_x), (0, 0)))
-    iy = iy + lo_y
-    ix = ix + lo_x
-    return padded[:, iy[:, None, :, None], ix[None, :, None, :], :]  # [N, OH, OW, KH, KW, C]
-
-
 def conv2d_s8(
     input: np.ndarray,
     weights_ohwi: np.ndarray,
@@ -246,6 +227,26 @@ def _per_channel(values, channels: int) -> np.ndarray:
     if v.size not in (1, channels):
         raise ValueError(f"expected 1 or {channels} quantization values, got {v.size}")
     return v
+
+
+def conv_patches(node, graph, x: np.ndarray) -> np.ndarray:
+    """im2col patches [N, OH, OW, KH, KW, C] of a Conv node's NHWC input `x` (padding 0: the offset-applied zero
+    point, or the real zero of a float input)."""
+    a = node.attrs
+    pads = list(a.get("pads", (0, 0, 0, 0)))
+    return im2col_patches(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
+                          tuple(a.get("dilations", (1, 1))), graph.tensors[node.outputs[0]].shape[1:3])
+
+
+def conv_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray | None:
+    """OpSpec.weight_row_inputs of a convolution (int8 or 16-bit): the patches its weight rows multiply."""
+    w = graph.tensors[node.inputs[1]].shape
+    if w[3] != x.shape[3]:  # grouped, or depthwise with a channel multiplier: rows are not input channels
+        return None
+    p = conv_patches(node, graph, x)
+    if node.attrs.get("depthwise"):
+        return p.reshape(-1, w[1] * w[2], w[3])
+    return p.reshape(-1, w[1] * w[2] * w[3])
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
@@ -445,6 +446,75 @@ class Conv(OpSpec):
         if variant_of(node) in mve_conv.CONV_VARIANTS:
             return mve_conv.render_conv(node, graph, cname, params)
         return KernelCall(kernel, files=files, consts=consts, template="layers/conv.c.j2", params=params)
+
+    def int_bounds(self, node, graph):
+        w = np.asarray(graph.tensors[node.inputs[1]].data)
+        return layer_bounds(node, graph, weight_rows(w, bool(node.attrs.get("depthwise"))))
+
+    # ---- compression, refitting and float evaluation (compress/prune.py, compress/refit.py) ----
+    def compression_kind(self, node):
+        return "depthwise" if node.attrs.get("depthwise") else "conv"
+
+    def pre_activation(self, node, graph, x):
+        return np.concatenate([self._pre_activation(node, graph, x[s:s + FLOAT_CHUNK])
+                               for s in range(0, len(x), FLOAT_CHUNK)])
+
+    def _pre_activation(self, node, graph, x):
+        w, b = float_const(graph, node, 1), float_const(graph, node, 2)
+        p = conv_patches(node, graph, x)
+        if node.attrs.get("depthwise"):  # 1HWC, output channel c * multiplier + m reads input channel c
+            mult = w.shape[3] // x.shape[3]
+            y = (np.repeat(p, mult, axis=-1) * w[0]).sum(axis=(3, 4))
+        else:
+            groups = x.shape[3] // w.shape[3]
+            n, oh, ow, kh, kw, _ = p.shape
+            cols = p.reshape(n * oh * ow, kh, kw, groups, -1).transpose(3, 0, 1, 2, 4).reshape(groups, n * oh * ow,
+                                                                                               -1)
+            wt = w.reshape(groups, w.shape[0] // groups, -1).transpose(0, 2, 1)
+            y = np.matmul(cols, wt).transpose(1, 0, 2).reshape(n, oh, ow, -1)
+        return y if b is None else y + b
+
+    def evaluate_float(self, node, graph, inputs):
+        return [fused_activation(node, self.pre_activation(node, graph, inputs[0]))]
+
+    def weight_row_inputs(self, node, graph, x):
+        return conv_weight_row_inputs(node, graph, x)
+
+    def out_channel_axis(self, node, graph):
+        """Standard convolution only (OHWI: output channels on axis 0); a depthwise or grouped one ties channels
+        of its input to its output instead."""
+        if node.attrs.get("depthwise") or \
+                graph.tensors[node.inputs[1]].shape[3] != graph.tensors[node.inputs[0]].shape[3]:
+            return None
+        return 0
+
+    def input_channels_prunable(self, node, graph, t, channels):
+        return graph.tensors[t].shape[-1] == channels
+
+    def prune_input_channels(self, node, graph, channels, keep, gone, value):
+        cw = np.asarray(graph.tensors[node.inputs[1]].data, np.float64)  # OHWI: input channels on the last axis
+        cb = float_bias(graph, node, cw.shape[0]) + cw[..., gone].sum(axis=(1, 2)) @ value
+        return cw[..., keep], cb
+
+    def channel_ties(self, node, graph, t, channels):
+        """A depthwise convolution with channel multiplier 1 and float weights: channel c of its input becomes
+        channel c of its output, and its weights and bias lose the same channels."""
+        if not node.attrs.get("depthwise") or t not in (node.inputs[0], node.outputs[0]):
+            return None
+        x, out = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+        w = graph.tensors[node.inputs[1]]
+        if len(x) == 4 and x[-1] == channels and out[-1] == channels and w.quant is None and w.shape[3] == channels:
+            return [node.inputs[0], node.outputs[0]]
+        return None
+
+    def removed_channel_value(self, node, graph, values, gone):
+        dw = np.asarray(graph.tensors[node.inputs[1]].data)
+        db = float_bias(graph, node, dw.shape[3])
+        return fused_activation(node, db[gone] + values[0] * dw[..., gone].reshape(-1, len(gone)).sum(axis=0))
+
+    def prune_tie(self, node, graph, channels, keep):
+        dw = np.asarray(graph.tensors[node.inputs[1]].data)
+        return [(2, float_bias(graph, node, channels)[keep]), (1, dw[..., keep])]
 
     def oracle(self, node, graph):
         a = node.attrs

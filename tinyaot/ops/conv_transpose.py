@@ -19,6 +19,7 @@ from tinyaot.core.quant import layer_weights
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, record_raised, set_const
 from tinyaot.core.fixedpoint import quantize_multiplier_array, requantize_to_int8
+from tinyaot.ops.intbounds import layer_bounds
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
@@ -139,6 +140,11 @@ class ConvTranspose(OpSpec):
                                     input_offset=a["input_offset"], output_offset=a["output_offset"], stride_hw=s,
                                     pad_top_left=(p[0], p[1]), output_hw=out[1:3], act_min=a["act_min"],
                                     act_max=a["act_max"])]
+
+    def int_bounds(self, node, graph):
+        """ConvTranspose gathers each tap at most once per output pixel, so the row sum of a convolution bounds it."""
+        w = np.asarray(graph.tensors[node.inputs[1]].data)
+        return layer_bounds(node, graph, w.reshape(w.shape[0], -1))
 
     def macs(self, node, graph):
         """Multiply-accumulates really done: per axis, the (output, input, tap) triples that meet."""

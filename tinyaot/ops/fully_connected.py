@@ -13,10 +13,11 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import (activation_nodes, dequantized_const, fold_requant_table,
-                                out_params, record_raised,
-                                set_const)
+from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
+                                fold_requant_table, fused_activation, out_params, record_raised, set_const)
 from tinyaot.ops.compressed import compressed_filter, is_compressed
+from tinyaot.ops.intbounds import layer_bounds
+from tinyaot.core.quant import input_magnitude
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
 from tinyaot.ops import mve  # Helium variant (mve-mac)
@@ -92,6 +93,11 @@ def fully_connected_s8(
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
+def fc_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray:
+    """OpSpec.weight_row_inputs of a fully connected layer (int8 or 16-bit): its input rows, [M, depth]."""
+    return x.reshape(-1, graph.tensors[node.inputs[1]].shape[1])
+
+
 @register("FullyConnected", traits=Traits(fuses_activation=True, weighted_layer=True, scratch=True, kernels=(
                      "tinyaot_fully_connected_s8", "tinyaot_fully_connected_s4", "tinyaot_fully_connected_s8_clustered",
                      "tinyaot_fully_connected_s8_sparse", "tinyaot_fully_connected_s8_rle")))
@@ -198,6 +204,52 @@ class FullyConnected(OpSpec):
         if variant_of(node) == mve.MVE_FC:
             return mve.render_fc(node, graph, cname, params)
         return KernelCall(kernel, files=files, consts=consts, template="layers/fully_connected.c.j2", params=params)
+
+    def int_bounds(self, node, graph):
+        w = np.asarray(graph.tensors[node.inputs[1]].data)
+        rows = w.reshape(w.shape[0], -1)
+        extra = []
+        st = graph.tensors[node.inputs[1]].storage
+        if st is not None and st.kind == "int4" and rows.shape[1] < 65000:
+            # the DSP path of tinyaot_fully_connected_s4 (taken only for depth < 65000, where 16 * 8 * 256 * depth
+            # < 2**31 anyway) sums 16 * w * (x + io) before adding it to the accumulator
+            m = input_magnitude(int(node.attrs["input_offset"]))
+            lanes = 16 * int(np.abs(rows.astype(np.int64)).sum(axis=1).max(initial=0)) * m
+            extra.append(("4-bit lane sum 16 x sum|w| x max|x - zp|", lanes))
+        return layer_bounds(node, graph, rows, extra)
+
+    # ---- compression, refitting and float evaluation (compress/prune.py, compress/refit.py) ----
+    def compression_kind(self, node):
+        return "fully_connected"
+
+    def pre_activation(self, node, graph, x):
+        w, b = float_const(graph, node, 1), float_const(graph, node, 2)
+
+        def block(xs):
+            y = xs.reshape(len(xs), -1) @ w.T
+            return y if b is None else y + b
+
+        return np.concatenate([block(x[s:s + FLOAT_CHUNK]) for s in range(0, len(x), FLOAT_CHUNK)])
+
+    def evaluate_float(self, node, graph, inputs):
+        return [fused_activation(node, self.pre_activation(node, graph, inputs[0]))]
+
+    def weight_row_inputs(self, node, graph, x):
+        return fc_weight_row_inputs(node, graph, x)
+
+    def out_channel_axis(self, node, graph):
+        return 0  # weights [out, in]
+
+    def input_channels_prunable(self, node, graph, t, channels):
+        shape = graph.tensors[t].shape
+        return len(shape) == 2 and graph.tensors[node.inputs[1]].shape[1] == shape[-1]
+
+    def prune_input_channels(self, node, graph, channels, keep, gone, value):
+        cw = np.asarray(graph.tensors[node.inputs[1]].data, np.float64)
+        out_c = cw.shape[0]
+        cw3 = cw.reshape(out_c, -1, channels)  # [out, positions * channels], channels innermost
+        cb = float_bias(graph, node, out_c) + cw3[:, :, gone].sum(axis=1) @ value
+        return cw3[:, :, keep].reshape(out_c, -1), cb
 
     def oracle(self, node, graph):
         w = graph.tensors[node.inputs[1]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.broadcast import BinaryOp
+from tinyaot.ops.intbounds import epilogue, offset_input_max
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
 from tinyaot.ops.registry import register, Traits
 
@@ -36,6 +37,14 @@ class Mul(BinaryOp):
 
     def params(self, s1, s2, s_out):
         return mul_params(s1, s2, s_out)
+
+    def int_bounds(self, node, graph):
+        """(x1 - zp1) * (x2 - zp2), at most 255 * 255, then the epilogue."""
+        a = node.attrs
+        prod = offset_input_max(a["input1_offset"]) * offset_input_max(a["input2_offset"])
+        items = [("product (x1 - zp1) * (x2 - zp2)", prod)]
+        epilogue(items, [prod], a["output_mult"], a["output_shift"], a["output_offset"])
+        return items
 
     def reference_fn(self, a, b, **kw):
         return elementwise_mul_s8(a, b, **kw)

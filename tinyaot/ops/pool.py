@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper, numpy_helper
-from tinyaot.core.quant import activation_clamp
+from tinyaot.core.quant import activation_clamp, input_magnitude
+from tinyaot.ops.intbounds import epilogue
 from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params, spatial_out
+from tinyaot.ops.common import activation_nodes, fused_activation, im2col_patches, nhwc_oracle, out_params, spatial_out
 from tinyaot.ops.registry import GENERIC_VARIANT, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
 
 
@@ -190,6 +191,25 @@ class _Pool(OpSpec):
     def scratch_bytes(self, node, graph):
         return int(node.attrs.get("scratch_bytes", 0))
 
+    def int_bounds(self, node, graph):
+        """Average pooling: the window sum io * kh * kw + sum(x) is at most (128 + |io|) * kh * kw (plain average
+        pooling sums x alone: 128 * kh * kw); max pooling only compares."""
+        a = node.attrs
+        if node.op == "MaxPool":
+            return []
+        k, _, _ = self._geometry(node, graph)
+        taps = int(k[0]) * int(k[1])
+        if a.get("requantize") or self._counts_pad(node, graph):
+            # the offset is added once per tap (avgpool_requant: per window, io * kh * kw; count_pad likewise)
+            io = int(a.get("input_offset", -graph.tensors[node.inputs[0]].quant.zp))
+            s = input_magnitude(io) * taps
+        else:
+            s = 128 * taps  # plain average pooling sums the int8 values themselves
+        items = [(f"window sum of {taps} taps", s)]
+        if a.get("requantize"):
+            epilogue(items, [s], a["output_mult"], a["output_shift"], a["output_offset"])
+        return items
+
     def variants(self, node, graph, target):
         listed = [Variant(GENERIC_VARIANT)]
         x = graph.tensors[node.inputs[0]]
@@ -257,10 +277,36 @@ class _Pool(OpSpec):
         return OracleLayer(nodes, inits, out)
 
 
+    def evaluate_float(self, node, graph, inputs):
+        if int(node.attrs.get("ceil_mode", 0)):
+            return super().evaluate_float(node, graph, inputs)
+        return [fused_activation(node, self._float_pool(node, graph, inputs[0]))]
+
+    def _float_windows(self, node, graph) -> tuple:
+        """im2col_patches' geometry arguments for the float pools."""
+        a = node.attrs
+        pads = list(a.get("pads", (0, 0, 0, 0)))
+        return (tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]), (1, 1),
+                graph.tensors[node.outputs[0]].shape[1:3])
+
+    def _float_pool(self, node, graph, x):
+        """The average over each window (AveragePool): of the real inputs it covers, or of the whole kernel with
+        count_include_pad."""
+        geometry = self._float_windows(node, graph)
+        total = im2col_patches(x, *geometry).sum(axis=(3, 4))
+        if int(node.attrs.get("count_include_pad", 0)):
+            return total / float(np.prod(node.attrs["kernel_shape"]))
+        return total / im2col_patches(np.ones_like(x[:1]), *geometry).sum(axis=(3, 4))
+
 @register("MaxPool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
                              kernels=("tinyaot_max_pool_s8", "tinyaot_max_pool_s8_mve")))
 class MaxPool(_Pool):
     kernel = "tinyaot_max_pool_s8"
+
+    def _float_pool(self, node, graph, x):
+        # shift every input above the zero padding, so padding never wins
+        shift = 1.0 - float(x.min())
+        return im2col_patches(x + shift, *self._float_windows(node, graph)).max(axis=(3, 4)) - shift
 
 
 @register("AveragePool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
@@ -275,3 +321,6 @@ class AveragePool(_Pool):
                                           "tinyaot_avgpool_requant_s8_mve")))
 class GlobalAveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"
+
+    def _float_pool(self, node, graph, x):
+        return x.mean(axis=(1, 2), keepdims=True)

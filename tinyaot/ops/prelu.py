@@ -26,6 +26,8 @@ from onnx import helper, numpy_helper
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, out_params
 from tinyaot.core.fixedpoint import HEADROOM_LEFT_SHIFT, multiply_by_quantized_multiplier, quantize_multiplier
+from tinyaot.core.quant import INT32_MAX
+from tinyaot.ops.intbounds import offset_input_max, requantized_max
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
@@ -102,6 +104,19 @@ class PRelu(OpSpec):
                      input_offset=a["input_offset"], output_offset=a["output_offset"], pos_mult=a["pos_mult"],
                      pos_shift=a["pos_shift"], left_shift=a["left_shift"], act_min=a["act_min"], act_max=a["act_max"])
         return [y.reshape(inputs[0].shape)]
+
+    def int_bounds(self, node, graph):
+        """(x + io) << left_shift, then rescaled (by the positive or a channel's negative multiplier) plus the
+        output offset, which the kernel adds itself."""
+        a = node.attrs
+        v = offset_input_max(a["input_offset"]) << int(a["left_shift"])
+        items = [(f"input shifted left by {a['left_shift']}", v)]
+        if v <= INT32_MAX:
+            mults = [int(a["pos_mult"])] + [abs(int(m)) for m in np.asarray(a["neg_mult"]).reshape(-1)]
+            shifts = [int(a["pos_shift"])] + [int(s) for s in np.asarray(a["neg_shift"]).reshape(-1)]
+            worst = max(requantized_max(v, m, s) for m, s in zip(mults, shifts))
+            items.append(("rescaled input plus the output offset", worst + abs(int(a["output_offset"]))))
+        return items
 
     def render(self, node, graph, cname):
         a = node.attrs

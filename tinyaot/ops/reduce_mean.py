@@ -19,6 +19,8 @@ from onnx import helper
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params
 from tinyaot.core.fixedpoint import quantize_multiplier
+from tinyaot.core.quant import input_magnitude
+from tinyaot.ops.intbounds import epilogue
 from tinyaot.ops.pool import avgpool_requant_s8
 from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
 
@@ -83,6 +85,15 @@ class ReduceMean(OpSpec):
 
     def params_bytes(self, node, graph):
         return 8  # one multiplier and shift
+
+    def int_bounds(self, node, graph):
+        """The sum over the whole H x W plane, as average pooling's window sum."""
+        a = node.attrs
+        _, h, w, _ = graph.tensors[node.inputs[0]].shape
+        s = input_magnitude(a["input_offset"]) * int(h) * int(w)
+        items = [(f"sum over {h} x {w} values", s)]
+        epilogue(items, [s], a["output_mult"], a["output_shift"], a["output_offset"])
+        return items
 
     def render(self, node, graph, cname):
         a = node.attrs

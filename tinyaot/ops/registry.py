@@ -6,6 +6,18 @@ kernel variants it has), shape inference, quantization of its parameters, the bi
 scratch size, the C kernel call it lowers to (as data: codegen renders it), its MAC count, and its float QDQ
 equivalent for the onnxruntime oracle. Passes, compression, the planner and codegen only ask the registry, so
 adding an operator is adding one op file (plus its kernel and test).
+
+What the stages ask an op (each a method of `OpSpec` with a neutral default, overridden in the op file):
+- float evaluation: `evaluate_float` (a batch of samples through the NHWC float graph: compress/refit.py);
+- weighted layers (`Traits.weighted_layer`, per-output-channel weights in input 1, bias in input 2):
+  `pre_activation`, `weight_row_inputs`, `compression_kind`, how compression and refitting see the layer;
+- structured pruning (compress/prune.py): `out_channel_axis` (a producer's prune axis), `input_channels_prunable`
+  and `prune_input_channels` (a consumer), `channel_ties`, `removed_channel_value` and `prune_tie` (an op that
+  carries channels through);
+- 16-bit form (compress/precision.py): `Traits.int16_form_of` on the 16-bit op names the ops it runs at 16 bits,
+  `int16_form(op_type)` answers;
+- 1-D lifting (passes/lower_1d.py): `lifts_1d`, `lift_1d`;
+- integer bounds (compress/bounds.py): `int_bounds`.
 """
 from __future__ import annotations
 
@@ -38,6 +50,8 @@ class Traits:
     weighted_layer: bool = False  # per-output-channel weights in input 1: pruning and compression act on them
     scratch: bool = False  # may need arena scratch (`scratch_bytes`)
     kernels: tuple[str, ...] = ()  # the C kernel variants it lowers to (templates/kernels/<name>.c)
+    # On a 16-bit op: the op types it computes at 16 bits (compress/precision.py gives a node at 16 bits this op).
+    int16_form_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,11 +130,21 @@ class OracleLayer:
     output: str  # float output tensor name produced by `nodes`
 
 
+class FloatUnsupported(Exception):
+    """An op, or this configuration of it, has no float evaluation (`OpSpec.evaluate_float`)."""
+
+
 class OpSpec:
     op_type: ClassVar[str] = ""
     traits: ClassVar[Traits] = Traits()
     # True when the generated code may write the output over input 0 (same size, elementwise).
     alias_output_to_input: ClassVar[bool] = False
+    # Its input 0 holds logits and its output probabilities (softmax): compression measures output noise on the
+    # logits (compress/pipeline.py).
+    logits_input: ClassVar[bool] = False
+    # Set when the kernel's output parameters are fixed whatever the model gives (a pre-quantized model's own
+    # output scale is then replaced, and this says why: compress/quantize.py); None: the op honours them or stops.
+    fixed_output_note: ClassVar[str | None] = None
 
     def infer_shapes(self, node: "Node", graph: "Graph") -> list[tuple[int, ...]] | None:
         """Output shapes from input shapes; None when this op has no inference (pre-layout ONNX-only ops)."""
@@ -171,6 +195,82 @@ class OpSpec:
         """Float ONNX equivalent for the per-layer onnxruntime check; None when nothing to check (aliases)."""
         return None
 
+    def int_bounds(self, node: "Node", graph: "Graph") -> list[tuple]:
+        """(what, bound) for every int32 intermediate this node's kernel computes, for any input ((what, bound,
+        limit) for a wider one, checked against `limit`); [] when it computes none (compress/bounds.py)."""
+        return []
+
+    # ---- float evaluation ----------------------------------------------------------------------------------
+    def evaluate_float(self, node: "Node", graph: "Graph", inputs: list) -> list[np.ndarray]:
+        """The node's outputs in float64 for a batch, on the float graph after the passes (NHWC): `inputs[k]` holds
+        input k's values for N samples stacked on axis 0 (each sample a batch of one), None for a constant or
+        absent input, which the op reads from the graph itself. Raises FloatUnsupported when the op, or this
+        configuration of it, has no float evaluation."""
+        raise FloatUnsupported(f"the float runner has no {node.op} (node {node.name!r})")
+
+    # ---- weighted layers (Traits.weighted_layer): weights in input 1, per output channel; bias in input 2 ----
+    def compression_kind(self, node: "Node") -> str | None:
+        """The layer kind compression specs select layers by ("conv", "depthwise", "fully_connected"); None for
+        an op without weights."""
+        return None
+
+    def pre_activation(self, node: "Node", graph: "Graph", x: np.ndarray) -> np.ndarray:
+        """The layer's float output before its fused activation, from input 0's values `x` for N samples."""
+        raise FloatUnsupported(f"{node.op} node {node.name!r} has no float pre-activation")
+
+    def weight_row_inputs(self, node: "Node", graph: "Graph", x: np.ndarray) -> np.ndarray | None:
+        """The values each output channel's weight row multiplies, from input 0's values `x` (N samples, in the
+        units wanted: real, or offset-applied integers; padding is 0): [M, row_len] shared by all channels, in
+        the order of `compress/storage.rows`, or [M, taps, C] one row per channel (depthwise, multiplier 1);
+        None where rows are not input channels (grouped convolution, depthwise with a multiplier)."""
+        return None
+
+    # ---- structured pruning (compress/prune.py) ------------------------------------------------------------
+    def out_channel_axis(self, node: "Node", graph: "Graph") -> int | None:
+        """The prune axis: the axis of the weights (input 1) holding the output channels when structured pruning
+        may remove some (weights sliced on it, the bias with them); None when it may not."""
+        return None
+
+    def input_channels_prunable(self, node: "Node", graph: "Graph", t: str, channels: int) -> bool:
+        """A layer with an out_channel_axis reading activation `t` (its last axis: positions x `channels`) as input
+        0: whether each of those channels can be sliced out of its weights."""
+        return False
+
+    def prune_input_channels(self, node: "Node", graph: "Graph", channels: int, keep: np.ndarray, gone: np.ndarray,
+                             value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(weights, bias) without input channels `gone` (of `channels`), whose constant per-channel `value`
+        is folded into the bias."""
+        raise NotImplementedError(f"{node.op} cannot lose input channels")
+
+    def channel_ties(self, node: "Node", graph: "Graph", t: str, channels: int) -> list[str] | None:
+        """The activations this node ties channel for channel to `t` (one of its inputs or its output), or None
+        when it mixes or reshapes channels or holds weights that cannot follow them. By default an op with the
+        `per_channel` trait reading one 4-D activation of `channels` channels ties its input and output."""
+        if not self.traits.per_channel or t not in (node.inputs[0], node.outputs[0]):
+            return None
+        x, out = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+        acts = [i for i in node.inputs if i and not graph.tensors[i].is_const]
+        if len(x) == 4 and x[-1] == channels and out[-1] == channels and acts == [node.inputs[0]]:
+            return [node.inputs[0], node.outputs[0]]
+        return None
+
+    def removed_channel_value(self, node: "Node", graph: "Graph", values: list, gone: np.ndarray) -> np.ndarray:
+        """What the removed channels `gone` hold at this tie's output, given what they hold at its inputs
+        (`values[k]`, None for an input outside the group). By default the value passes through."""
+        return values[0]
+
+    def prune_tie(self, node: "Node", graph: "Graph", channels: int, keep: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(input index, new constant) for the per-channel constants this tie holds, keeping channels `keep`."""
+        return []
+
+    # ---- 1-D layers (passes/lower_1d.py) -------------------------------------------------------------------
+    def lifts_1d(self, node: "Node", graph: "Graph") -> bool:
+        """Over a 3-D activation [N, C, L], the op is a 1-D layer that runs as the 2-D one over [N, C, 1, L]."""
+        return False
+
+    def lift_1d(self, node: "Node", graph: "Graph") -> None:
+        """Rewrite the node's attributes and constants for [N, C, 1, L] (a 1-D layer, or an op lifted with it)."""
+
 
 def register(op_type: str, traits: Traits | None = None):
     def deco(cls):
@@ -193,6 +293,11 @@ def is_registered(op_type: str) -> bool:
 
 def registered_ops() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def int16_form(op_type: str) -> str | None:
+    """The op type that computes `op_type` at 16 bits (declared by that op: Traits.int16_form_of), or None."""
+    return next((op for op in sorted(_REGISTRY) if op_type in _REGISTRY[op].traits.int16_form_of), None)
 
 
 def traits_of(op_type: str) -> Traits:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import KernelCall, OpSpec, register, Traits
+from .registry import FloatUnsupported, KernelCall, OpSpec, register, Traits
 
 
 @register("Reshape", traits=Traits(layout="move"))
@@ -27,3 +27,21 @@ class Reshape(OpSpec):
 
     def render(self, node, graph, cname):
         return KernelCall("")  # never emitted: a reshape is an alias
+
+    def evaluate_float(self, node, graph, inputs):
+        if graph.tensors[node.inputs[0]].shape[0] != 1:
+            return super().evaluate_float(node, graph, inputs)
+        out = graph.tensors[node.outputs[0]].shape
+        if out[0] != 1:
+            raise FloatUnsupported(f"Reshape node {node.name!r} moves the batch axis")
+        return [inputs[0].reshape((len(inputs[0]), *out[1:]))]
+
+    def channel_ties(self, node, graph, t, channels):
+        """A reshape that keeps the last axis, or the flatten of [N, H, W, C] into [N, H*W*C] (channels stay
+        innermost): channel c stays channel c of every position."""
+        if t not in (node.inputs[0], node.outputs[0]):
+            return None
+        x, out = graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape
+        keeps_last = out[-1] == x[-1] and len(x) >= 2
+        flatten = x[-1] == channels and len(x) == 4 and len(out) == 2 and out[0] == x[0]
+        return [node.inputs[0], node.outputs[0]] if keeps_last or flatten else None

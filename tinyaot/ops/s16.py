@@ -28,7 +28,8 @@ from tinyaot.core.quant import QMAX, QMIN, QuantParams, activation_qparams
 from tinyaot.core.quant16 import (ACC64_LIMIT, Q16MAX, Q16MIN, activation_clamp16, activation_qparams16,
                                   layer_weights16, reduced_multiplier_array, requantize_to_int16)
 from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, set_const, spatial_out
-from tinyaot.ops.conv import conv_inplace_offset, im2col_patches
+from tinyaot.ops.conv import conv_inplace_offset, conv_weight_row_inputs, im2col_patches
+from tinyaot.ops.fully_connected import fc_weight_row_inputs
 from tinyaot.ops.pool import _windows
 from tinyaot.ops.registry import IN0, IN1, OUT0, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
 from tinyaot.ops.softmax import MAX_ROW_SIZE, softmax_s8
@@ -213,6 +214,12 @@ class ConvS16(_WeightedS16):
         return (tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), list(a.get("pads", (0, 0, 0, 0))),
                 tuple(a.get("dilations", (1, 1))))
 
+    def compression_kind(self, node):
+        return "depthwise" if node.attrs.get("depthwise") else "conv"
+
+    def weight_row_inputs(self, node, graph, x):
+        return conv_weight_row_inputs(node, graph, x)
+
     def infer_shapes(self, node, graph):
         n, h, w, _ = graph.tensors[node.inputs[0]].shape
         k, s, p, d = self._geometry(node)
@@ -288,6 +295,12 @@ class FullyConnectedS16(_WeightedS16):
     """FullyConnected at 16 bits: Y[M, N] = X[M, K] @ W[N, K].T + B[N]."""
 
     internal = True
+
+    def compression_kind(self, node):
+        return "fully_connected"
+
+    def weight_row_inputs(self, node, graph, x):
+        return fc_weight_row_inputs(node, graph, x)
 
     def infer_shapes(self, node, graph):
         return [(graph.tensors[node.inputs[0]].shape[0], graph.tensors[node.inputs[1]].shape[0])]

@@ -22,6 +22,7 @@ from onnx import helper
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ir import QuantParams
 from tinyaot.core.fixedpoint import softmax_params
+from tinyaot.ops.intbounds import SOFTMAX_TERM_MAX
 from tinyaot.ops.registry import IN0, KernelCall, OpSpec, OracleLayer, OUT0, register, Traits
 
 # Each exp term is at most 1.0 = 2**19 in Q12.19, so 4095 terms keep the int32 sum below 2**31.
@@ -58,6 +59,9 @@ class Softmax(OpSpec):
     each row `inner` elements apart, so no transpose is ever emitted. The output parameters are TFLite's fixed ones,
     scale 1/256 and zero point -128, so the 256 levels span [0, 1)."""
 
+    logits_input = True
+    fixed_output_note = "the int8 softmax kernel outputs scale 1/256, zero point -128"
+
     alias_output_to_input = True  # each row is read (max, sum) before any of it is written
     # Measured against onnxruntime's float softmax on the shared models' real inputs (see tests/ops):
     # the fixed-point exponent keeps every output within one step of round-half-to-even of the float value.
@@ -89,6 +93,13 @@ class Softmax(OpSpec):
         y = softmax_s8(rows, input_mult=a["input_mult"], input_left_shift=a["input_left_shift"],
                        diff_min=a["diff_min"])
         return [y.reshape(outer, inner, n).transpose(0, 2, 1).reshape(inputs[0].shape)]
+
+    def int_bounds(self, node, graph):
+        """The sum of exponentials in Q12.19, each term at most 2**19 (rounded from Q0.31): row * 2**19."""
+        x = graph.tensors[node.inputs[0]].shape
+        axis = int(node.attrs.get("axis", -1)) % len(x)
+        row = int(np.prod(x[axis:]))
+        return [(f"sum of {row} exponentials in Q12.19", row * SOFTMAX_TERM_MAX)]
 
     def render(self, node, graph, cname):
         outer, n, inner = self._rows(node, graph)

@@ -10,6 +10,7 @@ import numpy as np
 
 from tinyaot.ops.add import add_params
 from tinyaot.ops.broadcast import BinaryOp
+from tinyaot.ops.intbounds import shifted_sum_bounds
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier
 from tinyaot.ops.registry import register, Traits
 
@@ -36,6 +37,9 @@ class Sub(BinaryOp):
 
     def params(self, s1, s2, s_out):
         return add_params(s1, s2, s_out)
+
+    def int_bounds(self, node, graph):
+        return shifted_sum_bounds(node)
 
     def reference_fn(self, a, b, **kw):
         return elementwise_sub_s8(a, b, **kw)

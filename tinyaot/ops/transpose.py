@@ -53,6 +53,11 @@ class Transpose(OpSpec):
     def reference(self, node, graph, inputs):
         return [np.ascontiguousarray(inputs[0].transpose(self._perm(node, graph)))]
 
+    def evaluate_float(self, node, graph, inputs):
+        if list(node.attrs.get("perm", ()))[:1] != [0]:  # the batch axis must stay first (NCHW -> NHWC does)
+            return super().evaluate_float(node, graph, inputs)
+        return [np.transpose(inputs[0], node.attrs["perm"])]
+
     def render(self, node, graph, cname):
         # The same byte permutation on fewer axes (unit axes dropped, axes that stay neighbours merged), padded to
         # rank 4 with leading unit axes so one kernel serves every rank.
