@@ -12,12 +12,12 @@ verify (QEMU vs numpy reference vs onnxruntime), report (report.json, report.md)
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyaot.boards import load_board
 from tinyaot.errors import TinyaotError
+from tinyaot.files import check_output_folder
 from tinyaot.pipeline.build import build_verification_firmware, firmware_sizes, tidy_firmware_dir
 from tinyaot.pipeline.compile import (RANDOM_SAMPLES, RANDOM_SEED, Compiled, Echo, _quiet,  # noqa: F401
                                       check_fits, compile_model, with_variants)
@@ -25,7 +25,7 @@ from tinyaot.pipeline.analyze import analyze  # noqa: F401 (tinyaot analyze)
 from tinyaot.pipeline.evaluate import evaluate, load_labelled  # noqa: F401
 from tinyaot.pipeline.precision_search import resolve_activation_bits
 from tinyaot.pipeline.report import build_report, compression_line, report_md, summary, weights_bytes  # noqa: F401
-from tinyaot.pipeline.stage import FIRMWARE_DIR, folder_files, stage_model, staging
+from tinyaot.pipeline.stage import FIRMWARE_DIR, clear_staging, folder_files, stage_model, staging
 from tinyaot.pipeline.timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
 from tinyaot.pipeline.tune import finish as finish_tuning, public as public_tuning, tune_variants
 from tinyaot.pipeline.verify import check_verification, not_verified, uncompressed_costs, verify_under_qemu
@@ -58,6 +58,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
     b = load_board(board)
     target = b.target(optimize)
     model = Path(model)
+    check_output_folder(Path(out_dir))  # a folder holding the user's files is refused before minutes of work
     # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
     bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
                                           input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo,
@@ -79,8 +80,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
         if tuning is not None and finish_tuning(tuning, section["instructions"]):
             # the tuned firmware as a whole ran more instructions than the default did (layer counts are measured
             # one round at a time): deploy the default choice instead, so tuning is never slower
-            for child in tmp.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+            clear_staging(tmp)
             compiled = with_variants(compiled, target, tuning["_default"])
             emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, verify, verify_samples,
                                                                    qemu_timeout_s)

@@ -1,5 +1,5 @@
-"""The one error type the product raises for bad input (defined in the numerics core, tinyaot/core/errors.py,
-so every layer can raise it); the CLI turns it into `Error: ...` and exit code 1."""
-from tinyaot.core.errors import TinyaotError
+"""The error types the product raises (defined in the numerics core, tinyaot/core/errors.py, so every layer can
+raise them); the CLI turns each into `Error: ...` and its exit code (2 input/environment, 1 verification, 3 bug)."""
+from tinyaot.core.errors import InternalError, TinyaotError, VerificationError
 
-__all__ = ["TinyaotError"]
+__all__ = ["TinyaotError", "VerificationError", "InternalError"]

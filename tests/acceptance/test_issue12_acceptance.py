@@ -90,7 +90,7 @@ def test_analyze_out_that_is_a_file_is_one_line(mlp, tmp_path):
     out = tmp_path / "report.txt"
     out.write_text("keep me")
     r = run("analyze", mlp, "-c", mlp.parent / "cal.npz", "-d", mlp.parent / "data.npz", "--out", out)
-    one_error(r, str(out), "not a directory")  # was an internal error (FileExistsError), exit 3
+    one_error(r, str(out), "exists and is not a folder")  # was an internal error (FileExistsError), exit 3
     assert out.read_text() == "keep me"
 
 
@@ -98,6 +98,11 @@ def test_analyze_records_what_ran_and_keeps_other_files(mlp, tmp_path):
     out = tmp_path / "reports"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
+    # a folder holding a file tinyaot did not write is refused before any work, the file untouched (issue 18)
+    r = run("analyze", mlp, "-c", mlp.parent / "cal.npz", "-d", mlp.parent / "data.npz", "--out", out)
+    one_error(r, str(out), "notes.txt")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
     r = run("analyze", mlp, "-c", mlp.parent / "cal.npz", "-d", mlp.parent / "data.npz", "--out", out,
             "--calibrate", "percentile:99.9", "--no-cle", "--bias-correction")
     assert r.exit_code == 0, r.output
@@ -106,8 +111,8 @@ def test_analyze_records_what_ran_and_keeps_other_files(mlp, tmp_path):
     assert (cal["method"], cal["percentile"], cal["cle"], cal["bias_correction"]) == ("percentile", 99.9, False, True)
     assert cal["bias_corrected_layers"] == 2  # the two Gemms
     assert {row["op"] for row in rep["layers"]} >= {"FullyConnected", "Softmax"}
-    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "report.json", "report.md", "sqnr.png"]
-    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir()) == [".tinyaot-manifest.json", "report.json", "report.md",
+                                                     "sqnr.png"]
     assert ("calibration method `percentile:99.9`, CLE off (0 pairs equalized), bias correction on, 2 layers"
             in (out / "report.md").read_text())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left beside it

@@ -2,6 +2,7 @@
 arm-none-eabi-gcc (-Werror) and verify it under qemu-system-arm."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -168,7 +169,8 @@ def test_deploy_sine_verified(sine_deploy, sine_cal):
     for name in ("startup.c", "linker.ld", "tinyaot_hal.c", "tinyaot_hal.h"):
         assert (out / "hal" / name).is_file(), name
         assert not (out / "firmware" / name).exists(), name
-    assert sorted(p.name for p in (out / "firmware").iterdir()) == ["firmware.elf", "firmware.map", "verify_main.c"]
+    assert sorted(p.name for p in (out / "firmware").iterdir()) == ["firmware.elf", "firmware.map", "input.bin",
+                                                                     "verify_main.c"]
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask
@@ -232,9 +234,13 @@ def test_deploy_no_verify(tmp_path, sine_cal):
 def test_redeploy_replaces_the_old_folder(tmp_path, sine_cal):
     out = tmp_path / "again"
     ok(run("deploy", SINE, "-c", sine_cal, "-o", out, "--no-verify"))
-    (out / "stale.txt").write_text("from before\n")
+    (out / "tinyaot_old_kernel.c").write_text("written by an earlier run\n")  # listed in the manifest: tinyaot's
+    manifest = json.loads((out / ".tinyaot-manifest.json").read_text())
+    manifest["files"]["tinyaot_old_kernel.c"] = hashlib.sha256(b"written by an earlier run\n").hexdigest()
+    (out / ".tinyaot-manifest.json").write_text(json.dumps(manifest))
+    (out / "kernel.o").write_bytes(b"made by the folder's Makefile")
     ok(run("deploy", SINE, "-c", sine_cal, "-o", out, "--no-verify", "-b", "an386"))
-    assert not (out / "stale.txt").exists()
+    assert not (out / "tinyaot_old_kernel.c").exists() and not (out / "kernel.o").exists()
     assert json.loads((out / "report.json").read_text())["board"]["name"] == "mps2-an386"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again"]
 

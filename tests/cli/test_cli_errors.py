@@ -302,7 +302,7 @@ def test_failed_deploy_leaves_existing_out_untouched(tmp_path, sine_cal):
     out = tmp_path / "out"
     r = run("deploy", SINE, "--calibration", sine_cal, "--out", out, "--no-verify")
     assert r.exit_code == 0, r.output
-    (out / "MARKER").write_text("from the good run\n")
+    (out / "firmware" / "output.bin").write_bytes(b"from make run")  # a product of the folder's own Makefile
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
     bad = tmp_path / "bad.npz"
@@ -318,7 +318,7 @@ def test_out_is_a_file(tmp_path, sine_cal):
     out = tmp_path / "out"
     out.write_text("precious\n")
     r = run("deploy", SINE, "--calibration", sine_cal, "--out", out, "--no-verify")
-    assert_one_error(r, "not a directory")
+    assert_one_error(r, "exists and is not a folder")
     assert out.read_text() == "precious\n"
 
 

@@ -17,9 +17,6 @@ DIR/report.md and DIR/sqnr.png.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +28,10 @@ from tinyaot.compress.equalize import DEFAULT_CLE, equalize_for_calibration
 from tinyaot.compress.ort_baseline import top1
 from tinyaot.compress.ranges import DEFAULT_METHOD
 from tinyaot.core.quant import dequantize_values, quantize_values
+from tinyaot import __version__
 from tinyaot.errors import TinyaotError
+from tinyaot.files import check_output_folder, output_folder
+from tinyaot.toolchain.versions import versions
 from tinyaot.frontend import import_onnx_model
 from tinyaot.oracle.reference import run_reference
 from tinyaot.passes import run_passes
@@ -148,11 +148,11 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
             bias_correction: bool | None = None, limit: int | None = None) -> dict:
     """The per-layer table for `model` quantized as `tinyaot deploy` would with the same `calibrate`, `cle` and
     `bias_correction`, written to `out_dir` (report.json, report.md, sqnr.png) only once all of it is measured: a
-    failure leaves no half-written folder and an existing one untouched, as deploy's --out."""
+    failure leaves no half-written folder and an existing one untouched, as deploy's --out (an output folder
+    tinyaot owns: one holding other files is refused, tinyaot/files.py)."""
     model = Path(model)
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():  # before the minutes of measuring, not after
-        raise TinyaotError(f"--out {out} exists and is not a directory")
+    check_output_folder(out)  # before the minutes of measuring, not after
     compiled = compile_model(model, calibration, input_shapes=input_shapes, calibrate=calibrate, cle=cle,
                              bias_correction=bias_correction)
     if compiled.prequantized:
@@ -206,7 +206,8 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
         row["top1_only_this_layer"] = top1(_predict(float_session(fq), x), y)
         rows.append(row)
     rows.sort(key=lambda r: (r["top1_only_this_layer"], _key(r["sqnr_db_this_layer"])))
-    report = {"model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
+    report = {"tinyaot_version": __version__, "versions": versions(), "model": str(model),
+              "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
               "sqnr_samples": n_sqnr, "calibrate": calibrate or DEFAULT_METHOD,
               # what ran, as deploy's report.json says it (method, CLE pairs, input ranges, bias correction)
               "quantization": {"calibration": g.meta.get("calibration")},
@@ -217,26 +218,12 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
 
 
 def _write(out: Path, texts: dict[str, str], plot) -> None:
-    """The report files, made in a hidden sibling folder and moved into `out` only when all are written: a failure
-    (disk full, the plot) leaves no half-written `out`. Other files already in `out` are kept (a reports folder
-    may hold more than one analysis), only the report's own names replaced."""
-    parent = out.resolve().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.tmp-", dir=parent))
-    except OSError as exc:
-        raise TinyaotError(f"cannot write to {parent}: {exc.strerror}") from None
-    try:
+    """The report files, made in a staging folder that replaces `out` atomically only when all are written: a
+    failure (disk full, the plot, a signal) leaves no half-written `out` and an old one untouched."""
+    with output_folder(out, "analyze") as tmp:
         for name, text in texts.items():
             (tmp / name).write_text(text)
         plot(tmp)
-        out.mkdir(exist_ok=True)
-        for f in tmp.iterdir():
-            os.replace(f, out / f.name)
-    except OSError as exc:
-        raise TinyaotError(f"cannot write the report to {out}: {exc.strerror}") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _key(v):

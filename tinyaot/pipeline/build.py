@@ -14,8 +14,10 @@ from tinyaot.toolchain.firmware import build_firmware, elf_size
 
 from .stage import FIRMWARE_DIR, HAL_DIR
 
-# What stays in firmware/ after a build: the harness, the ELF and its link map (the build log and objects go).
+# What stays in firmware/ after a build: the harness, the ELF and its link map (the build log and objects go), and
+# the input it was verified with, so that `make run` in the folder runs it.
 KEEP_SUFFIXES = (".elf", ".c", ".map")
+KEEP_NAMES = ("input.bin",)
 
 
 def build_verification_firmware(emitted: Emitted, board: Board, folder: Path, *, trace: bool = True,
@@ -34,8 +36,8 @@ def firmware_sizes(elf: Path) -> dict[str, int]:
 
 
 def tidy_firmware_dir(folder: Path) -> None:
-    """Leave only the harness, firmware.elf and firmware.map in firmware/ (the build log, QEMU's input and output
-    files and the HAL copies are working files, not part of the vendored folder)."""
+    """Leave only the harness, firmware.elf, firmware.map and the verified input (input.bin) in firmware/ (the build
+    log, QEMU's output files and the HAL copies are working files, not part of the vendored folder)."""
     for junk in (Path(folder) / FIRMWARE_DIR).glob("*"):
-        if junk.is_file() and junk.suffix not in KEEP_SUFFIXES:
+        if junk.is_file() and junk.suffix not in KEEP_SUFFIXES and junk.name not in KEEP_NAMES:
             junk.unlink()

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyaot import __version__
 from tinyaot.compress.ort_baseline import float_predictions, ort_int8_predictions, ort_quantize_static, top1
 from tinyaot.compress.pipeline import compression_report
 from tinyaot.compress.precision import precision_report
-from tinyaot.errors import TinyaotError
+from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.frontend.normalize import float32_model_file
 from tinyaot.oracle.reference import run_reference
 from tinyaot.toolchain.hostjit import HostModel
@@ -58,7 +59,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         diff = int(np.abs(ref.astype(np.int32).reshape(-1) - q_out[k].astype(np.int32).reshape(-1)).max())
         host_diff = max(host_diff, diff)
         if diff:
-            raise TinyaotError(f"host-compiled C differs from the numpy reference on sample {k} by up to {diff} "
+            raise VerificationError(f"host-compiled C differs from the numpy reference on sample {k} by up to {diff} "
                                "LSB (a tinyaot bug)")
     host_matches = (host_diff == 0) if checked else None  # nothing compared: unknown, not "matches"
     int8_logits = np.stack([compiled.dequantize_output(q).reshape(-1) for q in q_out])
@@ -78,6 +79,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
             qdq = ort_quantize_static(source, cal_ort, Path(tmp) / "model_qdq.onnx")
             ort_out = ort_int8_predictions(qdq, {name: x_ort}).reshape(len(x), -1)
     result = {
+        "tinyaot_version": __version__,
         "model": str(model), "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
         "calibration_samples": int(len(compiled.samples[name])),
         "float_top1": top1(float_out, y),
@@ -102,6 +104,7 @@ def _evaluate_prequantized(model, calibration, data, compiled: Compiled, int8_lo
     """A pre-quantized model has no float original to measure: tinyaot's int8 is set against onnxruntime
     running the very same QDQ model on its int8 kernels (so both use the model's own parameters)."""
     result = {
+        "tinyaot_version": __version__,
         "model": str(model), "calibration": None if calibration is None else str(calibration), "data": str(data),
         "samples": int(len(y)), "calibration_samples": 0, "prequantized": True,
         "float_top1": None, "int8_top1": top1(int8_logits, y), "onnxruntime_int8_top1": None, "agreement": None,

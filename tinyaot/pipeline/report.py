@@ -12,6 +12,7 @@ from tinyaot.compress.pipeline import compression_report, layer_report
 from tinyaot.compress.precision import layer_bits, precision_report
 from tinyaot.ir import Graph
 from tinyaot.ops.registry import get_op, variant_of
+from tinyaot.toolchain.versions import versions
 
 from .compile import Compiled
 from .timeline import timeline_text
@@ -86,6 +87,7 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
     params = sum(r["params_bytes"] for r in rows)
     return {
         "tinyaot_version": __version__,
+        "versions": versions(),  # what measured the figures: tinyaot, gcc, QEMU, onnxruntime, numpy
         "model": {"path": str(model), "sha256": g.meta["sha256"], "inputs": g.meta["inputs"],
                   "outputs": g.meta["outputs"]},
         "board": {"name": b.name, "cpu": b.core, "qemu_machine": b.qemu_machine, "flash_bytes": b.flash_bytes,

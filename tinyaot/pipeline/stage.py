@@ -6,21 +6,21 @@ The folder (see README "Vendoring the generated C"):
     tinyaot_*.c, tinyaot_*.h  the shared kernels, byte-identical in every folder of one tinyaot version
     Makefile, CMakeLists.txt, <name>.mk
     hal/                      the board's startup code, linker script and semihosting shim (verification only)
-    firmware/                 the verification harness and, once built, firmware.elf and firmware.map
+    firmware/                 the verification harness and, once built, firmware.elf, firmware.map and input.bin (the
+                              samples it was verified with: `make run` runs them)
     report.json, report.md
+    .tinyaot-manifest.json    what tinyaot wrote (tinyaot/files.py): a redeploy replaces only such folders
 """
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from tinyaot.boards import Board
 from tinyaot.codegen.emit import Emitted, emit_model
 from tinyaot.codegen.project import render_build_files, render_hal, render_harness
-from tinyaot.errors import TinyaotError
+from tinyaot.files import DEPLOY_PRODUCTS, MANIFEST, STAGING_MARK, output_folder
 from tinyaot.toolchain.firmware import compile_flags
 
 from .compile import Compiled
@@ -29,40 +29,22 @@ HAL_DIR = "hal"
 FIRMWARE_DIR = "firmware"
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 @contextlib.contextmanager
 def staging(out_dir: Path):
-    """A sibling temp folder that replaces `out_dir` only if everything inside the block succeeds, so a failed
-    deploy never leaves a half-written output folder (and never destroys a previous good one). mkdtemp creates the
-    folder private (0700); it gets the mode any new folder gets (0755 under the usual umask 022) before it becomes
-    `out_dir`, as a checked-out folder would have."""
-    out_dir = Path(out_dir)
-    parent = out_dir.resolve().parent
-    if out_dir.exists() and not out_dir.is_dir():
-        raise TinyaotError(f"--out {out_dir} exists and is not a directory")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
-    except OSError as exc:
-        raise TinyaotError(f"cannot write to {parent}: {exc.strerror}") from None
-    try:
+    """A staging folder that replaces `out_dir` only if everything inside the block succeeds, atomically and only
+    if `out_dir` holds nothing but an earlier tinyaot output (tinyaot/files.py: the manifest, the refusal of foreign
+    files, the exchange, the tidying of what killed runs left). A failed deploy never leaves a half-written output
+    folder and never touches an existing one."""
+    with output_folder(out_dir, "deploy", products=DEPLOY_PRODUCTS) as tmp:
         yield tmp
-        tmp.chmod(0o777 & ~_umask())
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    if out_dir.exists():
-        old = parent / f".{out_dir.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
-        out_dir.rename(old)
-    tmp.rename(out_dir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+
+
+def clear_staging(tmp: Path) -> None:
+    """Empty a staging folder for a second try (its lock marker stays)."""
+    for child in Path(tmp).iterdir():
+        if child.name == STAGING_MARK:
+            continue
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
 
 
 def stage_model(compiled: Compiled, board: Board, folder: Path, *, harness: bool = True) -> Emitted:
@@ -90,4 +72,5 @@ def folder_files(folder: Path, emitted: Emitted) -> dict[str, list[str]]:
         return sorted(f"{sub}/{p.name}" for p in (folder / sub).glob("*") if p.is_file())
 
     return {"model": model, "kernels": kernels, "build": build, "hal": listing(HAL_DIR),
-            "firmware": listing(FIRMWARE_DIR), "report": ["report.json", "report.md"]}
+            "firmware": listing(FIRMWARE_DIR), "report": ["report.json", "report.md"],
+            "manifest": [MANIFEST]}  # what tinyaot wrote, with hashes: a redeploy replaces only such folders

@@ -32,12 +32,14 @@ import numpy as np
 from tinyaot import __version__
 from tinyaot.boards import Board
 from tinyaot.core.target import Target
-from tinyaot.errors import TinyaotError
+from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.ir import Graph, Node
 from tinyaot.oracle.reference import run_reference
 from tinyaot.ops.registry import get_op, variant_of
 from tinyaot.paths import TEMPLATES
 from tinyaot.toolchain.firmware import compile_flags
+from tinyaot.cache import CHECKSUM, read_record, seal, unsealed, warn, write_record
+from tinyaot.files import write_file
 from tinyaot.toolchain.qemu import cache_dir, run_qemu, split_segments
 
 from .build import build_verification_firmware
@@ -136,61 +138,91 @@ def layer_signature(node: Node, graph: Graph, board: Board, names: list[str]) ->
 
 
 # ---- records: the cache folder and the tuning log ------------------------------------------------------------
-def read_log(path: Path) -> dict[str, dict]:
-    """The records of a tuning log (JSON lines), by signature; {} when the file does not exist yet."""
-    path = Path(path)
-    if not path.exists():
-        return {}
-    records = {}
+# Records are sealed with a checksum (tinyaot/cache.py) in the cache and in a log: a damaged one is ignored with a
+# warning and measured again. A log is a hint, never a measurement: whatever it says, the deploy's default choice
+# is measured too (tune_variants), and the tuned choice is kept only if it runs fewer instructions.
+def valid_record(rec) -> bool:
+    """Whether `rec` has the shape best_variant and the report read (a well-formed JSON object may still not)."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("signature"), str):
+        return False
+    variants, counts, rejected = rec.get("variants"), rec.get("instructions"), rec.get("rejected", {})
+    return (isinstance(variants, list) and all(isinstance(v, str) for v in variants)
+            and isinstance(counts, dict) and all(isinstance(k, str) and (n is None or (isinstance(n, int) and not
+                                                                                       isinstance(n, bool) and n >= 0))
+                                                  for k, n in counts.items())
+            and isinstance(rejected, dict) and all(isinstance(k, str) for k in rejected))
+
+
+def _load_log(path: Path) -> tuple[dict[str, dict], list[int], bool]:
+    """(records by signature, line numbers that are not good records, whether the file is a tuning log at all: text
+    whose non-empty lines include at least one record, or an empty file)."""
+    if path.is_dir():
+        raise TinyaotError(f"tuning log {path} is a folder; give a file name")
     try:
-        lines = path.read_text().splitlines()
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}, [], True
     except OSError as exc:
         raise TinyaotError(f"cannot read tuning log {path}: {exc.strerror}") from None
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return {}, [], False
+    records, bad = {}, []
     for k, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
-            sig = rec["signature"]
-            if not isinstance(rec["instructions"], dict):
-                raise TypeError
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise TinyaotError(f"tuning log {path}, line {k}: not a tuning record (a JSON object with "
-                               "'signature' and 'instructions')") from None
-        records[sig] = rec
+        except ValueError:
+            bad.append(k)
+            continue
+        if isinstance(rec, dict) and CHECKSUM in rec:
+            rec = unsealed(rec)  # a checksum that does not match: the record was altered
+        if not valid_record(rec):
+            bad.append(k)
+            continue
+        records[rec["signature"]] = rec
+    return records, bad, bool(records) or not bad
+
+
+def read_log(path: Path) -> dict[str, dict]:
+    """The good records of a tuning log (JSON lines), by signature; {} when the file does not exist yet. A line
+    that is not a good record (not JSON, altered, the wrong shape), or a file that is no tuning log, is ignored
+    with one warning line: a log is only a hint."""
+    path = Path(path)
+    records, bad, is_log = _load_log(path)
+    if not is_log:
+        warn(f"tuning log {path} is not a tuning log (no tuning records in it); ignored")
+    elif bad:
+        warn(f"tuning log {path}: line(s) {', '.join(map(str, bad[:8]))}{' ...' if len(bad) > 8 else ''} "
+             "are not good tuning records (damaged or altered); ignored")
     return records
 
 
 def write_log(path: Path, records: dict[str, dict]) -> None:
-    """Merge `records` into the tuning log at `path` (theirs replace older ones of the same signature)."""
+    """Merge `records` into the tuning log at `path` (theirs replace older ones of the same signature; lines that
+    were not good records are dropped), sealed, written atomically. A file that is no tuning log is not replaced."""
     path = Path(path)
-    merged = {**read_log(path), **records}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(merged[s], sort_keys=True) + "\n" for s in sorted(merged)))
-        tmp.replace(path)
-    except OSError as exc:
-        raise TinyaotError(f"cannot write tuning log {path}: {exc.strerror}") from None
+    old, _, is_log = _load_log(path)
+    if not is_log:
+        raise TinyaotError(f"--tuning-log {path} exists and is not a tuning log; remove it or give another file")
+    merged = {**old, **records}
+    text = "".join(json.dumps(seal(merged[s]), sort_keys=True) + "\n" for s in sorted(merged))
+    write_file(path, text, what="tuning log")
 
 
 def _cache_get(sig: str) -> dict | None:
-    try:
-        rec = json.loads((tune_cache_dir() / f"{sig}.json").read_text())
-    except (OSError, json.JSONDecodeError):
+    path = tune_cache_dir() / f"{sig}.json"
+    rec, why = read_record(path)
+    if why is not None or (rec is not None and (not valid_record(rec) or rec.get("signature") != sig)):
+        warn(f"cached tuning record {path} is damaged ({why or 'wrong shape'}); measuring it again")
         return None
-    return rec if rec.get("signature") == sig else None
+    return rec
 
 
 def _cache_put(rec: dict) -> None:
-    folder = tune_cache_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{rec['signature']}.tmp"
-        tmp.write_text(json.dumps(rec, sort_keys=True))
-        tmp.replace(folder / f"{rec['signature']}.json")
-    except OSError:
-        pass  # a cache that cannot be written only costs a re-measure next time
+    write_record(tune_cache_dir() / f"{rec['signature']}.json", rec)  # best effort: a miss costs a re-measure
 
 
 def best_variant(rec: dict, default: str) -> str:
@@ -272,12 +304,16 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
     section["from_cache_layers"] = sum(1 for t in tunable if t[2] in records)  # layers, not signatures
     missing = [t for t in tunable if t[2] not in records]
     total_default = None
-    if missing and measure:
-        rounds = max(len(names) for _, names, _, _ in missing)
+
+    def reference_run():
         xs = compiled.samples[compiled.input][:ROUND_SAMPLES]
         qs = [compiled.quantize_input(x) for x in xs]
-        reference = np.concatenate([run_reference(g, {compiled.input: q})[compiled.output].reshape(-1)
-                                    for q in qs]).astype(np.int8)
+        return qs, np.concatenate([run_reference(g, {compiled.input: q})[compiled.output].reshape(-1)
+                                   for q in qs]).astype(np.int8)
+
+    if missing and measure:
+        rounds = max(len(names) for _, names, _, _ in missing)
+        qs, reference = reference_run()
         fresh = {sig: {"signature": sig, "op": node.op, "layer": node.name, "board": board.name,
                        "tinyaot_version": __version__, "variants": names, "default": names[0],
                        "instructions": {}, "rejected": {}, "shapes": {"in": desc["inputs"][0]["shape"],
@@ -307,7 +343,7 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
                 if k == 0:
                     if per_layer is None:
                         # the default choice itself failed: a kernel bug the deploy's own verification reports
-                        raise TinyaotError(f"tuning: the default variants do not verify under QEMU "
+                        raise VerificationError(f"tuning: the default variants do not verify under QEMU "
                                            f"{board.qemu_machine}: {why} (a tinyaot bug)")
                     total_default = total
         for sig, rec in fresh.items():
@@ -336,28 +372,40 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
     if total_default is not None:
         section["instructions_default"] = total_default
         section["instructions_default_source"] = "measured (tuning round 0)"
+    elif choices != default:
+        # the choice came from records (the cache or a log), which are hints: measure the default too, so the deploy
+        # keeps the tuned choice only if it really runs fewer instructions (api.deploy, finish)
+        qs, reference = reference_run()
+        with tempfile.TemporaryDirectory(prefix="tinyaot-tune-") as tmp:
+            per_layer, total, why = _round(compiled, board, target, default, Path(tmp) / "default", timeout,
+                                           reference, qs)
+        section["firmware_builds"] += 1
+        if per_layer is None:
+            raise VerificationError(f"tuning: the default variants do not verify under QEMU {board.qemu_machine}: "
+                                    f"{why} (a tinyaot bug)")
+        echo(f"tuning: the default choice runs {total} instructions")
+        section["instructions_default"] = total
+        section["instructions_default_source"] = "measured (the default firmware; the choice came from records)"
     if log is not None and records:
         write_log(Path(log), {sig: rec for sig, rec in records.items()})
     return with_variants(compiled, target, choices), section
 
 
 def finish(section: dict, instructions: int | None) -> bool:
-    """Fill in the tuned count from the deploy's verification run; True when the tuned choice ran more
-    instructions than the default did, and the deploy must fall back to the default choice."""
+    """Fill in the tuned count from the deploy's verification run; True when the deploy must fall back to the
+    default choice: the tuned firmware ran more instructions than the default did, or (no verification run) it
+    differs from the default and nothing measured it against the default."""
     section["instructions_tuned"] = instructions
-    if section["instructions_default"] is None and instructions is not None:
-        # every tuned layer came from records: the default's count is the tuned one plus, per layer, what the
-        # records measured for the default minus what they measured for the choice (the rest of the firmware is
-        # the same code)
-        delta = 0
-        for layer in section["layers"]:
-            ins = layer["instructions"]
-            if layer["variant"] != layer["default"] and layer["default"] in ins and layer["variant"] in ins:
-                delta += ins[layer["default"]] - ins[layer["variant"]]
-        section["instructions_default"] = instructions + delta
-        section["instructions_default_source"] = "tuned count + per-layer records"
-    return (instructions is not None and section["instructions_default"] is not None
-            and instructions > section["instructions_default"])
+    changed = any(layer["variant"] != layer["default"] for layer in section["layers"])
+    if section["instructions_default"] is None:  # nothing measured the default: only the default itself is safe
+        if not changed and instructions is not None:
+            section["instructions_default"] = instructions
+            section["instructions_default_source"] = "measured (the choice is the default)"
+        return changed
+    if instructions is None:
+        # not verified under QEMU: the tuned choice stands only if this run measured it layer by layer (--tune)
+        return changed and section["instructions_default_source"] != "measured (tuning round 0)"
+    return instructions > section["instructions_default"]
 
 
 def public(section: dict) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from tinyaot.core.target import Target
-from tinyaot.errors import TinyaotError
+from tinyaot.errors import InternalError
 from tinyaot.ir import Graph, Node
 from tinyaot.ops.registry import GENERIC_VARIANT, Variant, get_op
 
@@ -25,7 +25,7 @@ def candidates(node: Node, graph: Graph, target: Target) -> tuple[Variant, ...]:
     names = [v.name for v in listed]
     if GENERIC_VARIANT not in names or len(set(names)) != len(names):
         # a bug in the op file, not the user's input: say which op and what it listed
-        raise TinyaotError(f"{node.op} node {node.name!r} lists kernel variants {names}: 'generic' must be "
+        raise InternalError(f"{node.op} node {node.name!r} lists kernel variants {names}: 'generic' must be "
                            "among them, each once (a tinyaot bug)")
     return listed
 

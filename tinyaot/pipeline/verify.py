@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyaot.boards import Board
-from tinyaot.errors import TinyaotError
+from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
 from tinyaot.oracle.reference import run_reference
 from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
@@ -45,19 +45,19 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
     result = run_qemu(elf, b, workdir, timeout_s=timeout)
     if result.exit_code in (22, 23):  # the harness wrote its stats before stopping at the overwritten canary
         stats = read_stats(workdir)
-        raise TinyaotError(f"verification failed under QEMU {b.qemu_machine}: "
+        raise VerificationError(f"verification failed under QEMU {b.qemu_machine}: "
                            f"{overrun(stats) or EXIT_MEANINGS[result.exit_code]} (a tinyaot bug; the staged output "
                            "was discarded)")
     if result.exit_code != 0:
-        raise TinyaotError(f"firmware exited with code {result.exit_code} under QEMU {b.qemu_machine}: "
+        raise VerificationError(f"firmware exited with code {result.exit_code} under QEMU {b.qemu_machine}: "
                            f"{(result.stderr or result.stdout).strip()[:200]}")
     out_size = g.tensors[compiled.output].size
     raw = np.frombuffer((workdir / "output.bin").read_bytes(), np.int8)
     if raw.size != n * out_size:
-        raise TinyaotError(f"firmware wrote {raw.size} output bytes, expected {n * out_size}")
+        raise VerificationError(f"firmware wrote {raw.size} output bytes, expected {n * out_size}")
     stats = read_stats(workdir)
     if overrun(stats):  # exit status 0 with a changed canary would be a harness bug; never report it as fine
-        raise TinyaotError(f"verification failed under QEMU {b.qemu_machine}: {overrun(stats)}")
+        raise VerificationError(f"verification failed under QEMU {b.qemu_machine}: {overrun(stats)}")
     refs = [run_reference(g, {compiled.input: q}) for q in q_inputs]
     ref_out = np.stack([r[compiled.output].reshape(-1) for r in refs])
     qemu_out = raw.reshape(n, out_size)
@@ -93,16 +93,16 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
 
 
 def check_verification(section: dict) -> None:
-    """Raise TinyaotError unless the QEMU outputs equal the reference and every layer is within its tolerance of
+    """Raise VerificationError unless the QEMU outputs equal the reference and every layer is within its tolerance of
     onnxruntime (the staged folder is then discarded: a failed verification never produces an output folder)."""
     if not section["outputs_match"]:
-        raise TinyaotError(f"verification failed: the C under QEMU differs from the numpy reference by up "
+        raise VerificationError(f"verification failed: the C under QEMU differs from the numpy reference by up "
                            f"to {section['max_abs_diff_vs_reference']} LSB (a tinyaot bug; the "
                            f"staged output was discarded)")
     bad = [c for c in section.pop("_layers") if c.max_abs_diff > c.tolerance]
     if bad:
         worst = max(bad, key=lambda c: c.max_abs_diff)
-        raise TinyaotError(f"verification failed: layer {worst.node!r} ({worst.op}) differs from "
+        raise VerificationError(f"verification failed: layer {worst.node!r} ({worst.op}) differs from "
                            f"onnxruntime by {worst.max_abs_diff} LSB (allowed {worst.tolerance})")
 
 
@@ -123,7 +123,7 @@ def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, **com
         (fw / "input.bin").write_bytes(base.quantize_input(base.samples[base.input][0]).tobytes())
         result = run_qemu(elf, b, fw, timeout_s=timeout)
     if result.exit_code != 0 or not result.segments:
-        raise TinyaotError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "
+        raise VerificationError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "
                            f"(exit code {result.exit_code}; a tinyaot bug)")
     first = split_segments(result.segments, 1)[0]
     coded = [g.nodes[layer.index].name for layer in emitted.layers if layer.code]

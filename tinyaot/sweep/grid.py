@@ -12,13 +12,13 @@ variants deploy chooses). An empty table is plain int8 with the defaults.
 """
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyaot.compress.ranges import parse_method
 from tinyaot.errors import TinyaotError
+from tinyaot.files import check_name
 
 FLAG_KEYS = ("prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits", "clusters_budget",
              "compression", "calibrate", "cle", "bias_correction", "optimize", "activation_bits")
@@ -59,12 +59,12 @@ DEFAULT_GRID = (
     Config("channels0.25_clusters16", {"prune_channels": 0.25, "clusters": 16}),
 )
 
-_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # a config's name is also a file name in the sweep's folder
-
-
 def check_config(c: Config, where: str) -> Config:
-    if not isinstance(c.name, str) or not _NAME.match(c.name):
-        raise TinyaotError(f"{where}: config name {c.name!r} must be letters, digits, '_', '.', '+' or '-'")
+    # a config's name is also a file and a folder name in the sweep's folder (configs/<name>.json, configs/<name>/)
+    try:
+        check_name(c.name, "config name")
+    except TinyaotError as exc:
+        raise TinyaotError(f"{where}: {exc}") from None
     if not isinstance(c.flags, dict):
         raise TinyaotError(f"{where}: config {c.name}: flags must be a table")
     unknown = sorted(set(c.flags) - set(FLAG_KEYS))
@@ -83,11 +83,15 @@ def read_toml(path: Path, what: str) -> dict:
     """A TOML file's contents, or a one-line TinyaotError saying it is missing or not valid TOML."""
     if not path.exists():
         raise TinyaotError(f"{what} not found: {path}")
+    if not path.is_file():
+        raise TinyaotError(f"{what} {path} is not a file")
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise TinyaotError(f"{path} is not valid TOML: {exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TinyaotError(f"{path} is not valid TOML: {' '.join(str(exc).split())}") from None
+    except OSError as exc:
+        raise TinyaotError(f"cannot read {what} {path}: {exc.strerror}") from None
 
 
 def load_grid(path: str | Path | None) -> list[Config]:
@@ -103,12 +107,15 @@ def load_grid(path: str | Path | None) -> list[Config]:
     for entry in entries:
         if not isinstance(entry, dict) or "name" not in entry or set(entry) - {"name", "flags"}:
             raise TinyaotError(f"{path}: each [[config]] takes 'name' and 'flags', got {entry!r}")
+        if not isinstance(entry.get("flags", {}), dict):
+            raise TinyaotError(f"{path}: config {entry['name']!r}: flags must be a table, e.g. "
+                               f"flags = {{ clusters = 16 }}, got {entry['flags']!r}")
         flags = dict(entry.get("flags", {}))
         if "compression" in flags:  # a spec file beside the grid
             flags["compression"] = str((path.parent / flags["compression"]).resolve())
         c = check_config(Config(entry["name"], flags), str(path))
-        if c.name in seen:
+        if c.name.lower() in seen:  # case-insensitive: two names one file on macOS or Windows
             raise TinyaotError(f"{path}: config name {c.name} appears twice")
-        seen.add(c.name)
+        seen.add(c.name.lower())
         configs.append(c)
     return configs

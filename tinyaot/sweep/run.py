@@ -17,47 +17,35 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
+import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable
 
 from tinyaot import __version__
-from tinyaot.errors import TinyaotError
+from tinyaot.cache import cache_root, read_record, warn, write_record
+from tinyaot.errors import InternalError, TinyaotError, VerificationError
+from tinyaot.files import env_error, sha256_file
+from tinyaot.interrupt import run_job, worker_setup
 from tinyaot.paths import TEMPLATES
+from tinyaot.toolchain.versions import versions
 
 from .grid import QUANT_KEYS, Config
 
 PACKAGE = Path(__file__).resolve().parent.parent
 CACHE_CAP_MB = 64
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _tool_version(cmd: list[str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "missing"
-    return out.splitlines()[0] if out else "missing"
+# How long stopped workers get to tidy up (their staging folders, their tools' process groups) before SIGKILL.
+STOP_GRACE_S = 5.0
+_sha256_file = sha256_file
 
 
 @functools.lru_cache(maxsize=1)
 def fingerprint() -> str:
     """A hash of the compiler: tinyaot's sources, templates and board files, and the tools and libraries whose
     versions could change a figure."""
-    import numpy
-    import onnxruntime
-
     h = hashlib.sha256(__version__.encode())
     roots = [PACKAGE, TEMPLATES, PACKAGE.parent / "boards" if (PACKAGE.parent / "boards").is_dir() else None]
     for root in [r for r in roots if r is not None]:
@@ -65,15 +53,12 @@ def fingerprint() -> str:
             if f.is_file() and f.suffix in (".py", ".j2", ".c", ".h", ".toml", ".json", ".ld", ".s", ".S", ".yaml"):
                 h.update(str(f.relative_to(root)).encode())
                 h.update(_sha256_file(f).encode())
-    for tool in (["arm-none-eabi-gcc", "--version"], ["qemu-system-arm", "--version"]):
-        h.update(_tool_version(tool).encode())
-    h.update(f"numpy {numpy.__version__} onnxruntime {onnxruntime.__version__}".encode())
+    h.update(json.dumps(versions(), sort_keys=True).encode())
     return h.hexdigest()
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TINYAOT_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "tinyaot") / "sweep"
+    return cache_root() / "sweep"
 
 
 def config_key(config: Config, inputs: dict[str, str], board: str, qemu: bool, limit: int | None) -> str:
@@ -95,24 +80,27 @@ class ResultCache:
         self.cap = cap_bytes if cap_bytes is not None else int(float(mb) * 2**20) if mb else CACHE_CAP_MB * 2**20
 
     def get(self, key: str) -> dict | None:
+        """The cached result of `key`, if its record checks out (a damaged one: a warning, and None)."""
         path = self.folder / f"{key}.json"
-        try:
-            data = json.loads(path.read_text())
-            os.utime(path)
-        except (OSError, json.JSONDecodeError):
+        data, why = read_record(path)
+        if why is not None or (data is not None and data.get("key", key) != key):
+            warn(f"cached sweep result {path} is damaged ({why or 'wrong key'}); measuring it again")
             return None
+        if data is not None:
+            try:
+                os.utime(path)
+            except OSError:
+                pass
         return data
 
     def put(self, key: str, result: dict) -> None:
+        """Store a result (sealed with its checksum, renamed into place: parallel sweeps never read half an entry);
+        a cache that cannot be written only costs time."""
+        write_record(self.folder / f"{key}.json", result)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(result, f)
-            os.replace(tmp, self.folder / f"{key}.json")  # atomic: parallel sweeps never read half an entry
             self.evict()
         except OSError:
-            pass  # a cache that cannot be written only costs time
+            pass
 
     def evict(self) -> None:
         entries = []
@@ -140,7 +128,9 @@ def measure(job: dict) -> dict:
     flags = dict(job["flags"])
     result = {"name": job["name"], "flags": job["flags"], "command_line": job["command_line"], "key": job["key"],
               "top1": None, "float_top1": None, "weights_bytes": None, "flash_bytes": None, "arena_bytes": None,
-              "instructions": None, "macs": None, "samples": None, "verified": False, "error": None}
+              "instructions": None, "macs": None, "samples": None, "verified": False, "error": None,
+              "error_kind": None}
+    started = time.monotonic()
     scratch = tempfile.mkdtemp(prefix="tinyaot-sweep-")
     try:
         files = _materialize(job, Path(scratch))
@@ -161,16 +151,32 @@ def measure(job: dict) -> dict:
                       arena_bytes=r["memory"]["arena_bytes"], macs=r["macs"], verified=bool(r["verify"]["ran"]),
                       instructions=r["verify"].get("instructions") if r["verify"]["ran"] else None)
         if ev["weights_bytes"] != result["weights_bytes"]:  # one setting, one compilation: they must agree
-            raise TinyaotError(f"evaluate and deploy disagree on weights bytes ({ev['weights_bytes']} vs "
+            raise InternalError(f"evaluate and deploy disagree on weights bytes ({ev['weights_bytes']} vs "
                                f"{result['weights_bytes']}); a tinyaot bug")
     except TinyaotError as exc:
         result["error"] = str(exc)
+        result["error_kind"] = error_kind(exc)
+    except OSError as exc:  # the environment (a full disk, an unwritable folder), not the setting
+        result["error"] = str(env_error(exc))
+        result["error_kind"] = "environment"
     except Exception as exc:  # a bug in one setting must not lose the others' figures
         result["error"] = f"internal error: {type(exc).__name__}: {exc}"
+        result["error_kind"] = "internal"
         result["traceback"] = traceback.format_exc()
-    finally:
+    finally:  # also on Interrupted (SIGTERM from the parent): the scratch folder goes, the exception goes on
         shutil.rmtree(scratch, ignore_errors=True)
+    result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+# A failed setting's kind decides the sweep's exit code (README "Exit codes"): "verification" 1 (the code failed
+# its proof), "input" and "environment" 2 (the setting or the machine is misconfigured), "internal" 3 (a bug).
+def error_kind(exc: TinyaotError) -> str:
+    if isinstance(exc, VerificationError):
+        return "verification"
+    if isinstance(exc, InternalError):
+        return "internal"
+    return "input"
 
 
 def _materialize(job: dict, scratch: Path) -> dict[str, str]:
@@ -188,15 +194,54 @@ Done = Callable[[dict, dict], None]
 
 
 def run_process_pool(jobs: list[dict], workers: int, on_done: Done) -> None:
+    """Run the jobs on a pool of forked workers, calling on_done in this process as each finishes. Workers die
+    with this process (PR_SET_PDEATHSIG) and ignore SIGINT; when this process is interrupted (or fails), the
+    results that finished are still handed to on_done, the queued jobs are cancelled and the running ones told to
+    stop (SIGTERM: their staging folders and tools go), and the exception goes on."""
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
             on_done(job, measure(job))
         return
     # fork: the workers start with tinyaot already imported (spawn would import it again in each worker)
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("fork")) as pool:
-        futures = {pool.submit(measure, job): job for job in jobs}
-        for fut in as_completed(futures):
-            on_done(futures[fut], fut.result())
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("fork"),
+                               initializer=worker_setup, initargs=(os.getpid(),))
+    pending = {}
+    try:
+        pending = {pool.submit(run_job, measure, job): job for job in jobs}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                on_done(pending.pop(fut), fut.result())
+    except BaseException:
+        _stop(pool, pending, on_done)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop(pool: ProcessPoolExecutor, pending: dict, on_done: Done) -> None:
+    """Keep what finished, cancel the rest, tell the workers to stop and wait for them (briefly)."""
+    for fut in [f for f in pending if f.done() and not f.cancelled()]:
+        job = pending.pop(fut)
+        try:
+            on_done(job, fut.result(timeout=0))
+        except BaseException:
+            pass  # a worker that died while stopping has no result to keep
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        try:
+            p.terminate()  # SIGTERM: the job unwinds (staging folder removed, tool group killed), then exits
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in processes:
+        try:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+        except (OSError, ValueError, AssertionError):
+            pass
 
 
 def run_ray(jobs: list[dict], workers: int, on_done: Done) -> None:
@@ -211,9 +256,9 @@ def run_ray(jobs: list[dict], workers: int, on_done: Done) -> None:
     if started:
         kwargs = {"address": address} if address else {"num_cpus": workers, "include_dashboard": False}
         ray.init(log_to_driver=False, **kwargs)
+    pending = {}
     try:
         task = ray.remote(num_cpus=1)(measure)
-        pending = {}
         for job in jobs:
             job = dict(job, deploy_dir=None,  # a worker may be another machine: its deploy folder is scratch
                        blobs={role: Path(p).read_bytes() for role, p in job["files"].items()})
@@ -224,6 +269,13 @@ def run_ray(jobs: list[dict], workers: int, on_done: Done) -> None:
                 job = pending.pop(ref)
                 job.pop("blobs", None)
                 on_done(job, ray.get(ref))
+    except BaseException:  # interrupted: the finished results were kept by on_done; the others are cancelled
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:
+                pass
+        raise
     finally:
         if started:
             ray.shutdown()

@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from tinyaot.cache import cache_folder, env_error, install, verified
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
@@ -34,19 +34,17 @@ def cache_root(cache_dir: Path | None = None) -> Path:
     (the QEMU plugin) keep their own `.so` files in the cache root."""
     if cache_dir is not None:
         return Path(cache_dir)
-    env = os.environ.get("TINYAOT_CACHE")
-    base = Path(env) if env else Path.home() / ".cache" / "tinyaot"
-    return base / "host"
+    return cache_folder("host")
 
 
 @functools.lru_cache(maxsize=8)
 def _compiler_identity(cc: str) -> str:
     try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False, timeout=60)
-    except subprocess.TimeoutExpired:
-        raise TinyaotError(f"host C compiler '{cc} --version' timed out after 60 s") from None
-    except FileNotFoundError as exc:
-        raise TinyaotError(f"host C compiler '{cc}' not found; install one or set CC") from exc
+        out = run_tool([cc, "--version"], what=f"host C compiler '{cc} --version'", timeout_s=60)
+    except TinyaotError as exc:
+        if "timed out" in str(exc):
+            raise
+        raise TinyaotError(f"host C compiler '{cc}' not found; install one or set CC") from None
     return out.stdout.strip()
 
 
@@ -106,10 +104,11 @@ def _evict(root: Path, max_entries: int, keep: Path) -> None:
             continue
     entries.sort()
     for _, p in entries[: max(0, len(entries) + 1 - max(max_entries, 1))]:  # +1: `keep` counts as an entry
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
+        for f in (p, p.with_name(p.name + ".sha256")):
+            try:
+                f.unlink()
+            except FileNotFoundError:
+                pass
 
 
 def compile_shared(
@@ -132,10 +131,13 @@ def compile_shared(
             raise TinyaotError(f"C source not found: {s}")
     flags = list(BASE_FLAGS) + [str(f) for f in extra_flags]
     root = cache_root(cache_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise env_error(exc, root, "use the host library cache") from None
     key = _cache_key(cc, sources, include_dirs, flags)
     target = root / f"{key}.so"
-    if target.exists():
+    if verified(target, "host library"):
         try:
             os.utime(target)  # mark as recently used
         except FileNotFoundError:
@@ -143,15 +145,24 @@ def compile_shared(
         else:
             return target
 
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so.tmp", dir=root)
-    os.close(fd)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".so.tmp", dir=root)
+        os.close(fd)
+    except OSError as exc:
+        raise env_error(exc, root, "write to the host library cache") from None
     tmp = Path(tmp_name)
     cmd = [cc, *flags, *[f"-I{d}" for d in include_dirs], *[str(s) for s in sources], "-o", str(tmp)]
     try:
         proc = run_tool(cmd, what=f"host C compiler {cc} building {sources[0].name}", timeout_s=COMPILE_TIMEOUT_S)
         if proc.returncode != 0:
+            if "No space left" in proc.stderr:
+                raise TinyaotError(f"cannot write {root}: No space left on device; free some space or set "
+                                   "TINYAOT_CACHE to another folder")
             raise TinyaotError(f"host C compilation failed: {_first_error_line(proc.stderr)}")
-        os.replace(tmp, target)
+        try:
+            install(tmp, target)
+        except OSError as exc:
+            raise env_error(exc, target, "write to the host library cache") from None
     finally:
         if tmp.exists():
             tmp.unlink()

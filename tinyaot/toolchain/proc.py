@@ -5,7 +5,9 @@ becomes a TinyaotError naming the tool and what it was doing, never a tinyaot th
 Why not `subprocess.run(..., timeout=...)`: on a timeout it kills only the direct child and then waits for the
 pipes to close. gcc is a driver whose children (cc1, as, collect2, ld) inherit the pipes, so a killed driver leaves
 them running and `run` keeps waiting for them. Each tool here starts in a session of its own and a timeout kills
-the whole process group.
+the whole process group. Each tool also dies with tinyaot (PR_SET_PDEATHSIG, tinyaot/interrupt.py): a tinyaot
+killed by SIGKILL leaves no QEMU or compiler driver running; SIGINT and SIGTERM kill the tool's whole group on the
+way out.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tinyaot.errors import TinyaotError
+from tinyaot.interrupt import tool_preexec
 
 # Default limits in seconds, generous for the slowest legitimate case measured on a loaded 2-core machine (the
 # largest shared model's C, 480 KB of weights, compiles in well under a minute).
@@ -25,7 +28,7 @@ QEMU_TIMEOUT_S = 120.0
 
 
 def run_tool(cmd: Sequence[str], *, what: str, timeout_s: float, cwd: Path | None = None,
-             timeout_hint: str = "") -> subprocess.CompletedProcess:
+             timeout_hint: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `cmd` to completion and return it with text stdout/stderr (undecodable bytes replaced), stdin closed.
 
     `what` says in a few words what the tool was doing ("arm-none-eabi-gcc building firmware.elf for stm32"); a
@@ -34,7 +37,8 @@ def run_tool(cmd: Sequence[str], *, what: str, timeout_s: float, cwd: Path | Non
     cmd = [str(c) for c in cmd]
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+                                env=env, preexec_fn=tool_preexec(os.getpid()))
     except OSError as exc:
         raise TinyaotError(f"cannot run {Path(cmd[0]).name} ({what}): {exc.strerror or exc}") from None
     with proc:
@@ -44,7 +48,7 @@ def run_tool(cmd: Sequence[str], *, what: str, timeout_s: float, cwd: Path | Non
             _kill_group(proc)
             proc.communicate()
             raise TinyaotError(f"{what} timed out after {timeout_s:g} s{timeout_hint}") from None
-        except BaseException:  # Ctrl-C while waiting: take the tool down with us rather than orphan it
+        except BaseException:  # Ctrl-C or SIGTERM while waiting: take the tool down with us rather than orphan it
             _kill_group(proc)
             proc.communicate()
             raise

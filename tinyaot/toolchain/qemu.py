@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyaot.boards import Board
+from tinyaot.cache import cache_folder, env_error, install, verified
 from tinyaot.toolchain.firmware import find_tool, symbol_address
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
@@ -56,33 +57,42 @@ class QemuResult:
 
 
 def cache_dir() -> Path:
-    """Where compiled helpers are kept: $TINYAOT_CACHE, else ~/.cache/tinyaot."""
-    configured = os.environ.get("TINYAOT_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "tinyaot"
+    """Where compiled helpers are kept: $TINYAOT_CACHE, else ~/.cache/tinyaot (created; an unusable folder is a
+    TinyaotError naming it)."""
+    return cache_folder()
 
 
 def plugin_path() -> Path:
     """The instruction-count plugin, compiled with the host gcc on first use and cached by a hash of its source.
 
     The compiler writes to a private temporary name that is then renamed into place, so concurrent first uses
-    (parallel tests, two CLI runs) never load a half-written library.
+    (parallel tests, two CLI runs) never load a half-written library; the library's own sha256 is recorded beside
+    it and checked at every use, so a truncated or overwritten plugin is rebuilt (with a warning), not loaded.
     """
     source = PLUGIN_SOURCE.read_bytes()
     digest = hashlib.sha256(source).hexdigest()[:16]
     target = cache_dir() / f"insn_plugin-{digest}.so"
-    if target.is_file():
+    if verified(target, "QEMU instruction-count plugin"):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     gcc = find_tool("gcc")
-    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise env_error(exc, target.parent, "write to the cache folder") from None
     try:
         proc = run_tool([gcc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra",
                          "-o", tmp_name, str(PLUGIN_SOURCE)],
                         what="gcc compiling the QEMU instruction-count plugin", timeout_s=COMPILE_TIMEOUT_S)
         if proc.returncode != 0:
+            if "No space left" in proc.stderr:
+                raise TinyaotError(f"cannot write {target.parent}: No space left on device; free some space or "
+                                   "set TINYAOT_CACHE to another folder")
             raise TinyaotError(f"cannot compile the QEMU instruction-count plugin: {proc.stderr.strip()}")
-        os.replace(tmp_name, target)
+        try:
+            install(Path(tmp_name), target)
+        except OSError as exc:
+            raise env_error(exc, target, "write to the cache folder") from None
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)

@@ -16,7 +16,6 @@ one object.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,11 +76,11 @@ class SanitizedModel:
         if out_file.exists():
             out_file.unlink()
         env = {**os.environ, **RUN_ENV}
-        try:
-            proc = subprocess.run([str(self.exe), str(work / "input.bin"), str(out_file)], capture_output=True,
-                                  text=True, errors="replace", env=env, timeout=timeout_s, cwd=work)
-        except subprocess.TimeoutExpired:
-            raise SanitizerError(f"sanitized {self.prefix} timed out after {timeout_s:g} s on {n} samples") from None
+        try:  # run_tool: the runner dies with tinyaot and a timeout kills its process group
+            proc = run_tool([str(self.exe), str(work / "input.bin"), str(out_file)], what=f"sanitized {self.prefix}",
+                            timeout_s=timeout_s, timeout_hint=f" on {n} samples", cwd=work, env=env)
+        except TinyaotError as exc:
+            raise SanitizerError(str(exc)) from None
         if proc.returncode != 0:
             raise SanitizerError(f"sanitized {self.prefix} failed (exit {proc.returncode}):\n"
                                  f"{_report_lines(proc.stderr)}")
