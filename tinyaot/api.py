@@ -27,7 +27,8 @@ from tinyaot.pipeline.precision_search import resolve_activation_bits
 from tinyaot.pipeline.report import build_report, compression_line, report_md, summary, weights_bytes  # noqa: F401
 from tinyaot.pipeline.stage import FIRMWARE_DIR, clear_staging, folder_files, stage_model, staging
 from tinyaot.pipeline.timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
-from tinyaot.pipeline.tune import finish as finish_tuning, public as public_tuning, tune_variants
+from tinyaot.pipeline.tune import (check_log as check_tuning_log, finish as finish_tuning, public as public_tuning,
+                                  tune_variants)
 from tinyaot.pipeline.verify import check_verification, not_verified, uncompressed_costs, verify_under_qemu
 
 # The names tests and scripts used before the pipeline was split into modules.
@@ -59,6 +60,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
     target = b.target(optimize)
     model = Path(model)
     check_output_folder(Path(out_dir))  # a folder holding the user's files is refused before minutes of work
+    check_tuning_log(tuning_log, writing=tune)
     # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
     bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
                                           input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo,

@@ -257,6 +257,7 @@ def check_output_folder(out: Path, what: str = "--out") -> Path:
                            f"as a whole; name a folder of its own (e.g. {what} {out / 'model'})")
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise TinyaotError(f"{what} {out} exists and is not a folder; remove it or choose another path")
+    check_writable(absolute.parent, what, out)
     if out.is_dir():
         _recover(absolute)
         try:
@@ -270,6 +271,37 @@ def check_output_folder(out: Path, what: str = "--out") -> Path:
                                f"replaces only its own output, so choose a new or empty folder (or move those "
                                f"files away)")
     return absolute
+
+
+def check_writable(folder: Path, what: str, path: Path) -> None:
+    """TinyaotError now (not after minutes of work) when `path` cannot be made in `folder`: the nearest existing
+    folder up the way is not writable, or a file stands where a folder is needed."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise env_error(OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)), probe, f"write {what} {path} in")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        try:  # access() says why only by its errno: ask the file system itself
+            fd, name = tempfile.mkstemp(prefix=".tinyaot-probe-", dir=probe)
+            os.close(fd)
+            os.unlink(name)
+        except OSError as exc:
+            raise env_error(exc, path, f"write {what}") from None
+
+
+def check_file_target(path: str | Path, what: str, replaceable: Callable[[Path], bool] | None = None) -> Path:
+    """Refuse now (TinyaotError) a file tinyaot is going to write at the end of a run: a folder in its place, an
+    existing file it did not write (`replaceable` says), or a folder it cannot write in."""
+    path = Path(path)
+    if path.is_dir():
+        raise TinyaotError(f"{what} {path} is a folder; give a file name")
+    if path.exists() and not path.is_file():
+        raise TinyaotError(f"{what} {path} exists and is not a regular file; choose another path")
+    if path.is_file() and replaceable is not None and not replaceable(path):
+        raise TinyaotError(f"{what} {path} exists and is not a file tinyaot wrote; remove it or choose another path")
+    check_writable(Path(os.path.abspath(path)).parent, what, path)
+    return path
 
 
 # ---- staging, locks, the atomic exchange --------------------------------------------------------------------

@@ -39,7 +39,7 @@ from tinyaot.ops.registry import get_op, variant_of
 from tinyaot.paths import TEMPLATES
 from tinyaot.toolchain.firmware import compile_flags
 from tinyaot.cache import CHECKSUM, read_record, seal, unsealed, warn, write_record
-from tinyaot.files import write_file
+from tinyaot.files import check_file_target, write_file
 from tinyaot.toolchain.qemu import cache_dir, run_qemu, split_segments
 
 from .build import build_verification_firmware
@@ -186,6 +186,18 @@ def _load_log(path: Path) -> tuple[dict[str, dict], list[int], bool]:
     return records, bad, bool(records) or not bad
 
 
+def check_log(path: Path | None, writing: bool) -> None:
+    """Refuse now, before any work: a --tuning-log that is a folder, or (when the run will write it, --tune) an
+    existing file that is no tuning log, or one in a folder tinyaot cannot write in."""
+    if path is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise TinyaotError(f"--tuning-log {path} is a folder; give a file name")
+    if writing:
+        check_file_target(path, "--tuning-log", replaceable=lambda p: _load_log(p)[2])
+
+
 def read_log(path: Path) -> dict[str, dict]:
     """The good records of a tuning log (JSON lines), by signature; {} when the file does not exist yet. A line
     that is not a good record (not JSON, altered, the wrong shape), or a file that is no tuning log, is ignored
@@ -206,7 +218,7 @@ def write_log(path: Path, records: dict[str, dict]) -> None:
     path = Path(path)
     old, _, is_log = _load_log(path)
     if not is_log:
-        raise TinyaotError(f"--tuning-log {path} exists and is not a tuning log; remove it or give another file")
+        raise TinyaotError(f"--tuning-log {path} exists and is not a tuning log; remove it or choose another path")
     merged = {**old, **records}
     text = "".join(json.dumps(seal(merged[s]), sort_keys=True) + "\n" for s in sorted(merged))
     write_file(path, text, what="tuning log")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -112,6 +113,9 @@ def build_firmware(sources: list[Path], include_dirs: list[Path], board: Board, 
     (out_dir / f"{name}.build.log").write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
     if proc.returncode != 0:
         output = proc.stdout + proc.stderr
+        if "No space left on device" in output:  # the disk, not the code
+            raise TinyaotError(f"cannot write {out_dir} (or the temporary folder {tempfile.gettempdir()}): No space "
+                               "left on device; free some space or choose another folder")
         message = _overflow_message(output, board, stack)
         if message is None:
             message = f"arm-none-eabi-gcc failed for board '{board.name}': {_first_error(output)}"
