@@ -14,10 +14,17 @@ deploy's flags for the board, text + data as arm-none-eabi-size reports them (be
 collection); the model's schedule, its weights and parameters, the harness and the HAL are not in it. Flash: the
 whole verification firmware (arm-none-eabi-size, text + data; the harness, HAL and newlib included).
 
-A benchmark, not a test: it takes minutes. Exit status 1 when a row fails to deploy or verify.
+The variant check (speed rows, unless --no-variant-check): every layer with more than one kernel variant has each
+variant measured under QEMU (`--tune`'s rounds, tinyaot/pipeline/tune.py; cached), and a layer whose chosen variant
+(the cost model's, within what the arena allows) runs more than 2x the instructions of the best bit-exact variant
+measured for it is flagged: no layer left on a slow kernel by mistake.
+
+A benchmark, not a test: it takes minutes. Exit status 1 when a row fails to deploy or verify, or a layer is
+flagged by the variant check.
 
     .venv/bin/python ci/speed_benchmark.py [--models kws_dscnn ...] [--boards mps2-an386 ...]
-                                           [--optimize speed|size|both] [--tune] [--out ci/speed_benchmark.md]
+                                           [--optimize speed|size|both] [--tune] [--no-variant-check]
+                                           [--out ci/speed_benchmark.md]
 """
 from __future__ import annotations
 
@@ -34,12 +41,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from datasets import model_path, write_calibration  # noqa: E402
 
-from tinyaot.api import deploy  # noqa: E402
+from tinyaot.api import compile_model, deploy, tune_variants  # noqa: E402
 from tinyaot.boards import load_board  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 from tinyaot.toolchain.firmware import compile_flags, find_tool  # noqa: E402
 
 MODELS = ["kws_dscnn", "ic_resnet8", "vww_mobilenetv1_025", "ad_fc_autoencoder"]
+# also measurable with --models (no CMSIS-NN yardstick or before-figures: those columns show "-")
+EXTRA_MODELS = ["ic_resnet8_large", "mnist8_opset13", "sww_dscnn"]
+# the variant check: a chosen variant more than this many times the best measured one is flagged
+SLOW_VARIANT = 2.0
 # board -> the column name of the yardstick note
 BOARDS = {"mps2-an386": "M4", "mps2-an500": "M7", "mps2-an385": "M3", "mps3-an547": "M55"}
 
@@ -116,7 +127,26 @@ def class_cell(figures: dict[str, tuple[int, int, int]]) -> str:
     return " · ".join(parts)
 
 
-def run_row(model: str, board: str, optimize: str, tune: bool, cal_dir: Path, work: Path, samples: int) -> dict:
+def variant_check(model: str, board: str, cal: Path) -> list[dict]:
+    """Every multi-variant layer's variants measured under QEMU (tune rounds, cached): the layers whose chosen
+    variant runs over SLOW_VARIANT x the best bit-exact one measured for it."""
+    b = load_board(board)
+    target = b.target("speed")
+    compiled = compile_model(model_path(model), cal, target=target)
+    _, section = tune_variants(compiled, b, target, measure=True)
+    flagged = []
+    for layer in section["layers"]:
+        measured = {v: n for v, n in layer["instructions"].items() if n is not None and v not in layer["rejected"]}
+        chosen = measured.get(layer["default"])
+        best = min(measured, key=measured.get) if measured else None
+        if chosen is not None and best is not None and chosen > SLOW_VARIANT * measured[best]:
+            flagged.append({"layer": layer["name"], "op": layer["op"], "chosen": layer["default"],
+                            "chosen_instructions": chosen, "best": best, "best_instructions": measured[best]})
+    return flagged
+
+
+def run_row(model: str, board: str, optimize: str, tune: bool, cal_dir: Path, work: Path, samples: int,
+            check: bool = False) -> dict:
     core = BOARDS[board]
     row = {"model": model, "board": board, "core": core, "optimize": optimize, "tune": tune}
     t0 = time.time()
@@ -129,14 +159,17 @@ def run_row(model: str, board: str, optimize: str, tune: bool, cal_dir: Path, wo
         return row
     v = r["verify"]
     insns = v["instructions"]
+    cmsis = CMSIS_NN.get(model, {}).get(core)
     row.update(ok=bool(v["outputs_match"]) and v["max_abs_diff_vs_reference"] == 0, instructions=insns,
-               macs=r["macs"], ratio=insns / CMSIS_NN[model][core] if insns else None,
+               macs=r["macs"], ratio=insns / cmsis if insns and cmsis else None,
                flash=r["memory"]["flash_bytes"], weights=r["memory"]["weights_bytes"],
                params=r["memory"]["params_bytes"], code=kernel_code_bytes(out, r, board),
                classes=per_class(r), stack=v["stack_high_water_bytes"], arena=r["memory"]["arena_bytes"],
                arena_lower_bound=r["memory"]["arena_lower_bound_bytes"],
                variants=sorted({layer.get("variant", "generic") for layer in r["layers"]}),
                tuning=r.get("tuning"), seconds=round(time.time() - t0, 1))
+    if check and optimize == "speed":
+        row["slow_layers"] = variant_check(model, board, write_calibration(model, cal_dir))
     return row
 
 
@@ -157,13 +190,15 @@ def markdown(rows: list[dict], args) -> str:
                          f"{TARGET[r['core']]:.2f} | - | - | - | - | - | - | - | **failed**: {r.get('error', 'no count')} |")
             continue
         ratio = r["ratio"]
-        mark = "" if ratio <= TARGET[r["core"]] else " (over)"
-        before_insns, before_flash = BEFORE[r["model"]][r["core"]]
+        mark = "" if ratio is None or ratio <= TARGET[r["core"]] else " (over)"
+        before_insns, before_flash = BEFORE.get(r["model"], {}).get(r["core"], (None, None))
+        x_cmsis = "-" if ratio is None else f"{ratio:.2f}{mark}"
+        x_before = "-" if before_insns is None else f"{r['instructions'] / before_insns:.2f}"
+        flash_vs = "-" if before_flash is None else f"{100 * (r['flash'] / before_flash - 1):+.1f} %"
         arena = fmt(r["arena"]) + ("" if r["arena"] == r["arena_lower_bound"] else f" ({fmt(r['arena_lower_bound'])})")
         lines.append(f"| {r['model']} | {r['core']} ({r['board']}) | {r['optimize']}{' tuned' if r['tune'] else ''} "
-                     f"| {fmt(r['instructions'])} | {ratio:.2f}{mark} | {TARGET[r['core']]:.2f} "
-                     f"| {r['instructions'] / before_insns:.2f} | {r['instructions'] / r['macs']:.2f} "
-                     f"| {fmt(r['code'])} | {fmt(r['flash'])} | {100 * (r['flash'] / before_flash - 1):+.1f} % "
+                     f"| {fmt(r['instructions'])} | {x_cmsis} | {TARGET[r['core']]:.2f} | {x_before} "
+                     f"| {r['instructions'] / r['macs']:.2f} | {fmt(r['code'])} | {fmt(r['flash'])} | {flash_vs} "
                      f"| {arena} | {fmt(r['stack'])} | {'yes' if r['ok'] else '**no**'} |")
     lines += ["", "Instructions per MAC by layer class (add, softmax: per output element):", "",
               "| model | core | optimize | per class | variants used |", "|---|---|---|---|---|"]
@@ -179,6 +214,18 @@ def markdown(rows: list[dict], args) -> str:
             t = r["tuning"]
             lines.append(f"| {r['model']} | {r['core']} | {t['layers_tuned']} | {t['variants_tried']} | {t['rounds']} "
                          f"| {fmt(t['instructions_default'])} | {fmt(t['instructions_tuned'])} |")
+    checked = [r for r in rows if "slow_layers" in r]
+    if checked:
+        flagged = [(r, f) for r in checked for f in r["slow_layers"]]
+        lines += ["", f"Variant check ({len(checked)} speed rows; every variant of every multi-variant layer measured "
+                  f"under QEMU): layers whose chosen variant runs over {SLOW_VARIANT:g}x the best variant measured "
+                  f"for it: {len(flagged) or 'none'}."]
+        if flagged:
+            lines += ["", "| model | core | layer | op | chosen | instructions | best | instructions |",
+                      "|---|---|---|---|---|---:|---|---:|"]
+            lines += [f"| {r['model']} | {r['core']} | {f['layer']} | {f['op']} | {f['chosen']} "
+                      f"| {fmt(f['chosen_instructions'])} | {f['best']} | {fmt(f['best_instructions'])} |"
+                      for r, f in flagged]
     lines += ["", "x before: against the same row before issue 10's kernels (ci/speed_benchmark_before.md). Kernel code "
               "B: the folder's kernel files compiled one by one with the deploy's flags, text + data "
               "(arm-none-eabi-size, before link-time section GC). Flash B: the whole verification firmware "
@@ -189,10 +236,12 @@ def markdown(rows: list[dict], args) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS + EXTRA_MODELS)
     ap.add_argument("--boards", nargs="+", default=list(BOARDS), choices=list(BOARDS))
     ap.add_argument("--optimize", choices=["speed", "size", "both"], default="speed")
     ap.add_argument("--tune", action="store_true", help="deploy with --tune (measured variant choice)")
+    ap.add_argument("--no-variant-check", action="store_true",
+                    help="skip measuring every variant of every layer (the slow-variant check)")
     ap.add_argument("--samples", type=int, default=2, help="calibration samples verified under QEMU per row")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "speed_benchmark.md")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
@@ -205,17 +254,20 @@ def main() -> int:
         for model in args.models:
             for board in args.boards:
                 for mode in modes:
-                    row = run_row(model, board, mode, args.tune, cal_dir, Path(tmp), args.samples)
+                    row = run_row(model, board, mode, args.tune, cal_dir, Path(tmp), args.samples,
+                                  check=not args.no_variant_check)
                     rows.append(row)
                     print(f"{model} {board} {mode}: " + (f"{fmt(row['instructions'])} instructions, "
-                          f"{row['ratio']:.2f} x CMSIS-NN, {row['seconds']} s" if row.get("instructions")
-                          else f"FAILED {row.get('error')}"), file=sys.stderr, flush=True)
+                          f"{row['seconds']} s" if row.get("instructions") else f"FAILED {row.get('error')}")
+                          + "".join(f"; SLOW {f['layer']}: {f['chosen']} {f['chosen_instructions']} against "
+                                    f"{f['best']} {f['best_instructions']}" for f in row.get("slow_layers", [])),
+                          file=sys.stderr, flush=True)
     text = markdown(rows, args)
     print(text)
     args.out.write_text(text)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
-    failed = [r for r in rows if not r.get("ok")]
+    failed = [r for r in rows if not r.get("ok") or r.get("slow_layers")]
     return 1 if failed else 0
 
 

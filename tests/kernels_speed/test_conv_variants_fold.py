@@ -423,7 +423,8 @@ def test_cost_counts_follow_the_kernel_loops(geo):
 def test_cost_model_picks_the_measured_variant_of_thin_and_clipped_convs():
     """mnist8_opset13's convs, whose counts under QEMU (ci/speed_benchmark.md) the earlier tables mispredicted: the
     5x5 conv on 1 channel (copy-bound: mve_conv on the M55, generic on the M3, fold on the M4) and the padded 5x5 on
-    8 channels (half its pixel pairs clipped: generic on the M4 and M55, fold on the M3); and a fully connected
+    8 channels (half its pixel pairs clipped: generic on the M4, fold on the M3; on the M55 mve_conv reading its
+    windows in place, 255,060 instructions against generic's 1,236,103 in mnist8 under QEMU); and a fully connected
     layer of two outputs keeps mve_fc on the M55 without fold."""
     from tinyaot.boards import load_board
     from tinyaot.ir import Graph, Node
@@ -449,7 +450,7 @@ def test_cost_model_picks_the_measured_variant_of_thin_and_clipped_convs():
     assert [conv_pick(28, 1, 8, b) for b in ("mps2-an386", "mps2-an385", "mps3-an547")] == \
         ["fold", "generic", "mve_conv"]
     assert [conv_pick(14, 8, 16, b) for b in ("mps2-an386", "mps2-an385", "mps3-an547")] == \
-        ["generic", "fold", "generic"]
+        ["generic", "fold", "mve_conv"]
 
     tensors = {"x": Tensor("x", (1, 256), "int8"), "y": Tensor("y", (1, 2), "int8"),
                "w": Tensor("w", (2, 256), "int8", rng.integers(-127, 128, (2, 256)).astype(np.int8)),

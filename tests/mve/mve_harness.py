@@ -50,7 +50,7 @@ from tinyaot.core.fixedpoint import quantize_multiplier_array  # noqa: E402
 from tinyaot.ops.common import fold_input_offset  # noqa: E402
 from tinyaot.ops.conv import conv2d_s8  # noqa: E402
 from tinyaot.ops.fully_connected import fully_connected_s8  # noqa: E402
-from tinyaot.ops.mve import block_filter, per_channel4  # noqa: E402
+from tinyaot.ops.mve import block_filter, conv_filter, per_channel4  # noqa: E402
 
 SENTINEL = 0x5A
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
@@ -125,7 +125,10 @@ def _case_c(i: int, c: Layer) -> str:
     """File-scope arrays and a function `case_<i>` returning the number of wrong output bytes (1000: rejected)."""
     pre = f"c{i}_"
     cout = c.w.shape[0]
-    wb = block_filter(c.w.reshape(cout, -1))
+    if c.kernel == "tinyaot_convolve_s8_mve":  # the direct path's padded kernel rows, or the plain rows
+        wb = conv_filter(c.w, c.geo["dil"][1])
+    else:
+        wb = block_filter(c.w.reshape(cout, -1))
     folded = fold_input_offset(c.bias, c.w, c.in_off)
     # per channel and padded to four, as tinyaot/ops/mve.py renders them
     mult, shift, folded = (per_channel4(v, cout) for v in (c.mult, c.shift, folded))

@@ -2,12 +2,13 @@
 tinyaot_convolve_1x1_s8_mve.c: 1x1 in place) == the numpy reference (ops/conv.py conv2d_s8, offsets unfolded),
 under QEMU on mps3-an547 (MVE path) and on the host (portable path, UBSan), for small layers at the extremes:
 channel counts giving every tail of 1..15 values and 1..3 leftover output channels, odd pixel counts (a single
-last pixel after the pairs), in_c a multiple of 16 (the direct path: windows read in place, pairs of inner pixels,
-border pixels one at a time), input zero points -128 and 127 (offsets 128 and -127), output offsets -128 and 127,
-all-127 / all--128 inputs against opposite-sign weights, padding on every side, strides 1 and 2, dilation,
-positive shifts, a clamping activation, one and two columns of scratch. Every case also checks that no byte after
-the output was written (the predicated tail stores), and a few layers run with the output over the input at the
-memory planner's offset (ops/conv.py conv_inplace_offset)."""
+last pixel after the pairs), in_c >= 8 (the direct path: windows read in place, pairs of inner pixels, border
+pixels one at a time; kernel rows padded to whole chunks when in_c is not a multiple of 16), input zero points
+-128 and 127 (offsets 128 and -127), output offsets -128 and 127, all-127 / all--128 inputs against opposite-sign
+weights, padding on every side, strides 1 and 2, dilation, positive shifts, a clamping activation, one and two
+columns of scratch. Every case also checks that no byte after the output was written (the predicated tail
+stores), and a few layers run with the output over the input at the memory planner's offset (ops/conv.py
+conv_inplace_offset)."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,6 +40,17 @@ def _cases() -> list:
         for cin, cout in [(3, 8), (1, 5), (16, 7), (32, 6)][: 4 if i < 2 else 3]:
             cases.append(conv_layer(rng, h=5, w=4 + i % 3, cin=cin, cout=cout, zp=[-128, 127, None][(i + cin) % 3],
                                     out_zp=[None, 127, -128][(i + cin) % 3], kernel="tinyaot_convolve_s8_mve", **g))
+    # in_c >= 8 not a multiple of 16: windows read in place with kernel rows padded to whole chunks (a partial
+    # chunk at each row's end, chunks joining padded and input taps at the borders); kw = 1 on 8..15 channels
+    # (a kernel row under 16 values) and a dilated width take the column path
+    for i, (cin, g) in enumerate([(40, dict(kh=3, kw=3, pads=(1, 1, 1, 1))), (9, dict(kh=3, kw=3, pads=(1, 1, 1, 1))),
+                                  (12, dict(kh=3, kw=3, pads=(1, 1, 1, 1), stride=(2, 2))),
+                                  (24, dict(kh=3, kw=2, pads=(0, 1, 2, 1))), (8, dict(kh=2, kw=2, pads=(1, 1, 1, 1))),
+                                  (20, dict(kh=5, kw=5, pads=(2, 3, 2, 3))), (10, dict(kh=3, kw=1, pads=(1, 0, 1, 0))),
+                                  (24, dict(kh=3, kw=3, pads=(1, 2, 1, 2), dil=(1, 2))),
+                                  (8, dict(kh=3, kw=3, pads=(0, 0, 0, 0)))]):
+        cases.append(conv_layer(rng, h=5, w=5 + i % 3, cin=cin, cout=[5, 8, 3, 4][i % 4], zp=[-128, 127, None][i % 3],
+                                out_zp=[None, -128, 127][i % 3], kernel="tinyaot_convolve_s8_mve", **g))
     # the kws first layer's shape class: 10x4 window on one channel, stride 2, pads 4/1 and 5/1
     cases.append(conv_layer(rng, h=12, w=6, cin=1, cout=6, kh=10, kw=4, stride=(2, 2), pads=(4, 1, 5, 1)))
     # extremes: saturated inputs against opposite-sign weights, both zero points, a clamp, positive shifts, batch 2

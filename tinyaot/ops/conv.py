@@ -329,14 +329,15 @@ class Conv(OpSpec):
         listed = [Variant("generic")]
         w = graph.tensors[node.inputs[1]]
         x = graph.tensors[node.inputs[0]].shape
-        # where the generic kernel plans its im2col (below 8 input channels, not 1x1) the fold kernel's column is
-        # no larger; elsewhere only the in-place path (in_ch a multiple of 4) keeps the arena as it is
+        # the generic kernel plans its im2col below 8 input channels (not 1x1)
         small = w.shape[3] < 8 and not (w.shape[1] == 1 and w.shape[2] == 1)
         # in place (in_ch a multiple of 4: no scratch) for any window: 1x1 and ic_resnet8's 3x3 layers measured
-        # faster than the generic kernel on mps2-an386 and mps2-an385
+        # faster than the generic kernel on mps2-an386 and mps2-an385; other in_ch take the column path, whose
+        # scratch the variant choice weighs against the arena (pipeline/variants.py)
         inplace = w.shape[3] % 4 == 0 and w.shape[3] <= 256  # a padded tap: in_ch zero points from the stack
         if (target.core != "generic" and not node.attrs.get("depthwise") and not is_compressed(w)
-                and w.shape[3] == x[3] and (inplace or small) and self._fold_table(node, graph) is not None):
+                and w.shape[3] == x[3] and (inplace or w.shape[3] % 4 != 0)
+                and self._fold_table(node, graph) is not None):
             # standard convolution, one group, dense weights: the fold kernel (any core; DSP or plain C inside)
             o = graph.tensors[node.outputs[0]].shape
             macs, outs = self.macs(node, graph), int(np.prod(o))

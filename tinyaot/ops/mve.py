@@ -6,7 +6,8 @@ this module prepares at compile time for them:
 - the input offset folded into the bias (ops/common.py fold_input_offset), so the inner loop multiplies raw int8
   activations by raw int8 weights (VMLADAVA.S8, 16 products per instruction);
 - the filter rearranged for the kernels' blocks of four output channels (`block_filter`): a permutation of the
-  same bytes, plus zero rows up to a multiple of four channels;
+  same bytes, plus zero rows up to a multiple of four channels (and, where the conv kernel reads windows in place,
+  each kernel row zero-padded to whole 16-value chunks: `direct_rows`);
 - one multiplier and shift per output channel (a per-tensor pair is repeated), biases, multipliers and shifts
   zero-padded to a multiple of four channels.
 Variants are offered only when the target has MVE and the layer fits: int8 activations, dense (uncompressed)
@@ -88,18 +89,48 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
     if _is_1x1(node, graph):
         return [Variant(MVE_1X1, compute)]
     if _direct(node, graph):
-        return [Variant(MVE_CONV, compute)]
-    if w[3] >= 8:
-        # the column path's scratch (two columns) where the generic kernel plans none: it could raise the arena
-        # above its lower bound, so no Helium variant for these shapes
-        return []
+        # each kernel row padded to whole chunks: the padding's products are executed too
+        run = w[2] * w[3]
+        return [Variant(MVE_CONV, compute + macs * PER_MAC * (_row16(run) / run - 1))]
+    # the column path: its scratch (one or two columns) may raise the arena where the generic kernel plans none;
+    # the variant choice takes it only where the planned arena stays (pipeline/variants.py)
     return [Variant(MVE_CONV, compute + pixels * w[1] * PER_COLUMN_ROW)]
 
 
+def _row16(n: int) -> int:
+    return -(-n // 16) * 16
+
+
 def _direct(node, graph) -> bool:
-    """tinyaot_convolve_s8_mve reads the windows in place (no scratch) when in_c is a multiple of 16 and there is
-    no horizontal dilation."""
-    return graph.tensors[node.inputs[0]].shape[3] % 16 == 0 and tuple(node.attrs.get("dilations", (1, 1)))[1] == 1
+    """tinyaot_convolve_s8_mve reads the windows in place (no scratch) when there is no horizontal dilation,
+    in_c >= 8 and a kernel row holds at least 16 values (its direct_ok)."""
+    in_c = graph.tensors[node.inputs[0]].shape[3]
+    k_w = graph.tensors[node.inputs[1]].shape[2]
+    return is_direct(in_c, k_w, tuple(node.attrs.get("dilations", (1, 1)))[1])
+
+
+def is_direct(in_c: int, k_w: int, dilation_w: int) -> bool:
+    """= direct_ok of tinyaot_convolve_s8_mve.c."""
+    return dilation_w == 1 and in_c >= 8 and k_w * in_c >= 16
+
+
+def direct_rows(w_ohwi: np.ndarray) -> np.ndarray:
+    """[out_c, kh, kw, in_c] -> [out_c, kh * row16]: each kernel row's kw * in_c values zero-padded to row16, a
+    multiple of 16, the filter rows the direct path reads (a kernel row's last chunk is then a chunk of its own).
+    With kw * in_c a multiple of 16 this is the plain [out_c, K] matrix."""
+    out_c, kh, kw, in_c = w_ohwi.shape
+    rows = np.zeros((out_c, kh, _row16(kw * in_c)), w_ohwi.dtype)
+    rows[:, :, :kw * in_c] = w_ohwi.reshape(out_c, kh, kw * in_c)
+    return rows.reshape(out_c, -1)
+
+
+def conv_filter(w_ohwi: np.ndarray, dilation_w: int = 1) -> np.ndarray:
+    """The bytes tinyaot_convolve_s8_mve reads as its filter: the blocked layout of the direct path's padded rows,
+    or of the plain rows on the column path."""
+    w_ohwi = np.asarray(w_ohwi)
+    if is_direct(w_ohwi.shape[3], w_ohwi.shape[2], dilation_w):
+        return block_filter(direct_rows(w_ohwi))
+    return block_filter(w_ohwi.reshape(w_ohwi.shape[0], -1))
 
 
 def conv_scratch_bytes(node, graph) -> int:
@@ -116,8 +147,11 @@ def render_conv(node, graph, cname: str, params: dict) -> KernelCall:
     a = node.attrs
     wd = graph.tensors[node.inputs[1]].data
     out_c = wd.shape[0]
-    kernel = "tinyaot_convolve_1x1_s8_mve" if variant_of(node) == MVE_1X1 else "tinyaot_convolve_s8_mve"
-    consts = [ConstArray("int8_t", f"{cname}_weights", block_filter(wd.reshape(out_c, -1))),
+    if variant_of(node) == MVE_1X1:
+        kernel, filt = "tinyaot_convolve_1x1_s8_mve", block_filter(wd.reshape(out_c, -1))
+    else:
+        kernel, filt = "tinyaot_convolve_s8_mve", conv_filter(wd, tuple(a.get("dilations", (1, 1)))[1])
+    consts = [ConstArray("int8_t", f"{cname}_weights", filt),
               ConstArray("int32_t", f"{cname}_bias",
                          per_channel4(fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"]),
                                       out_c)),
