@@ -20,7 +20,7 @@ from tinyaot.errors import TinyaotError
 from tinyaot.files import check_output_folder
 from tinyaot.pipeline.build import build_verification_firmware, firmware_sizes, tidy_firmware_dir
 from tinyaot.pipeline.compile import (RANDOM_SAMPLES, RANDOM_SEED, Compiled, Echo, _quiet,  # noqa: F401
-                                      check_fits, compile_model, with_variants)
+                                      board_budget, check_fits, compile_model, with_budget, with_variants)
 from tinyaot.pipeline.analyze import analyze  # noqa: F401 (tinyaot analyze)
 from tinyaot.pipeline.evaluate import evaluate, load_labelled  # noqa: F401
 from tinyaot.pipeline.precision_search import resolve_activation_bits
@@ -49,13 +49,15 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
            calibrate: str | None = None, cle: bool | None = None,
            bias_correction: bool | None = None, optimize: str = "speed", tune: bool = False,
            tuning_log: str | Path | None = None, activation_bits=8, max_accuracy_drop: float | None = None,
-           data: str | Path | None = None) -> DeployResult:
+           data: str | Path | None = None, arena_budget: int | None = None) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
     build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs.
     `optimize`: "speed" (each layer's cheapest kernel variant on the board's core, by the cost model) or "size" (the
     generic kernels). `tune`: measure the layers' candidate variants under QEMU and keep the fastest bit-exact one
     (pipeline/tune.py; results cached, so a second deploy measures nothing); `tuning_log`: a file of tuning records
-    to read choices from (and, with `tune`, to write the measured ones to)."""
+    to read choices from (and, with `tune`, to write the measured ones to). `arena_budget`: the arena bytes the
+    schedule must fit (default: the board's RAM minus its stack); a model that does not fit layer by layer runs a
+    prefix of its layers patch by patch (pipeline/schedule.py)."""
     b = load_board(board)
     target = b.target(optimize)
     model = Path(model)
@@ -70,6 +72,7 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
                              cle=cle, bias_correction=bias_correction, target=target, activation_bits=bits)
     if mixed is not None:
         compiled.graph.meta["mixed_precision"] = mixed  # report.json quantization.activation_bits.search
+    compiled = with_budget(compiled, *board_budget(b, arena_budget, compiled))
     tuning = None
     if tune or tuning_log is not None:
         compiled, tuning = tune_variants(compiled, b, target, measure=tune, log=tuning_log, timeout=qemu_timeout_s,
@@ -93,7 +96,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
                 uncompressed = uncompressed_costs(model, calibration, b, qemu_timeout_s, input_shapes=input_shapes,
                                                   disable_passes=disable_passes, calibrate=calibrate, cle=cle,
                                                   bias_correction=bias_correction, target=target,
-                                                  activation_bits=bits)  # the same widths, uncompressed
+                                                  activation_bits=bits,  # the same widths, uncompressed
+                                                  arena_budget=arena_budget)
         tidy_firmware_dir(tmp)
         report = build_report(compiled, b, model, emitted, per_layer, sizes, section, uncompressed,
                               folder_files(tmp, emitted),
@@ -115,7 +119,7 @@ def _stage_and_verify(compiled: Compiled, b, tmp: Path, verify: bool, samples: i
         elf = build_verification_firmware(emitted, b, tmp)
         sizes = firmware_sizes(elf)
         section, per_layer = verify_under_qemu(compiled, b, elf, tmp / FIRMWARE_DIR, samples, timeout,
-                                               len([l for l in emitted.layers if l.code]))
+                                               len(emitted.coded()), emitted)
         check_verification(section)
     else:
         # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.

@@ -206,6 +206,10 @@ def deploy(
     activation_bits: ActivationBitsOpt = ActivationBits.eight, max_accuracy_drop: MaxDropOpt = None,
     data: Annotated[Optional[Path], typer.Option("--data", "-d", help="labelled samples for --max-accuracy-drop "
                                                                       "(.npz with x and integer y)")] = None,
+    arena_budget: Annotated[Optional[int], typer.Option(
+        min=0, metavar="BYTES", help="the arena the schedule must fit (default: the board's RAM minus its stack); "
+                                     "a model that does not fit layer by layer runs its first layers patch by "
+                                     "patch, the fastest schedule that fits")] = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -220,7 +224,7 @@ def deploy(
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo,
                             calibrate=calibrate, cle=cle, bias_correction=bias_correction, optimize=optimize,
                             tune=tune, tuning_log=tuning_log, activation_bits=int(activation_bits.value),
-                            max_accuracy_drop=max_accuracy_drop, data=data)
+                            max_accuracy_drop=max_accuracy_drop, data=data, arena_budget=arena_budget)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:

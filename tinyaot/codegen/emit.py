@@ -15,9 +15,10 @@ from tinyaot import __version__
 from tinyaot.ir import Graph
 from tinyaot.paths import TEMPLATES
 from tinyaot.plan.liveness import scratch_name
+from tinyaot.plan.patch import PatchStage, row_bytes, tile
 
 from tinyaot.core.cfmt import c_comment, c_ident
-from tinyaot.ops.registry import get_op
+from tinyaot.ops.registry import ConstArray, get_op
 
 from .env import environment
 from .layers import kernel_declaration, render_layer
@@ -37,12 +38,37 @@ class EmittedLayer:
 
 
 @dataclass
+class EmittedCall:
+    """One block of invoke's body, between two instruction marks: a layer's call, or with a patch stage one layer's
+    call on one stripe (the stripe's input rows copied in first when it is the stage's first layer)."""
+
+    layer: int  # position of its layer in Emitted.coded()
+    code: str
+    comment: str
+
+
+@dataclass
 class Emitted:
     prefix: str  # tinyaot_<name>: the C prefix of every symbol of the model
     name: str = ""  # <name>: the model's file names, <name>.h and <name>.c
     files: list[Path] = field(default_factory=list)  # <name>.c, <name>.h and the kernels, in out_dir
-    layers: list[EmittedLayer] = field(default_factory=list)  # nodes that execute code (aliases excluded)
+    layers: list[EmittedLayer] = field(default_factory=list)  # every node, aliases (no code) included
     kernels: list[str] = field(default_factory=list)
+    calls: list[EmittedCall] = field(default_factory=list)  # invoke's body in order, one instruction mark each
+
+    def coded(self) -> list[EmittedLayer]:
+        """The layers that execute code, in schedule order of their first call."""
+        return [layer for layer in self.layers if layer.code]
+
+    def layer_instructions(self, segments: list[int]) -> list[int] | None:
+        """Instructions per coded layer from one inference's segments (entry and copy-in, one per call, copy-out
+        and return): a layer run on several stripes sums its calls. None when the counts do not match the calls."""
+        if len(segments) != len(self.calls) + 2:
+            return None
+        out = [0] * len(self.coded())
+        for call, n in zip(self.calls, segments[1:-1]):
+            out[call.layer] += int(n)
+        return out
 
     @property
     def header(self) -> Path:
@@ -75,7 +101,9 @@ def model_file_stem(name: str) -> str:
 
 
 def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int, board_comment: str,
-               out_dir: Path) -> Emitted:
+               out_dir: Path, stage: PatchStage | None = None, layer_by_layer: int | None = None) -> Emitted:
+    """`stage`: the patch stage (plan/patch.py) whose layers run stripe by stripe, each band at its planned
+    buffer (`<tensor>@<stripe>`), the graph input copied in band by band from the caller's buffer."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = model_prefix(graph)
@@ -88,6 +116,7 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
     def ptr(tensor: str) -> str:
         return f"(arena + {offsets[tensor]})"
 
+    cnames: list[str] = []
     for k, node in enumerate(graph.nodes):
         spec = get_op(node.op)
         cname = c_ident(f"l{k}_{node.name}", 40)
@@ -97,14 +126,24 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         comment = c_comment(f"step {k}: {node.op} '{node.name}' -> {list(graph.tensors[node.outputs[0]].shape)}")
         if spec.is_alias(node, graph):
             result.layers.append(EmittedLayer(k, node.name, node.op, "", "", [], comment + " (alias, no code)"))
+            cnames.append(cname)
             continue
+        if stage is not None and k < stage.nodes:
+            comment = c_comment(f"step {k}: {node.op} '{node.name}' -> {list(graph.tensors[node.outputs[0]].shape)}, "
+                                f"in {stage.stripes} stripes")
         call = spec.render(node, graph, cname)
         data_inputs = [i for i in node.inputs if i and not graph.tensors[i].is_const]
-        buffers = {f"in{j}": ptr(i) for j, i in enumerate(data_inputs)}
-        buffers.update({f"out{j}": ptr(o) for j, o in enumerate(node.outputs)})
-        sname = scratch_name(node.name)
-        buffers.update(scratch=ptr(sname) if sname in offsets else "NULL",
-                       scratch_size=str(spec.scratch_bytes(node, graph)))
+        if stage is not None and k < stage.nodes:
+            # the whole layer's call for its constants (its stripes' calls, rendered below, share them)
+            buffers = {f"in{j}": "NULL" for j in range(len(data_inputs))}
+            buffers.update({f"out{j}": "NULL" for j in range(len(node.outputs))}, scratch="NULL",
+                           scratch_size="0")
+        else:
+            buffers = {f"in{j}": ptr(i) for j, i in enumerate(data_inputs)}
+            buffers.update({f"out{j}": ptr(o) for j, o in enumerate(node.outputs)})
+            sname = scratch_name(node.name)
+            buffers.update(scratch=ptr(sname) if sname in offsets else "NULL",
+                           scratch_size=str(spec.scratch_bytes(node, graph)))
         code, consts = render_layer(call, buffers)
         decl = kernel_declaration(call.kernel, tuple(call.files))
         if decl is not None and decl not in declared:  # a kernel file the shared headers do not declare
@@ -112,6 +151,22 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
             consts = [decl] + consts
         kernel_files += [f for f in call.files if f not in kernel_files]
         result.layers.append(EmittedLayer(k, node.name, node.op, call.kernel, code, consts, comment))
+        cnames.append(cname)
+    coded = {layer.index: pos for pos, layer in enumerate(result.coded())}
+    first = stage.nodes if stage is not None else 0
+    if stage is not None:
+        run = [j for j in range(first) if result.layers[j].code]  # aliases (a no-op reshape) have no call
+        keys = {j: _const_keys(get_op(graph.nodes[j].op).render(graph.nodes[j], graph, cnames[j])) for j in run}
+        for st in range(stage.stripes):
+            for j in run:
+                t = tile(graph, stage, st, j)
+                code = _band_code(graph, stage, st, j, t, cnames[j], offsets, keys[j], copy_input=j == run[0])
+                result.calls.append(EmittedCall(coded[j], code, c_comment(
+                    f"stripe {st + 1}/{stage.stripes}, step {j}: {t.node.op} '{t.node.name}' rows "
+                    f"{t.out[1][0]}..{t.out[1][1] - 1} of {graph.tensors[t.out[0]].shape[1]}")))
+    for layer in result.layers[first:]:
+        if layer.code:
+            result.calls.append(EmittedCall(coded[layer.index], layer.code, layer.op_comment))
 
     (inp,), (outp,) = graph.inputs, graph.outputs
     ti, to = graph.tensors[inp], graph.tensors[outp]
@@ -124,7 +179,10 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         input_size=ti.size, input_scale=repr(float(ti.quant.s)), input_zp=ti.quant.zp,
         output_comment=c_comment(repr(outp)), output_shape_comment=c_comment(f"shape {list(to.shape)}"),
         output_size=to.size, output_scale=repr(float(to.quant.s)), output_zp=to.quant.zp,
-        input_offset=offsets[inp], output_offset=offsets[outp],
+        input_offset=None if stage is not None else offsets[inp], output_offset=offsets[outp], calls=result.calls,
+        patch_comment=None if stage is None else c_comment(
+            f"patch stage: steps 0..{stage.nodes - 1} run in {stage.stripes} stripes of rows, the input copied in "
+            f"a band at a time (arena {arena_bytes} B; {layer_by_layer} B layer by layer)"),
     )
     for template, name in (("model/model.h.j2", f"{stem}.h"), ("model/model.c.j2", f"{stem}.c")):
         path = out_dir / name
@@ -136,3 +194,48 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         result.files.append(dst)
     result.kernels = [f[:-2] for f in kernel_files if f.endswith(".c")]  # not shared headers
     return result
+
+
+def _const_keys(call) -> list:
+    """What identifies a call's constants: names and values (arrays) or fields (structs)."""
+    return [(c.name, c.values.tobytes() if isinstance(c, ConstArray) else tuple(str(f) for f in c.fields))
+            for c in call.consts]
+
+
+def _band_code(graph: Graph, stage: PatchStage, s: int, j: int, t, cname: str, offsets: dict[str, int],
+               whole_keys: list, copy_input: bool) -> str:
+    """The C of stage node j on stripe s: its kernel call with the band's dimensions, reading each input's view and
+    writing its band (the stage output's band in place in the whole tensor); stripe s's input rows are copied in
+    before its first layer. The call's constants must be the whole layer's (rendered once, at file scope)."""
+    spec = get_op(t.node.op)
+    call = spec.render(t.node, t.graph, cname)
+    if _const_keys(call) != whole_keys:
+        raise ValueError(f"{t.node.op} layer {t.node.name!r}: a band's call has other constants than the whole "
+                         "layer's (a tinyaot bug)")
+    x = graph.inputs[0]
+
+    def at(tensor: str, row: int) -> str:
+        if tensor == stage.output:
+            return f"(arena + {offsets[tensor] + row * row_bytes(graph, tensor)})"
+        held = stage.rows[s][tensor][0]
+        return f"(arena + {offsets[f'{tensor}@{s}'] + (row - held) * row_bytes(graph, tensor)})"
+
+    buffers = {f"in{i}": at(tensor, lo) for i, (tensor, _, lo) in enumerate(t.views)}
+    buffers["out0"] = at(t.out[0], t.out[1][0])
+    sname = f"{scratch_name(t.node.name)}@{s}"
+    buffers.update(scratch=f"(arena + {offsets[sname]})" if sname in offsets else "NULL",
+                   scratch_size=str(spec.scratch_bytes(t.node, t.graph)))
+    code, _ = render_layer(call, buffers)
+    if copy_input:
+        lo, hi = stage.rows[s][x]
+        dst = offsets[f"{x}@{s}"]
+        if stage.axes.get(x, 1) == 1:
+            rb = row_bytes(graph, x)
+            copy = f"memcpy(arena + {dst}, input + {lo * rb}, {(hi - lo) * rb}); /* input rows {lo}..{hi - 1} */\n"
+        else:  # NCHW input: rows lo..hi-1 of each channel plane, planes one after another in the band
+            _, c, h, w = graph.tensors[x].shape
+            copy = (f"for (int plane = 0; plane < {c}; plane++) {{ /* input rows {lo}..{hi - 1} of each plane */\n"
+                    f"    memcpy(arena + {dst} + plane * {(hi - lo) * w}, input + plane * {h * w} + {lo * w}, "
+                    f"{(hi - lo) * w});\n}}\n")
+        code = copy + code
+    return code

@@ -27,7 +27,8 @@ from tinyaot.ops.depthwise3x3 import DW3X3_VARIANTS, dw3x3_variants, render_node
 from tinyaot.ops.mve_depthwise import MVE_DW, mve_dw_variants, render_node as mve_dw_render
 from tinyaot.ops import mve as mve_conv  # Helium standard conv variants (mve-mac)
 from tinyaot.core.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
+from tinyaot.ops.registry import (ConstArray, KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits,
+                                  Variant, variant_of)
 
 
 def conv2d_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
@@ -387,6 +388,12 @@ class Conv(OpSpec):
         if w[3] >= 8 or (w[1] == 1 and w[2] == 1):
             return 0
         return conv2d_scratch_bytes(w[1:3], w[3])
+
+    def row_window(self, node, graph):
+        if graph.tensors[node.inputs[0]].dtype != "int8":
+            return None
+        k, s, p, d = self._geometry(node, graph)
+        return RowWindow(k[0], s[0], p[0], d[0])
 
     def inplace_offset(self, node, graph):
         """Both C kernels visit output pixels in raster order, at most two at a time (the conv's two-pixel paths),

@@ -20,7 +20,8 @@ from tinyaot.ops.intbounds import epilogue
 from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, fused_activation, im2col_patches, nhwc_oracle, out_params, spatial_out
-from tinyaot.ops.registry import GENERIC_VARIANT, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
+from tinyaot.ops.registry import (GENERIC_VARIANT, KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits,
+                                  Variant, variant_of)
 
 
 def _windows(x: np.ndarray, fill: int, kernel_hw, stride_hw, pad_top_left, output_hw):
@@ -224,6 +225,12 @@ class _Pool(OpSpec):
         elif node.attrs.get("requantize") and -128 <= node.attrs["input_offset"] <= 128:
             listed.append(Variant(MVE_POOL, float(np.dot(counts, MVE_AVG_COST))))
         return tuple(listed)
+
+    def row_window(self, node, graph):
+        if node.op == "GlobalAveragePool" or graph.tensors[node.inputs[0]].dtype != "int8":
+            return None
+        k, s, p = self._geometry(node, graph)
+        return RowWindow(k[0], s[0], p[0], 1)
 
     def macs(self, node, graph):
         k, _, _ = self._geometry(node, graph)

@@ -79,6 +79,26 @@ class Variant:
 GENERIC_VARIANT = "generic"
 
 
+@dataclass(frozen=True)
+class RowWindow:
+    """How a layer's output rows (NHWC, axis 1) depend on its data inputs' rows, for patch-based execution
+    (plan/patch.py): output row r reads input rows r * stride - pad_top + i * dilation, i in [0, kernel), along the
+    inputs' `axis` (1, or 2 for an NCHW input turned NHWC by a Transpose); rows outside the input are the layer's
+    padding. An elementwise layer is (1, 1, 0, 1)."""
+
+    kernel: int = 1
+    stride: int = 1
+    pad_top: int = 0
+    dilation: int = 1
+    axis: int = 1
+
+    def needs(self, start: int, stop: int, in_rows: int) -> tuple[int, int]:
+        """The input rows [a, b) that output rows [start, stop) read, clipped to the input's [0, in_rows)."""
+        a = start * self.stride - self.pad_top
+        b = (stop - 1) * self.stride - self.pad_top + (self.kernel - 1) * self.dilation + 1
+        return max(a, 0), min(b, in_rows)
+
+
 def variant_of(node: "Node") -> str:
     """The kernel variant chosen for `node` (pipeline/variants.choose_variants), "generic" if none was."""
     return node.attrs.get("variant", GENERIC_VARIANT)
@@ -170,6 +190,27 @@ class OpSpec:
         overlapping, without overwriting an input byte it has yet to read; None when it never may. Liveness uses
         it (plan/liveness.py) only where this node is the last reader of that input and the arena shrinks."""
         return None
+
+    def row_window(self, node: "Node", graph: "Graph") -> RowWindow | None:
+        """The layer's RowWindow when it can run on a band of rows of its input (its kernel called with the band's
+        dimensions and the padding the band keeps), None when it needs its whole input (patch-based execution
+        leaves it out). By default elementwise layers whose data inputs all have the output's NHWC shape and whose
+        constants do not vary along the rows."""
+        if self.traits.layout != "elementwise" or len(node.outputs) != 1:
+            return None
+        out = graph.tensors[node.outputs[0]]
+        if len(out.shape) != 4:
+            return None
+        for i in node.inputs:
+            if not i:
+                continue
+            t = graph.tensors[i]
+            if t.is_const:
+                if len(t.shape) >= 3 and t.shape[-3] != 1:
+                    return None
+            elif t.shape != out.shape:
+                return None
+        return RowWindow()
 
     def is_alias(self, node: "Node", graph: "Graph") -> bool:
         """True when the output is the input's bytes reinterpreted (reshape): no code, shared memory."""

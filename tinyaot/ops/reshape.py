@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import FloatUnsupported, KernelCall, OpSpec, register, Traits
+from .registry import FloatUnsupported, KernelCall, OpSpec, register, RowWindow, Traits
 
 
 @register("Reshape", traits=Traits(layout="move"))
@@ -17,6 +17,17 @@ class Reshape(OpSpec):
 
     def is_alias(self, node, graph):
         return True
+
+    def row_window(self, node, graph):
+        # a reshape to its own NHWC shape (an exporter's no-op) keeps every row where it was; a one-channel NCHW
+        # tensor seen as NHWC (the to_nhwc pass's alias) has its rows along axis 2, the same bytes
+        shape = graph.tensors[node.inputs[0]].shape
+        out = graph.tensors[node.outputs[0]].shape
+        if len(shape) == 4 and out == shape:
+            return RowWindow()
+        if len(shape) == 4 and shape[1] == 1 and out == (shape[0], shape[2], shape[3], 1):
+            return RowWindow(axis=2)
+        return None
 
     def quantize(self, node, graph, ranges):
         # An alias keeps the parameters of the bytes it aliases.

@@ -8,7 +8,7 @@ from onnx import helper
 
 from tinyaot.core.errors import TinyaotError
 
-from .registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from .registry import KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits
 
 
 def _canonical(shape, perm) -> tuple[list[int], list[int]]:
@@ -57,6 +57,12 @@ class Transpose(OpSpec):
         if list(node.attrs.get("perm", ()))[:1] != [0]:  # the batch axis must stay first (NCHW -> NHWC does)
             return super().evaluate_float(node, graph, inputs)
         return [np.transpose(inputs[0], node.attrs["perm"])]
+
+    def row_window(self, node, graph):
+        # NCHW -> NHWC (an NCHW model's input): output row h is input row h of every channel plane
+        if len(graph.tensors[node.inputs[0]].shape) == 4 and self._perm(node, graph) == [0, 2, 3, 1]:
+            return RowWindow(axis=2)
+        return None
 
     def render(self, node, graph, cname):
         # The same byte permutation on fewer axes (unit axes dropped, axes that stay neighbours merged), padded to

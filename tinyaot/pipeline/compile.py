@@ -6,7 +6,7 @@ is written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -29,9 +29,10 @@ from tinyaot.frontend import import_onnx_model
 from tinyaot.ir import Graph
 from tinyaot.ops.registry import traits_of
 from tinyaot.passes import run_passes
-from tinyaot.plan import Plan, lower_bound, plan
-from tinyaot.plan.liveness import graph_buffers
+from tinyaot.plan import Plan
+from tinyaot.plan.patch import PatchStage
 
+from .schedule import MISS, exact, fit_budget
 from .variants import choose_variants
 
 Echo = Callable[[str], None]
@@ -54,6 +55,16 @@ class Compiled:
     prequantized: bool = False  # the model's own Q/DQ parameters were used; `samples` calibrated nothing
     samples_source: str = "calibration data"  # where `samples` come from, for the report
     target: Target = GENERIC  # what the kernel variants were chosen for (node.attrs["variant"])
+    # The schedule (pipeline/schedule.py): a patch stage (None: layer by layer), the planner's buffers and a label
+    # per step; the layer-by-layer plan's arena and lower bound (the same as `plan` without a stage); the arena
+    # budget the schedule meets (None: none) and the error when no schedule fits it.
+    patch: PatchStage | None = None
+    buffers: list = field(default_factory=list)
+    step_labels: list[str] = field(default_factory=list)
+    layer_by_layer: tuple[int, int] | None = None
+    patch_estimate: float = 0.0  # the stage's estimated extra instructions over layer by layer
+    arena_budget: int | None = None
+    budget_miss: str = MISS  # formatted with budget, arena, over, how (pipeline/schedule.py fit_budget)
 
     @property
     def input(self) -> str:
@@ -185,13 +196,45 @@ def refuse_sparse16(options: CompressionOptions | None, what: str) -> None:
 
 
 def with_variants(compiled: Compiled, target: Target, choices: dict[str, str] | None = None) -> Compiled:
-    """`compiled` with its kernel variants chosen for `target` (and `choices`) and the arena planned for them.
-    The graph is shared, its nodes' `variant` attributes rewritten: the returned Compiled replaces the old one."""
+    """`compiled` with its kernel variants chosen for `target` (and `choices`) and its schedule planned for them
+    within its arena budget (pipeline/schedule.py: layer by layer when that fits, else a patch stage). The graph is
+    shared, its nodes' `variant` attributes rewritten: the returned Compiled replaces the old one."""
     choose_variants(compiled.graph, target, choices)
-    buffers = graph_buffers(compiled.graph)
-    lb = lower_bound(buffers)
-    return replace(compiled, plan=plan(buffers), lower_bound=lb.bytes, peak_step=lb.step, peak_tensors=lb.names,
-                   target=target)
+    lbl = exact(compiled.graph, None)
+    f = fit_budget(compiled.graph, target, compiled.arena_budget, lbl, compiled.budget_miss)
+    return replace(compiled, plan=f.plan, lower_bound=f.lower_bound, peak_step=f.peak_step, peak_tensors=f.peak_names,
+                   target=target, patch=f.stage, buffers=f.buffers, step_labels=f.labels,
+                   layer_by_layer=(lbl.plan.arena_bytes, lbl.lower_bound), patch_estimate=f.estimate)
+
+
+def with_budget(compiled: Compiled, budget: int | None, miss: str = MISS) -> Compiled:
+    """`compiled` rescheduled to fit `budget` bytes of arena (None: no budget), its variants kept; `miss` is the
+    error when nothing fits (pipeline/schedule.py fit_budget)."""
+    choices = {n.name: n.attrs.get("variant", "generic") for n in compiled.graph.nodes}
+    return with_variants(replace(compiled, arena_budget=budget, budget_miss=miss), compiled.target, choices)
+
+
+# RAM the verification firmware takes beside the arena, the stack and the model's input and output buffers (its
+# statistics text, the canaries, newlib's semihosting state): measured 386 B on stm32 (vww_mobilenetv1_025's
+# static RAM 64,900 B = arena 36,864 + input 27,648 + output 2 + 386), rounded up.
+FIRMWARE_RAM_RESERVE = 1024
+
+
+def board_budget(b: Board, arena_budget: int | None, compiled: Compiled) -> tuple[int, str]:
+    """The arena budget a deploy to `b` meets: `arena_budget` (--arena-budget), else the board's RAM minus its
+    stack, the model's input and output buffers (the caller's, in the same RAM) and FIRMWARE_RAM_RESERVE; and the
+    one-line error when no schedule fits it."""
+    if arena_budget is not None:
+        if arena_budget < 0:
+            raise TinyaotError(f"--arena-budget must be a number of bytes >= 0, got {arena_budget}")
+        return arena_budget, ("no schedule fits --arena-budget {budget}: the smallest found ({how}) needs an arena "
+                              "of {arena} B, {over} bytes over")
+    g = compiled.graph
+    io = g.tensors[compiled.input].nbytes + g.tensors[compiled.output].nbytes
+    return b.ram_bytes - b.stack_bytes - io - FIRMWARE_RAM_RESERVE, (
+        f"model too big for board '{b.name}': the smallest schedule found ({{how}}) needs an arena of {{arena}} B; "
+        f"with the {b.stack_bytes} B stack, the input and output buffers ({io} B) and {FIRMWARE_RAM_RESERVE} B for "
+        f"the firmware that exceeds its {b.ram_bytes} B of RAM by {{over}} bytes")
 
 
 RANDOM_SAMPLES, RANDOM_SEED = 16, 0

@@ -47,7 +47,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
     x, y = load_labelled(data, g.meta["inputs"])
     if limit is not None:
         x, y = x[:limit], y[:limit]
-    host = HostModel(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound)
+    host = HostModel(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound, compiled.patch)
     q_out = []
     for k in range(len(x)):
         q_out.append(host(compiled.quantize_input(x[k])))

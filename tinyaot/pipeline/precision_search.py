@@ -80,7 +80,7 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
         if key not in measured:
             bits = {n: (16 if n in sixteen else 8) for n in names}
             c = compile_model(model, calibration, activation_bits=bits, **kw) if sixteen else base
-            host = HostModel(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound)
+            host = HostModel(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, c.patch)
             logits = np.stack([c.dequantize_output(host(c.quantize_input(s))).reshape(-1) for s in x])
             t = top1(logits, y)
             measured[key] = {"layers_16": list(key), "top1": t, "drop_points": round(100 * (float_top1 - t), 4),

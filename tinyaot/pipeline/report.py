@@ -15,6 +15,7 @@ from tinyaot.ops.registry import get_op, variant_of
 from tinyaot.toolchain.versions import versions
 
 from .compile import Compiled
+from .schedule import patch_record
 from .timeline import timeline_text
 
 
@@ -85,6 +86,7 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
                 r["instructions_uncompressed"] = uncompressed["layers"].get(r["name"])
     weights = sum(r["weights_bytes"] for r in rows)
     params = sum(r["params_bytes"] for r in rows)
+    lbl = compiled.layer_by_layer or (compiled.plan.arena_bytes, compiled.lower_bound)
     return {
         "tinyaot_version": __version__,
         "versions": versions(),  # what measured the figures: tinyaot, gcc, QEMU, onnxruntime, numpy
@@ -102,6 +104,11 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
             "notes": g.meta.get("quantization_notes", []),
             "activation_bits": precision_report(g)},
         "memory": {"arena_bytes": compiled.plan.arena_bytes, "arena_lower_bound_bytes": compiled.lower_bound,
+                   # layer by layer: its planned arena and the liveness bound it cannot go below (a patch stage
+                   # does: `patch`, pipeline/schedule.py)
+                   "arena_layer_by_layer_bytes": lbl[0], "layer_by_layer_lower_bound_bytes": lbl[1],
+                   "arena_budget_bytes": compiled.arena_budget,
+                   "patch": patch_record(compiled.graph, compiled.patch, compiled.patch_estimate, lbl[0]),
                    "peak_step": compiled.peak_step, "peak_tensors": list(compiled.peak_tensors),
                    "planner": compiled.plan.strategy, "weights_bytes": weights, "params_bytes": params,
                    "flash_bytes": sizes["flash_bytes"] if sizes else None,
@@ -149,6 +156,11 @@ def summary(r: dict, out: Path) -> list[str]:
     s = [f"{Path(r['model']['path']).name} -> {out} for {r['board']['name']} ({r['board']['cpu']})",
          f"arena {m['arena_bytes']} B (lower bound {m['arena_lower_bound_bytes']} B), weights {m['weights_bytes']} B, "
          f"flash {m['flash_bytes']} B, {r['macs']} MACs"]
+    p = m.get("patch")
+    if p:
+        s.append(f"patch stage: the first {len(p['layers'])} layers in {p['stripes']} stripes "
+                 f"({p['macs_recomputed']} MACs recomputed, {100 * p['macs_recomputed'] / p['macs_layer_by_layer']:.1f} "
+                 f"% of theirs); layer by layer the arena is {m['arena_layer_by_layer_bytes']} B")
     if "options" in r["compression"]:
         s.append(f"compression: {compression_line(r['compression'])}")
     base = r["compression"].get("uncompressed")

@@ -20,9 +20,12 @@ KEYS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
 def timeline(compiled: Compiled) -> dict:
-    """Regions (root tensors with their aliases' lifetimes folded in), and per step the bytes live."""
+    """Regions (root tensors with their aliases' lifetimes folded in), and per step the bytes live. With a patch
+    stage the stage's steps run its layers stripe by stripe, each band of a tensor a region of its own (the bands of
+    one tensor share its letter), and `patch` says which steps they are."""
     g = compiled.graph
-    buffers = graph_buffers(g)
+    buffers = compiled.buffers or graph_buffers(g)
+    labels = compiled.step_labels or [n.name for n in g.nodes] + ["(output read)"]
     by_name = {b.name: b for b in buffers}
 
     def root(b):
@@ -41,18 +44,25 @@ def timeline(compiled: Compiled) -> dict:
             reg["first"] = min(reg["first"], int(b.first))
             reg["last"] = max(reg["last"], int(b.last))
     ordered = sorted(regions.values(), key=lambda x: (x["first"], x["offset"]))
-    for k, reg in enumerate(ordered):
-        reg["key"] = KEYS[k] if k < len(KEYS) else "#"
+    keys: dict[str, str] = {}
+    for reg in ordered:
+        base = reg["name"].split("@")[0]  # a band `<tensor>@<stripe>` takes its tensor's letter
+        if base not in keys:
+            keys[base] = KEYS[len(keys)] if len(keys) < len(KEYS) else "#"
+        reg["key"] = keys[base]
     steps_n = max([reg["last"] for reg in ordered], default=-1) + 1
     steps = []
     for s in range(steps_n):
         live = [reg for reg in ordered if reg["first"] <= s <= reg["last"]]
-        steps.append({"step": s, "layer": g.nodes[s].name if s < len(g.nodes) else "(output read)",
+        steps.append({"step": s, "layer": labels[s] if s < len(labels) else "(output read)",
                       "live_bytes": int(sum(reg["size"] for reg in live)), "live": [reg["key"] for reg in live]})
     peak = max(steps, key=lambda x: x["live_bytes"], default=None)
+    stage = compiled.patch
     return {"arena_bytes": int(compiled.plan.arena_bytes), "tensors": ordered, "steps": steps,
             "peak_step": None if peak is None else peak["step"],
-            "peak_bytes": None if peak is None else peak["live_bytes"]}
+            "peak_bytes": None if peak is None else peak["live_bytes"],
+            "patch": None if stage is None else {"first_step": 0, "last_step": stage.stripes * stage.nodes - 1,
+                                                 "stripes": stage.stripes, "layers": stage.nodes}}
 
 
 def timeline_text(t: dict, columns: int = COLUMNS) -> str:
@@ -62,6 +72,10 @@ def timeline_text(t: dict, columns: int = COLUMNS) -> str:
     per = arena / columns
     lines = [f"arena {t['arena_bytes']} B, one character = {per:.0f} B; '*' marks the steps at the "
              f"peak ({t['peak_bytes']} B live, first at step {t['peak_step']})", ""]
+    p = t.get("patch")
+    if p:
+        lines[1:1] = [f"patch stage: steps {p['first_step']}..{p['last_step']} run the first {p['layers']} layers "
+                      f"once per stripe ({p['stripes']} stripes); a tensor's bands share its letter"]
     width = min(28, max([len(s["layer"]) for s in t["steps"]], default=5))
     regs = {r["key"]: r for r in t["tensors"]}
     for s in t["steps"]:
@@ -94,7 +108,9 @@ def timeline_png(t: dict, dest: Path, title: str) -> Path:
 
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     cmap = plt.get_cmap("tab20")
-    for k, r in enumerate(t["tensors"]):
+    colours: dict[str, int] = {}  # one colour per letter: a tensor's bands in the patch stage share it
+    for r in t["tensors"]:
+        k = colours.setdefault(r["key"], len(colours))
         ax.add_patch(plt.Rectangle((r["first"], r["offset"]), r["last"] - r["first"] + 1, r["size"],
                                    facecolor=cmap(k % 20), edgecolor="black", linewidth=0.5))
         ax.text(r["first"] + (r["last"] - r["first"] + 1) / 2, r["offset"] + r["size"] / 2, r["key"],
@@ -105,9 +121,15 @@ def timeline_png(t: dict, dest: Path, title: str) -> Path:
     if t["peak_step"] is not None:
         ax.text(t["peak_step"] + 0.5, t["arena_bytes"], f"peak {t['peak_bytes']} B", ha="center", va="bottom",
                 color="red", fontsize=8)
+    p = t.get("patch")
+    if p:  # the patch stage: its steps shaded, named below the peak label
+        ax.axvspan(p["first_step"], p["last_step"] + 1, color="tab:blue", alpha=0.06)
+        ax.text((p["first_step"] + p["last_step"] + 1) / 2, t["arena_bytes"] * 1.04,
+                f"patch stage: {p['layers']} layers x {p['stripes']} stripes", ha="center", va="bottom",
+                color="tab:blue", fontsize=8)
     ax.set_xlim(0, max(len(t["steps"]), 1))
     ax.set_ylim(0, max(t["arena_bytes"], 1) * 1.08)
-    ax.set_xlabel("step (layer)")
+    ax.set_xlabel("step (layer; in the patch stage, layer of a stripe)" if p else "step (layer)")
     ax.set_ylabel("arena offset (bytes)")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()

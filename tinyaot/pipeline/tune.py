@@ -273,10 +273,10 @@ def _round(compiled: Compiled, board: Board, target: Target, choices: dict[str, 
     if not result.segments:
         return None, None, "no instruction counts"
     first = split_segments(result.segments, len(q_inputs))[0]
-    coded = [c.graph.nodes[layer.index].name for layer in emitted.layers if layer.code]
-    if len(first) != len(coded) + 2:
+    counts = emitted.layer_instructions(first)
+    if counts is None:
         return None, None, "instruction marks do not match the layers"
-    return dict(zip(coded, (int(n) for n in first[1:-1]))), int(sum(first)), ""
+    return dict(zip([layer.node for layer in emitted.coded()], counts)), int(sum(first)), ""
 
 
 def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: bool = True,

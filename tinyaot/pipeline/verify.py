@@ -17,7 +17,7 @@ from tinyaot.oracle.reference import run_reference
 from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
 
 from .build import build_verification_firmware, firmware_sizes
-from .compile import Compiled, compile_model
+from .compile import Compiled, board_budget, compile_model, with_budget
 from .report import macs, weights_bytes
 from .stage import FIRMWARE_DIR, stage_model
 
@@ -32,7 +32,7 @@ def not_verified(b: Board) -> dict:
 
 
 def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, timeout: float,
-                      code_layers: int) -> tuple[dict, list[int] | None]:
+                      code_layers: int, emitted=None) -> tuple[dict, list[int] | None]:
     """Run the verification firmware `elf` under QEMU in `workdir` on the first `n` samples and compare: its outputs
     with the numpy reference (must be equal), every layer with onnxruntime on the same int8 input, the end-to-end
     output with onnxruntime's chain. Returns report.json's `verify` section (with `_layers`, the per-layer checks,
@@ -73,8 +73,11 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
     if per_sample:
         first = per_sample[0]
         insns = int(sum(first))
-        # Segments inside invoke: entry and copy-in, one per layer with code, then copy-out and return.
-        if len(first) == code_layers + 2:
+        # Segments inside invoke: entry and copy-in, one per call (`emitted`: a patch stage calls its layers once
+        # per stripe), then copy-out and return.
+        if emitted is not None:
+            per_layer = emitted.layer_instructions(first)
+        elif len(first) == code_layers + 2:
             per_layer = list(first[1:-1])
     return {"ran": True, "qemu_machine": b.qemu_machine, "exit_code": result.exit_code,
             "outputs_match": diff_ref == 0, "samples": n, "inputs": compiled.samples_source,
@@ -106,13 +109,15 @@ def check_verification(section: dict) -> None:
                            f"onnxruntime by {worst.max_abs_diff} LSB (allowed {worst.tolerance})")
 
 
-def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, **compile_args) -> dict:
+def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, arena_budget: int | None = None,
+                       **compile_args) -> dict:
     """What the same model costs on the same board without its compression options, measured the same way: the
     same calibration and passes, staged and built by the same functions with the same flags and run under QEMU on
     the first calibration sample (the sample whose counts the compressed report gives). Per layer by node name:
     compression keeps layer names, and a layer it did not change costs the same instructions both ways. Built in a
     temporary folder, not vendored."""
     base = compile_model(model, calibration, **compile_args)
+    base = with_budget(base, *board_budget(b, arena_budget, base))
     g = base.graph
     with tempfile.TemporaryDirectory(prefix="tinyaot-uncompressed-") as tmp:
         tmp = Path(tmp)
@@ -126,7 +131,7 @@ def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, **com
         raise VerificationError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "
                            f"(exit code {result.exit_code}; a tinyaot bug)")
     first = split_segments(result.segments, 1)[0]
-    coded = [g.nodes[layer.index].name for layer in emitted.layers if layer.code]
-    per_layer = dict(zip(coded, first[1:-1])) if len(first) == len(coded) + 2 else {}
+    counts = emitted.layer_instructions(first)
+    per_layer = {} if counts is None else dict(zip([layer.node for layer in emitted.coded()], counts))
     return {"instructions": int(sum(first)), "flash_bytes": int(flash), "weights_bytes": weights_bytes(g),
             "macs": macs(g), "layers": {k: int(v) for k, v in per_layer.items()}}

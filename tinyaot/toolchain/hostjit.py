@@ -15,9 +15,10 @@ from tinyaot.toolchain.host import compile_shared
 class HostModel:
     """One compiled model, callable on int8 inputs. The shared library is cached by a hash of its sources."""
 
-    def __init__(self, graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int):
+    def __init__(self, graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int, stage=None):
+        """`stage`: the schedule's patch stage (plan/patch.py), None for layer by layer."""
         with tempfile.TemporaryDirectory(prefix="tinyaot-host-") as tmp:
-            emitted = emit_model(graph, offsets, arena_bytes, lower_bound, "host", Path(tmp))
+            emitted = emit_model(graph, offsets, arena_bytes, lower_bound, "host", Path(tmp), stage)
             lib_path = compile_shared(emitted.sources, [Path(tmp)],
                                       extra_flags=["-Werror"])
         self._lib = ctypes.CDLL(str(lib_path))
