@@ -206,6 +206,30 @@ static int col_fill_thin(int8_t *col, const conv_geom *g, const int8_t *input, c
  * is the zero-point vector instead of a load.
  * ------------------------------------------------------------------------------------------------------------- */
 #if TINYAOT_USE_MVE
+/* The asm text shared by the two loop nests below: the four weight chunks of a block against the two columns' chunk
+   in q0 and q1 (8 VMLADAVA), and the step to the next kernel row (loop[1] bytes on, loop[2] rows left). */
+#define DIRECT_WEIGHTS_MAC                                                                                        \
+    "vldrb.8 q2, [%[pw]], #16\n\t"                                                                                 \
+    "vmladava.s8 %[r0], q0, q2\n\t"                                                                                \
+    "vmladava.s8 %[s0], q1, q2\n\t"                                                                                \
+    "vldrb.8 q2, [%[pw]], #16\n\t"                                                                                 \
+    "vmladava.s8 %[r1], q0, q2\n\t"                                                                                \
+    "vmladava.s8 %[s1], q1, q2\n\t"                                                                                \
+    "vldrb.8 q2, [%[pw]], #16\n\t"                                                                                 \
+    "vmladava.s8 %[r2], q0, q2\n\t"                                                                                \
+    "vmladava.s8 %[s2], q1, q2\n\t"                                                                                \
+    "vldrb.8 q2, [%[pw]], #16\n\t"                                                                                 \
+    "vmladava.s8 %[r3], q0, q2\n\t"                                                                                \
+    "vmladava.s8 %[s3], q1, q2\n\t"
+#define DIRECT_NEXT_ROW                                                                                           \
+    "ldr %[cnt], [%[lp], #4]\n\t"                                                                                  \
+    "add %[pa], %[pa], %[cnt]\n\t"                                                                                 \
+    "add %[pb], %[pb], %[cnt]\n\t"                                                                                 \
+    "ldr %[cnt], [%[lp], #8]\n\t"                                                                                  \
+    "subs %[cnt], %[cnt], #1\n\t"                                                                                  \
+    "str %[cnt], [%[lp], #8]\n\t"                                                                                  \
+    "bne 2b"
+
 /* n_pairs pairs of horizontally adjacent pixels of one output row whose windows are inside the input: the first
    window's top-left tap at w0, the next pixel's pix_step bytes further; outputs from out on. `tail` (a constant
    where this is inlined): k_w * in_c is not a multiple of 16, so each kernel row ends in a partial chunk, loaded
@@ -250,27 +274,10 @@ static inline __attribute__((always_inline)) void direct_pairs_body(const int8_t
                         "1:\n\t"
                         "vldrb.8 q0, [%[pa]], #16\n\t"
                         "vldrb.8 q1, [%[pb]], #16\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r0], q0, q2\n\t"
-                        "vmladava.s8 %[s0], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r1], q0, q2\n\t"
-                        "vmladava.s8 %[s1], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r2], q0, q2\n\t"
-                        "vmladava.s8 %[s2], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r3], q0, q2\n\t"
-                        "vmladava.s8 %[s3], q1, q2\n\t"
+                        DIRECT_WEIGHTS_MAC
                         "subs %[cnt], %[cnt], #1\n\t"
                         "bne 1b\n\t"
-                        "ldr %[cnt], [%[lp], #4]\n\t"
-                        "add %[pa], %[pa], %[cnt]\n\t"
-                        "add %[pb], %[pb], %[cnt]\n\t"
-                        "ldr %[cnt], [%[lp], #8]\n\t"
-                        "subs %[cnt], %[cnt], #1\n\t"
-                        "str %[cnt], [%[lp], #8]\n\t"
-                        "bne 2b"
+                        DIRECT_NEXT_ROW
                         : [r0] "+Te"(a0), [r1] "+Te"(a1), [r2] "+Te"(a2), [r3] "+Te"(a3), [s0] "+Te"(b0),
                           [s1] "+Te"(b1), [s2] "+Te"(b2), [s3] "+Te"(b3), [pa] "+r"(xa), [pb] "+r"(xb), [pw] "+r"(w),
                           [cnt] "=&r"(n)
@@ -285,18 +292,7 @@ static inline __attribute__((always_inline)) void direct_pairs_body(const int8_t
                         "1:\n\t"
                         "vldrb.8 q0, [%[pa]], #16\n\t"
                         "vldrb.8 q1, [%[pb]], #16\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r0], q0, q2\n\t"
-                        "vmladava.s8 %[s0], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r1], q0, q2\n\t"
-                        "vmladava.s8 %[s1], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r2], q0, q2\n\t"
-                        "vmladava.s8 %[s2], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r3], q0, q2\n\t"
-                        "vmladava.s8 %[s3], q1, q2\n\t"
+                        DIRECT_WEIGHTS_MAC
                         "subs %[cnt], %[cnt], #1\n\t"
                         "bne 1b\n\t"
                         "ldr %[cnt], [%[lp], #12]\n\t"
@@ -304,25 +300,8 @@ static inline __attribute__((always_inline)) void direct_pairs_body(const int8_t
                         "vpstt\n\t"
                         "vldrbt.8 q0, [%[pa]]\n\t"
                         "vldrbt.8 q1, [%[pb]]\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r0], q0, q2\n\t"
-                        "vmladava.s8 %[s0], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r1], q0, q2\n\t"
-                        "vmladava.s8 %[s1], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r2], q0, q2\n\t"
-                        "vmladava.s8 %[s2], q1, q2\n\t"
-                        "vldrb.8 q2, [%[pw]], #16\n\t"
-                        "vmladava.s8 %[r3], q0, q2\n\t"
-                        "vmladava.s8 %[s3], q1, q2\n\t"
-                        "ldr %[cnt], [%[lp], #4]\n\t"
-                        "add %[pa], %[pa], %[cnt]\n\t"
-                        "add %[pb], %[pb], %[cnt]\n\t"
-                        "ldr %[cnt], [%[lp], #8]\n\t"
-                        "subs %[cnt], %[cnt], #1\n\t"
-                        "str %[cnt], [%[lp], #8]\n\t"
-                        "bne 2b"
+                        DIRECT_WEIGHTS_MAC
+                        DIRECT_NEXT_ROW
                         : [r0] "+Te"(a0), [r1] "+Te"(a1), [r2] "+Te"(a2), [r3] "+Te"(a3), [s0] "+Te"(b0),
                           [s1] "+Te"(b1), [s2] "+Te"(b2), [s3] "+Te"(b3), [pa] "+r"(xa), [pb] "+r"(xb), [pw] "+r"(w),
                           [cnt] "=&r"(n)
