@@ -100,7 +100,7 @@ def _echo(line: str) -> None:
     typer.echo(line)
 
 
-ModelArg = Annotated[Path, typer.Argument(help="the float ONNX model, or a pre-quantized (QDQ) one",
+ModelArg = Annotated[Path, typer.Argument(help="the float ONNX model, a pre-quantized (QDQ) one, or an int8 .tflite",
                                            show_default=False)]
 CalibrationOpt = Annotated[Optional[Path], typer.Option(
     "--calibration", "-c", help="calibration samples (.npz: one array per input name, or an 'x' array; first "
@@ -271,6 +271,14 @@ def evaluate(
     except TinyaotError as exc:
         _fail(exc)
     ort = r["onnxruntime_int8_top1"]
+    if "tflite_interpreter" in r:  # an int8 .tflite: TFLite Micro's interpreter ran the same file
+        tfl = r["tflite_top1"]
+        typer.echo(f"{r['samples']} samples (int8 TFLite model, its own parameters): tinyaot int8 "
+                   f"{100 * r['int8_top1']:.2f} %" + (
+                       f", TFLite interpreter {100 * tfl:.2f} % ({r['tflite_interpreter']}); outputs equal on "
+                       f"{r['outputs_equal_tflite']} of {r['samples']} samples" if tfl is not None
+                       else f"; TFLite interpreter {r['tflite_interpreter']}"))
+        return
     if r.get("prequantized"):  # no float model to compare with: onnxruntime ran the same QDQ model
         typer.echo(f"{r['samples']} samples (pre-quantized model, its own parameters): tinyaot int8 "
                    f"{100 * r['int8_top1']:.2f} %" + (f", onnxruntime int8 {100 * ort:.2f} %; they agree on "

@@ -20,7 +20,9 @@ from tinyaot.errors import TinyaotError
 def load_samples(path: Path, inputs: list[dict]) -> dict[str, np.ndarray]:
     """Reads an .npz of samples: keys are input names, the first axis is the sample. A single-input model may
     also use a file whose only array, or whose `x` array, is that input. Returns name -> float32 [N, *shape]
-    where shape is the model input shape (a leading batch of 1 may be left out of the file's samples)."""
+    where shape is the model input shape (a leading batch of 1 may be left out of the file's samples). For an input
+    the model declares int8 with its scale and zero point (an int8 .tflite model), int8 arrays are taken as its
+    integers."""
     path = Path(path)
     if not path.exists():
         raise TinyaotError(f"calibration file not found: {path}")
@@ -59,6 +61,10 @@ def load_samples(path: Path, inputs: list[dict]) -> dict[str, np.ndarray]:
         if count is not None and a.shape[0] != count:
             raise TinyaotError(f"{path}: inputs have different sample counts")
         count = a.shape[0]
+        if a.dtype == np.int8 and inp.get("dtype") == "int8" and "scale" in inp:
+            # a model with int8 inputs (an int8 .tflite): int8 samples are its integers, held here as the real
+            # values they stand for, which quantize back to exactly those integers
+            a = (a.astype(np.float64) - inp["zero_point"]) * inp["scale"]
         out[inp["name"]] = a.astype(np.float32)
     return out
 

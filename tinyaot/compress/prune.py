@@ -74,7 +74,7 @@ def _check_float(graph: Graph, node: Node, what: str) -> None:
     w = graph.tensors[node.inputs[1]]
     if w.quant is not None or w.dtype != "float32":
         raise TinyaotError(f"{what} works on float weights, but layer {node.name!r} holds pre-quantized integer "
-                           "weights (a QDQ model); prune the float model before quantizing it")
+                           "weights (a QDQ ONNX or int8 TFLite model); prune the float model before quantizing it")
 
 
 # ---- magnitude pruning -----------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ Part of the numerics core: imports nothing else of tinyaot but the core's errors
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -176,6 +177,20 @@ def _stored_bias(qb: np.ndarray, weights: np.ndarray, axis: int, input_offset: i
         raise TinyaotError(refusal_message(where, f"accumulator of output channel {c} (its bias alone is "
                                                   f"{abs(int(qb[c])):,} units of s_in * s_w)", bound))
     return qb.astype(np.int32)
+
+
+def tflite_activation_range(scale: float, zero_point: int, lo: float, hi: float) -> tuple[int, int]:
+    """The int8 clamp of a TFLite fused activation with real bounds (lo, hi) (ReLU (0, inf), ReLU6 (0, 6),
+    ReLU_N1_TO_1 (-1, 1), none (-inf, inf)), as TFLite's CalculateActivationRangeQuantized computes it: each
+    finite bound is zero_point + round(bound / scale) with the division in float32 and ties away from zero
+    (TfLiteRound), then limited to [-128, 127]. `activation_clamp` rounds the float64 quotient half to even, which
+    can differ by one where the float32 quotient lands on (or rounds across) a half."""
+    def q(f: float) -> int:
+        v = float(np.float32(f) / np.float32(scale))
+        return int(zero_point) + (int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5)))
+    qlo = QMIN if not np.isfinite(lo) else max(QMIN, q(lo))
+    qhi = QMAX if not np.isfinite(hi) else min(QMAX, q(hi))
+    return qlo, qhi
 
 
 def activation_clamp(qp: QuantParams, activation: tuple[float, float] | None) -> tuple[int, int]:

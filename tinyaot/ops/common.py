@@ -50,8 +50,17 @@ def out_params(node: Node, graph: Graph, ranges) -> tuple[QuantParams, int, int]
     """Calibrated output parameters of the node and the int8 clamp of its fused activation."""
     out = graph.tensors[node.outputs[0]]
     out.quant = output_qparams(graph, out.name, ranges)
-    lo, hi = activation_clamp(out.quant, node.attrs.get("activation"))
-    return out.quant, lo, hi
+    return (out.quant, *fused_clamp(node, out.quant))
+
+
+def fused_clamp(node: Node, qp: QuantParams) -> tuple[int, int]:
+    """The int8 clamp of the node's fused activation under output parameters `qp`. A TFLite model's layer carries
+    the clamp its interpreter computes (`act_range`, frontend/tflite_import.py: TFLite's own rounding of the
+    bounds); anything else is clamped at its real bounds `activation` (core/quant.activation_clamp)."""
+    given = node.attrs.get("act_range")
+    if given is not None:
+        return int(given[0]), int(given[1])
+    return activation_clamp(qp, node.attrs.get("activation"))
 
 
 def spatial_out(in_hw, kernel_hw, stride_hw, pads, dilation_hw=(1, 1), ceil_mode=False) -> tuple[int, int]:
@@ -155,7 +164,7 @@ def fold_requant_table(bias, weights, input_offset: int, mult, shift, output_off
             packed.astype(np.int32))
 
 
-__all__ = ["set_const", "output_qparams", "record_raised", "out_params", "spatial_out", "nhwc_oracle",
+__all__ = ["set_const", "output_qparams", "record_raised", "out_params", "fused_clamp", "spatial_out", "nhwc_oracle",
            "activation_nodes", "dequantized_const", "oracle_operands", "fold_input_offset",
            "fold_requant_table", "im2col_patches", "FLOAT_CHUNK", "fused_activation", "float_const", "float_bias"]
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import helper, numpy_helper
-from tinyaot.core.quant import activation_clamp, input_magnitude
+from tinyaot.core.quant import input_magnitude
 from tinyaot.ops.intbounds import epilogue
 from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, fused_activation, im2col_patches, nhwc_oracle, out_params, spatial_out
+from tinyaot.ops.common import (activation_nodes, fused_activation, fused_clamp, im2col_patches, nhwc_oracle,
+                                out_params, spatial_out)
 from tinyaot.ops.registry import (GENERIC_VARIANT, KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits,
                                   Variant, variant_of)
 
@@ -170,7 +171,7 @@ class _Pool(OpSpec):
                               output_shift=shift, act_min=lo, act_max=hi)
             return
         graph.tensors[node.outputs[0]].quant = q
-        node.attrs["act_min"], node.attrs["act_max"] = activation_clamp(q, node.attrs.get("activation"))
+        node.attrs["act_min"], node.attrs["act_max"] = fused_clamp(node, q)
 
     def reference(self, node, graph, inputs):
         k, s, p = self._geometry(node, graph)

@@ -18,7 +18,7 @@ from tinyaot.core.fixedpoint import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
-from onnx import helper
+from onnx import helper, numpy_helper
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ir import QuantParams
 from tinyaot.core.fixedpoint import softmax_params
@@ -77,7 +77,8 @@ class Softmax(OpSpec):
             raise TinyaotError(f"Softmax node {node.name!r}: axis of {x.shape[axis]} > {MAX_ROW_SIZE} elements would "
                                "overflow the Q12.19 sum")
         graph.tensors[node.outputs[0]].quant = QuantParams.per_tensor(1.0 / 256, -128)
-        mult, shift, diff_min = softmax_params(x.quant.s, 1.0)
+        # beta: TFLite's SOFTMAX option (softmax(beta * x)); ONNX's Softmax has none
+        mult, shift, diff_min = softmax_params(x.quant.s, float(node.attrs.get("beta", 1.0)))
         node.attrs.update(input_mult=mult, input_left_shift=shift, diff_min=diff_min)
 
     def _rows(self, node, graph):
@@ -113,4 +114,9 @@ class Softmax(OpSpec):
 
     def oracle(self, node, graph):
         axis = int(node.attrs.get("axis", -1)) % len(graph.tensors[node.inputs[0]].shape)
-        return OracleLayer([helper.make_node("Softmax", [node.inputs[0]], ["sm_out"], axis=axis)], [], "sm_out")
+        beta = float(node.attrs.get("beta", 1.0))
+        if beta == 1.0:
+            return OracleLayer([helper.make_node("Softmax", [node.inputs[0]], ["sm_out"], axis=axis)], [], "sm_out")
+        b = numpy_helper.from_array(np.asarray(beta, np.float32), node.name + "_beta")
+        return OracleLayer([helper.make_node("Mul", [node.inputs[0], b.name], ["sm_scaled"]),
+                            helper.make_node("Softmax", ["sm_scaled"], ["sm_out"], axis=axis)], [b], "sm_out")

@@ -155,6 +155,9 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
     check_output_folder(out)  # before the minutes of measuring, not after
     compiled = compile_model(model, calibration, input_shapes=input_shapes, calibrate=calibrate, cle=cle,
                              bias_correction=bias_correction)
+    if compiled.graph.meta.get("format") == "tflite":
+        raise TinyaotError("analyze needs a float ONNX model: an int8 .tflite model has no float tensors to compare "
+                           "(`tinyaot evaluate` holds it to TFLite Micro's interpreter)")
     if compiled.prequantized:
         raise TinyaotError("analyze needs a float model (a pre-quantized model has no float tensors to compare)")
     g = compiled.graph

@@ -16,6 +16,7 @@ from tinyaot.compress.precision import precision_report
 from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.frontend.normalize import float32_model_file
 from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.hostjit import HostModel
 
 from .compile import Compiled, Echo, _quiet, compile_model
@@ -48,14 +49,13 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
     if limit is not None:
         x, y = x[:limit], y[:limit]
     host = HostModel(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound, compiled.patch)
-    q_out = []
-    for k in range(len(x)):
-        q_out.append(host(compiled.quantize_input(x[k])))
+    q_inputs = [compiled.quantize_input(x[k]) for k in range(len(x))]
+    q_out = [host(q) for q in q_inputs]
     # The host C must equal the numpy reference bit for bit; check it on a few samples every run.
     checked = min(len(x), 4)
     host_diff = 0  # the largest |host C - numpy reference| over the checked samples, in LSB
     for k in range(checked):
-        ref = run_reference(g, {compiled.input: compiled.quantize_input(x[k])})[compiled.output]
+        ref = run_reference(g, {compiled.input: q_inputs[k]})[compiled.output]
         diff = int(np.abs(ref.astype(np.int32).reshape(-1) - q_out[k].astype(np.int32).reshape(-1)).max())
         host_diff = max(host_diff, diff)
         if diff:
@@ -68,7 +68,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
     x_ort = x.reshape((len(x),) + tuple(g.meta["inputs"][0]["shape"][1:]))
     if compiled.prequantized:
         return _evaluate_prequantized(model, calibration, data, compiled, int8_logits, x_ort, y, checked,
-                                      compare_onnxruntime, host_matches)
+                                      compare_onnxruntime, host_matches, q_out, q_inputs)
     cal_ort = {name: compiled.samples[name].reshape((-1,) + x_ort.shape[1:])}
     with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
         # onnxruntime runs the float32 model tinyaot compiled (a float16 model's float32 rewrite)
@@ -100,9 +100,11 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
 
 
 def _evaluate_prequantized(model, calibration, data, compiled: Compiled, int8_logits, x_ort, y, checked,
-                           compare_onnxruntime: bool, host_matches: bool) -> dict:
+                           compare_onnxruntime: bool, host_matches: bool, q_out, q_inputs) -> dict:
     """A pre-quantized model has no float original to measure: tinyaot's int8 is set against onnxruntime
-    running the very same QDQ model on its int8 kernels (so both use the model's own parameters)."""
+    running the very same QDQ model on its int8 kernels (so both use the model's own parameters), an int8 .tflite
+    model against TFLite Micro's interpreter running the same file on the same int8 inputs, whose every output
+    must equal the C's."""
     result = {
         "tinyaot_version": __version__,
         "model": str(model), "calibration": None if calibration is None else str(calibration), "data": str(data),
@@ -113,9 +115,26 @@ def _evaluate_prequantized(model, calibration, data, compiled: Compiled, int8_lo
         "arena_bytes": compiled.plan.arena_bytes, "weights_bytes": weights_bytes(compiled.graph),
         "compression": compression_report(compiled.graph),
     }
+    if compiled.graph.meta.get("format") == "tflite":
+        return {**result, **_versus_tflite(compiled, q_inputs, q_out, y)} if compare_onnxruntime else result
     if compare_onnxruntime:
         ort_out = ort_int8_predictions(model, {compiled.input: x_ort}).reshape(len(y), -1)
         result["onnxruntime_int8_top1"] = top1(ort_out, y)
         result["int8_vs_onnxruntime_agreement"] = float(np.mean(np.argmax(ort_out, 1) ==
                                                                 np.argmax(int8_logits, 1)))
     return result
+
+
+def _versus_tflite(compiled: Compiled, q_inputs, q_out, y) -> dict:
+    """TFLite Micro's interpreter on the same int8 inputs: its top-1, and on how many samples its output equals the
+    C's bit for bit (all of them, or tinyaot has a bug; with compression options the C computes other weights)."""
+    name = interpreter_name()
+    if name is None:
+        return {"tflite_interpreter": f"not run ({INSTALL_HINT})", "tflite_top1": None,
+                "outputs_equal_tflite": None, "int8_vs_tflite_agreement": None}
+    theirs = np.stack([o[0].reshape(-1) for o in run_tflite(compiled.graph.meta["path"], [[q] for q in q_inputs])])
+    ours = np.stack([np.asarray(q).reshape(-1) for q in q_out])
+    return {"tflite_interpreter": name, "tflite_top1": top1(theirs.astype(np.float64), y),
+            "outputs_equal_tflite": int(np.all(theirs == ours, axis=1).sum()),
+            "max_abs_diff_vs_tflite": int(np.abs(theirs.astype(np.int32) - ours.astype(np.int32)).max()),
+            "int8_vs_tflite_agreement": float(np.mean(np.argmax(theirs, 1) == np.argmax(ours, 1)))}

@@ -99,7 +99,7 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
             "output": {"scale": g.tensors[compiled.output].quant.s,
                        "zero_point": g.tensors[compiled.output].quant.zp},
             "calibration_samples": 0 if compiled.prequantized else int(len(compiled.samples[compiled.input])),
-            "source": "the model's QuantizeLinear/DequantizeLinear" if compiled.prequantized else "calibration",
+            "source": _source(g, compiled.prequantized),
             "calibration": g.meta.get("calibration"),  # method, CLE, bias correction (compress/ranges.py)
             "notes": g.meta.get("quantization_notes", []),
             "activation_bits": precision_report(g)},
@@ -125,6 +125,13 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
         "verify": {k: v for k, v in verify_section.items() if not k.startswith("_")},
         "files": files or {},
     }
+
+def _source(g: Graph, prequantized: bool) -> str:
+    """Where the quantization parameters came from, for report.json."""
+    if g.meta.get("format") == "tflite":
+        return "the TFLite model's own parameters"
+    return "the model's QuantizeLinear/DequantizeLinear" if prequantized else "calibration"
+
 
 def report_md(r: dict) -> str:
     """report.md from report.json's dict."""
@@ -179,6 +186,12 @@ def summary(r: dict, out: Path) -> list[str]:
                  f"({v.get('inputs')}), "
                  f"worst layer vs onnxruntime {v['max_abs_diff_vs_onnxruntime']} LSB, "
                  f"{v['instructions']} instructions/inference, stack {v['stack_high_water_bytes']} B")
+        if "tflite_interpreter" in v:  # an int8 .tflite model: its own interpreter on the same int8 inputs
+            match = v["outputs_match_tflite"]
+            s.append(f"TFLite interpreter: {v['tflite_interpreter']}" if match is None else
+                     f"TFLite interpreter ({v['tflite_interpreter']}): " + (
+                         "outputs == the C's on every sample" if match else
+                         f"outputs differ by up to {v['max_abs_diff_vs_tflite']} LSB"))
     else:
         s.append("not verified (--no-verify)")
     return s

@@ -14,6 +14,7 @@ from tinyaot.boards import Board
 from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
 from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
 
 from .build import build_verification_firmware, firmware_sizes
@@ -62,6 +63,7 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
     ref_out = np.stack([r[compiled.output].reshape(-1) for r in refs])
     qemu_out = raw.reshape(n, out_size)
     diff_ref = int(np.abs(ref_out.astype(np.int32) - qemu_out.astype(np.int32)).max())
+    tflite = tflite_check(compiled, q_inputs, qemu_out)
     layers = check_layers(g, refs)
     sessions: dict = {}  # onnxruntime sessions per layer, reused across samples (never kept in the graph)
     chain = [run_chain(g, q, sessions)[compiled.output].reshape(-1) for q in q_inputs]
@@ -83,7 +85,7 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
             "outputs_match": diff_ref == 0, "samples": n, "inputs": compiled.samples_source,
             "max_abs_diff_vs_reference": diff_ref,
             "max_abs_diff_vs_onnxruntime": max((c.max_abs_diff for c in layers), default=0),
-            "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree,
+            "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree, **tflite,
             "instructions": insns, "arena_high_water_bytes": stats.get("arena_high_water_bytes"),
             "stack_high_water_bytes": stats.get("stack_high_water_bytes"),
             "stack_reserved_bytes": stats.get("stack_reserved_bytes"),
@@ -95,6 +97,21 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
             "_layers": layers}, per_layer
 
 
+def tflite_check(compiled: Compiled, q_inputs: list[np.ndarray], outputs: np.ndarray) -> dict:
+    """For an int8 .tflite model: TFLite Micro's interpreter on the same int8 inputs (oracle/tflite_interpreter.py),
+    whose outputs the C's `outputs` ([samples, values]) must equal bit for bit. {} for an ONNX model."""
+    g = compiled.graph
+    if g.meta.get("format") != "tflite":
+        return {}
+    name = interpreter_name()
+    if name is None or compiled.compressed:
+        why = f"not run ({INSTALL_HINT})" if name is None else "not compared (compression changed the file's weights)"
+        return {"tflite_interpreter": why, "outputs_match_tflite": None, "max_abs_diff_vs_tflite": None}
+    theirs = np.stack([o[0].reshape(-1) for o in run_tflite(g.meta["path"], [[q] for q in q_inputs])])
+    diff = int(np.abs(theirs.astype(np.int32) - np.asarray(outputs).astype(np.int32)).max())
+    return {"tflite_interpreter": name, "outputs_match_tflite": diff == 0, "max_abs_diff_vs_tflite": diff}
+
+
 def check_verification(section: dict) -> None:
     """Raise VerificationError unless the QEMU outputs equal the reference and every layer is within its tolerance of
     onnxruntime (the staged folder is then discarded: a failed verification never produces an output folder)."""
@@ -102,6 +119,10 @@ def check_verification(section: dict) -> None:
         raise VerificationError(f"verification failed: the C under QEMU differs from the numpy reference by up "
                            f"to {section['max_abs_diff_vs_reference']} LSB (a tinyaot bug; the "
                            f"staged output was discarded)")
+    if section.get("outputs_match_tflite") is False:
+        raise TinyaotError(f"verification failed: the C under QEMU differs from TFLite Micro's interpreter by up to "
+                           f"{section['max_abs_diff_vs_tflite']} LSB on the same int8 inputs (a tinyaot bug; the "
+                           "staged output was discarded)")
     bad = [c for c in section.pop("_layers") if c.max_abs_diff > c.tolerance]
     if bad:
         worst = max(bad, key=lambda c: c.max_abs_diff)
