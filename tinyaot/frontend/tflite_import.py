@@ -127,7 +127,7 @@ class _Importer:
     def dtype(self, ti: int) -> str:
         return _TYPE_NAMES.get(self.sg.Tensors(ti).Type(), f"type {self.sg.Tensors(ti).Type()}")
 
-    def quant(self, ti: int, axis_of=None) -> QuantParams | None:
+    def quant(self, ti: int) -> QuantParams | None:
         q = self.sg.Tensors(ti).Quantization()
         if q is None or q.ScaleLength() == 0:
             return None
@@ -172,13 +172,13 @@ class _Importer:
     def refuse(self, why: str):
         raise TinyaotError(f"{self.where}: {why}")
 
-    def activation(self, ti: int, want_int8: bool = True) -> str:
+    def activation(self, ti: int) -> str:
         """The IR name of activation `ti` in its TFLite (NHWC) shape, created with its given parameters."""
         name = self.tensor_name(ti)
         if name not in self.tensors:
             if self.data(ti) is not None:
                 self.refuse(f"input {name!r} is a constant where tinyaot expects an activation")
-            if want_int8 and self.dtype(ti) != "int8":
+            if self.dtype(ti) != "int8":
                 self.refuse(f"tensor {name!r} is {self.dtype(ti)}; tinyaot compiles full-integer models with int8 "
                             "activations (convert with inference_input_type/inference_output_type tf.int8, "
                             "and no 16x8 or float layers)")
@@ -246,14 +246,20 @@ class _Importer:
         return name
 
     def fresh(self, name: str) -> str:
+        """`name`, or `name_1`, ...: one no IR tensor and no TFLite tensor named so far has."""
         base, k = name, 0
-        while name in self.tensors:
+        while name in self.tensors or name in self.names.values():
             k += 1
             name = f"{base}_{k}"
         return name
 
-    def const(self, name: str, data: np.ndarray, dtype: str, qp: QuantParams | None) -> str:
-        name = self.fresh(name)
+    def const(self, name: str | int, data: np.ndarray, dtype: str, qp: QuantParams | None) -> str:
+        """A constant named `name`, or after TFLite tensor `name` (an index: its own name, unless already used)."""
+        if isinstance(name, int):
+            name = self.tensor_name(name)
+            name = name if name not in self.tensors else self.fresh(name)
+        else:
+            name = self.fresh(name)
         self.tensors[name] = Tensor(name, tuple(data.shape), dtype, np.ascontiguousarray(data), qp)
         return name
 
@@ -307,7 +313,7 @@ class _Importer:
                         " tinyaot reads int32 biases of int8 layers (int64 biases are TFLite's 16x8 scheme)")
         if b.size != out_c:
             self.refuse(f"bias {self.tensor_name(ti)!r} has {b.size} values for {out_c} output channels")
-        return self.const(self.tensor_name(ti), b.reshape(out_c).astype(np.int32), "int32", qp)
+        return self.const(ti, b.reshape(out_c).astype(np.int32), "int32", qp)
 
     def run(self) -> Graph:
         sg = self.sg
@@ -388,10 +394,7 @@ def _conv(imp: _Importer, op, ins, outs, name, depthwise: bool) -> None:
     if depthwise:  # [1, kh, kw, C * m] -> ONNX [C * m, 1, kh, kw], group C
         if w.shape[0] != 1 or w.shape[3] % c_in:
             imp.refuse(f"depthwise weights {list(w.shape)} do not fit {c_in} input channels")
-        w_onnx, group = w.transpose(3, 0, 1, 2), c_in
-        mult = int(opts.DepthMultiplier()) if opts is not None else 1
-        if mult and mult != w.shape[3] // c_in:
-            imp.refuse(f"depth multiplier {mult} does not match weights {list(w.shape)}")
+        w_onnx, group = w.transpose(3, 0, 1, 2), c_in  # the depth multiplier is w.shape[3] / C, as the kernels take it
     else:  # OHWI -> OIHW
         if c_in % w.shape[3]:
             imp.refuse(f"weights {list(w.shape)} do not fit {c_in} input channels")
@@ -401,7 +404,7 @@ def _conv(imp: _Importer, op, ins, outs, name, depthwise: bool) -> None:
     if np.any(np.asarray(wq.zero_point) != 0):
         imp.refuse("weights with a non-zero zero point; TFLite's int8 convolutions take symmetric weights")
     s_in = imp.tensors[imp.tensor_name(x_ti)].quant.s
-    wname = imp.const(imp.tensor_name(w_ti), w_onnx, "int8", wq_onnx)
+    wname = imp.const(w_ti, w_onnx, "int8", wq_onnx)
     bname = imp.bias(b_ti, s_in, wq_onnx, out_c, name)
     stride = (int(opts.StrideH()), int(opts.StrideW())) if opts is not None else (1, 1)
     dil = (int(opts.DilationHFactor()), int(opts.DilationWFactor())) if opts is not None else (1, 1)
@@ -470,7 +473,7 @@ def _fully_connected(imp: _Importer, op, ins, outs, name) -> None:
         imp.add("Reshape", f"{name}_flatten", [x], [flat])
         x = flat
     s_in = imp.tensors[x].quant.s
-    wname = imp.const(imp.tensor_name(ins[1]), w, "int8", QuantParams(wq.scale, wq.zero_point,
+    wname = imp.const(ins[1], w, "int8", QuantParams(wq.scale, wq.zero_point,
                                                                          None if wq.axis is None else 0))
     bname = imp.bias(ins[2] if len(ins) > 2 else -1, s_in, wq, out_c, name)
     y = imp.activation_output(outs[0])
@@ -492,7 +495,7 @@ def _add(imp: _Importer, op, ins, outs, name) -> None:
             continue
         if imp.dtype(ti) != "int8" or imp.quant(ti) is None or imp.quant(ti).axis is not None:
             imp.refuse(f"constant operand {imp.tensor_name(ti)!r} is not per-tensor int8")
-        operands.append(imp.const(imp.tensor_name(ti), data, "int8", imp.quant(ti)))
+        operands.append(imp.const(ti, data, "int8", imp.quant(ti)))
     y = imp.activation_output(outs[0])
     node = imp.add("Add", name, operands, [y])
     imp.fused(node, opts.FusedActivationFunction() if opts is not None else 0, outs[0])
