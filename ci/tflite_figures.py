@@ -114,7 +114,8 @@ def measure(model: str, boards: list[str], qemu_samples: int, tmp: Path, cmsis: 
     t0 = time.time()
     compiled = compile_model(path, None)
     qs, y, row["inputs"] = inputs(model, compiled)
-    host = HostModel(compiled.graph, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound)
+    host = HostModel(compiled.graph, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound,
+                     compiled.patch)
     ours = np.stack([np.asarray(host(q)).reshape(-1) for q in qs])
     theirs = np.stack([o[0].reshape(-1) for o in run_tflite(path, [[q] for q in qs])])
     row["n"] = len(qs)
