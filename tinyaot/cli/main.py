@@ -104,7 +104,7 @@ ModelArg = Annotated[Path, typer.Argument(help="the float ONNX model, a pre-quan
                                            show_default=False)]
 CalibrationOpt = Annotated[Optional[Path], typer.Option(
     "--calibration", "-c", help="calibration samples (.npz: one array per input name, or an 'x' array; first "
-    "axis = sample); optional for a pre-quantized (QDQ) model, where they only feed verification")]
+    "axis = sample); optional for a pre-quantized (QDQ or int8 .tflite) model, where they only feed verification")]
 InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
     "--input-shape", help="static shape for a dynamic input, NAME:D1,D2,... (repeatable)")]
 # Compression (tinyaot/compress/): the same flags on deploy and evaluate, so accuracy and bytes come from one run.

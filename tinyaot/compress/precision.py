@@ -48,7 +48,8 @@ def apply_precision(graph: Graph, ranges: dict, bits) -> Graph:
     if all(w == 8 for w in want.values()):
         return graph
     if graph.meta.get("prequantized"):
-        raise TinyaotError("--activation-bits 16 needs a float model; this one is pre-quantized (QDQ)")
+        raise TinyaotError("--activation-bits 16 needs a float model; this one is pre-quantized (QDQ ONNX or int8 "
+                           "TFLite: its own int8 parameters)")
     for node in graph.nodes:
         if want[node.name] == 16 and node.op not in S16_OPS and node.op not in ALIAS_OPS:
             raise TinyaotError(f"{node.op} node {node.name!r} cannot run with 16-bit activations; the ops that can "
