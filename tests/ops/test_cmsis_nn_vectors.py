@@ -1060,7 +1060,8 @@ def vector_variant_builds(board_names=VARIANT_BOARDS):
 def planned_vector_graph(case: dict, board: str, variant: str):
     """(graph, offsets, arena_bytes, lower_bound) with the layer on `variant` for the board's target."""
     from tinyaot.boards import load_board
-    from tinyaot.pipeline.compile import graph_buffers, lower_bound, plan
+    from tinyaot.plan import lower_bound, plan
+    from tinyaot.plan.liveness import graph_buffers
     from tinyaot.pipeline.variants import choose_variants
 
     g = vector_graph(case, _arrays(case))
