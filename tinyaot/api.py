@@ -49,7 +49,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
            calibrate: str | None = None, cle: bool | None = None,
            bias_correction: bool | None = None, optimize: str = "speed", tune: bool = False,
            tuning_log: str | Path | None = None, activation_bits=8, max_accuracy_drop: float | None = None,
-           data: str | Path | None = None, arena_budget: int | None = None) -> DeployResult:
+           data: str | Path | None = None, arena_budget: int | None = None,
+           label_output: str | None = None) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
     build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs.
     `optimize`: "speed" (each layer's cheapest kernel variant on the board's core, by the cost model) or "size" (the
@@ -66,7 +67,8 @@ def deploy(model: str | Path, board: str, calibration: str | Path | None, out_di
     # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
     bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
                                           input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo,
-                                          compression=compression, bias_correction=bias_correction)
+                                          compression=compression, bias_correction=bias_correction,
+                                          label_output=label_output)
     compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
                              print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate,
                              cle=cle, bias_correction=bias_correction, target=target, activation_bits=bits)

@@ -474,4 +474,4 @@ def test_output_gains_read_the_logits_before_softmax(cal_dir):
     c = compile_model(MODELS / "kws_dscnn.onnx", calibration_file(cal_dir, "kws_dscnn"))
     g = c.graph
     assert g.nodes[-1].op == "Softmax"
-    assert _logits(g) == (g.nodes[-1].inputs[0], True)
+    assert _logits(g) == [(g.nodes[-1].inputs[0], True)]

@@ -13,15 +13,16 @@ It is decided at collection time, so an op another helper registers later brings
 
 Preparation of a selected case (what `prepare` does, each step semantics-preserving):
 - the first graph input stays the model input; every other graph input (weights, bias, reshape shape, squeeze axes,
-  clip bounds, a second addend, ...) becomes an initializer holding the case's own value for it. tinyaot compiles
-  single-input models, and these values are what the case feeds;
+  clip bounds, a second addend, ...) becomes an initializer holding the case's own value for it: most of them are
+  weights and shapes that tinyaot's kernels take as constants, and these values are what the case feeds;
 - a model whose ai.onnx opset is below 7 is converted to opset 13 with ONNX's own `onnx.version_converter`
   (onnxruntime 1.2x dropped the kernels of those old opsets, e.g. BatchNormalization-6, AveragePool-1, Gemm-6, and
   tinyaot calibrates with onnxruntime), completed where the converter falls short (see `_upgrade`). The test then
   checks that onnxruntime on the prepared model reproduces ONNX's expected output, so a preparation that changed
   the meaning of a case fails instead of testing something else;
 - a graph input with a symbolic dimension gets its static shape from the case's data (`input_shapes`).
-Cases that cannot be made into a float32 single-input, single-output model are excluded with the reason why.
+Every graph output is kept and checked (a Split's parts, an LSTM's Y and Y_h). Cases that cannot be made into a
+float32 model with float32 outputs are excluded with the reason why.
 """
 from __future__ import annotations
 
@@ -55,10 +56,10 @@ class BackendCase:
 
 @dataclass
 class Prepared:
-    model: onnx.ModelProto  # single input, single output, the other inputs folded to initializers
+    model: onnx.ModelProto  # single input, every output, the other inputs folded to initializers
     input_name: str
     x: np.ndarray  # float32, the model input
-    expected: np.ndarray  # float32, ONNX's expected output
+    expected: list[np.ndarray]  # float32, ONNX's expected value of each graph output, in graph order
     input_shapes: dict | None  # for compile_model, when the model input has symbolic dimensions
 
 
@@ -75,7 +76,6 @@ EXCLUSION_REASONS = {
     "training_dropout": "training-mode Dropout with ratio > 0: the expected output is one random mask draw "
                         "(tinyaot must reject such a model: see test_training_mode_dropout_is_rejected)",
     "no_input": "no graph input (the model computes a constant)",
-    "multi_output": "several graph outputs (tinyaot compiles single-input, single-output models)",
     "non_tensor": "sequence- or optional-typed input/output (tinyaot compiles tensors)",
     "input_dtype": "the model input is not float32 (integer/float64/float16/8-bit-float input; tinyaot takes "
                    "float32 model inputs)",
@@ -231,21 +231,22 @@ def prepare(case: BackendCase) -> Prepared | Excluded:
         return Excluded("training_dropout")
     if not inputs:
         return Excluded("no_input")
-    if len(model.graph.output) != 1 or len(case.outputs) != 1:
-        return Excluded("multi_output", f"{len(model.graph.output)} outputs")
     if not all(vi.type.HasField("tensor_type") for vi in list(inputs) + list(model.graph.output)):
         return Excluded("non_tensor")
     # Judged by the declared element types: float8/int4/int2 data come as TensorProto, not numpy arrays.
-    in_type, out_type = (vi.type.tensor_type.elem_type for vi in (inputs[0], model.graph.output[0]))
+    in_type = inputs[0].type.tensor_type.elem_type
     if in_type != onnx.TensorProto.FLOAT:
         return Excluded("input_dtype", f"input {inputs[0].name!r} is {onnx.TensorProto.DataType.Name(in_type)}")
-    if out_type != onnx.TensorProto.FLOAT:
-        return Excluded("output_dtype", f"output is {onnx.TensorProto.DataType.Name(out_type)}")
-    x, expected = case.inputs[0], case.outputs[0]
-    assert x.dtype == np.float32 and expected.dtype == np.float32, (x.dtype, expected.dtype)
-    if x.size == 0 or expected.size == 0:
-        return Excluded("zero_size", f"input {list(x.shape)}, output {list(expected.shape)}")
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(expected))):
+    for vi in model.graph.output:
+        if vi.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+            return Excluded("output_dtype", f"output {vi.name!r} is "
+                            f"{onnx.TensorProto.DataType.Name(vi.type.tensor_type.elem_type)}")
+    x, expected = case.inputs[0], list(case.outputs)
+    assert len(expected) == len(model.graph.output), (len(expected), len(model.graph.output))
+    assert x.dtype == np.float32 and all(e.dtype == np.float32 for e in expected), (x.dtype, expected)
+    if x.size == 0 or any(e.size == 0 for e in expected):
+        return Excluded("zero_size", f"input {list(x.shape)}, outputs {[list(e.shape) for e in expected]}")
+    if not (np.all(np.isfinite(x)) and all(np.all(np.isfinite(e)) for e in expected)):
         return Excluded("non_finite")
 
     m = fold_extra_inputs(case)

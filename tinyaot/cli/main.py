@@ -156,6 +156,11 @@ ActivationBitsOpt = Annotated[ActivationBits, typer.Option(
 MaxDropOpt = Annotated[Optional[float], typer.Option(
     "--max-accuracy-drop", min=0.0, help="choose 8 or 16 bits per layer, the least memory whose top-1 on --data "
     "stays within POINTS of float (pipeline/precision_search.py)", metavar="POINTS")]
+LabelOutputOpt = Annotated[Optional[str], typer.Option(
+    "--label-output", help="a model of several outputs: score top-1 on this output (default: the first)",
+    metavar="NAME")]
+DataHelp = ("labelled samples (.npz: one array per model input name, or 'x' for a single-input model, and integer "
+            "labels 'y')")
 CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
     "--compression", help="per-layer compression spec (.toml, or .yaml with PyYAML); flags override its defaults")]
 
@@ -205,11 +210,12 @@ def deploy(
     = None,
     activation_bits: ActivationBitsOpt = ActivationBits.eight, max_accuracy_drop: MaxDropOpt = None,
     data: Annotated[Optional[Path], typer.Option("--data", "-d", help="labelled samples for --max-accuracy-drop "
-                                                                      "(.npz with x and integer y)")] = None,
+                                                                      "(.npz as for evaluate)")] = None,
     arena_budget: Annotated[Optional[int], typer.Option(
         min=0, metavar="BYTES", help="the arena the schedule must fit (default: the board's RAM minus its stack); "
                                      "a model that does not fit layer by layer runs its first layers patch by "
                                      "patch, the fastest schedule that fits")] = None,
+    label_output: LabelOutputOpt = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     from tinyaot.api import deploy as api_deploy
@@ -224,7 +230,8 @@ def deploy(
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo,
                             calibrate=calibrate, cle=cle, bias_correction=bias_correction, optimize=optimize,
                             tune=tune, tuning_log=tuning_log, activation_bits=int(activation_bits.value),
-                            max_accuracy_drop=max_accuracy_drop, data=data, arena_budget=arena_budget)
+                            max_accuracy_drop=max_accuracy_drop, data=data, arena_budget=arena_budget,
+                            label_output=label_output)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:
@@ -238,7 +245,7 @@ def deploy(
 @app.command()
 def evaluate(
     model: ModelArg,
-    data: Annotated[Path, typer.Option("--data", "-d", help="labelled samples (.npz with x and integer y)")],
+    data: Annotated[Path, typer.Option("--data", "-d", help=DataHelp)],
     calibration: CalibrationOpt = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="write the figures as JSON here")] = None,
     limit: Annotated[Optional[int], typer.Option(min=1, help="evaluate only the first N samples")] = None,
@@ -251,6 +258,7 @@ def evaluate(
     compression: CompressionSpecOpt = None,
     calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
     activation_bits: ActivationBitsOpt = ActivationBits.eight, max_accuracy_drop: MaxDropOpt = None,
+    label_output: LabelOutputOpt = None,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
     from tinyaot.api import evaluate as api_evaluate
@@ -262,7 +270,7 @@ def evaluate(
         r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
                          compare_onnxruntime=onnxruntime, compression=options, calibrate=calibrate,
                          cle=cle, bias_correction=bias_correction, activation_bits=int(activation_bits.value),
-                         max_accuracy_drop=max_accuracy_drop)
+                         max_accuracy_drop=max_accuracy_drop, label_output=label_output)
         if json_out is not None:
             try:
                 json_out.write_text(json.dumps(r, indent=2) + "\n")
@@ -327,11 +335,12 @@ def passes() -> None:
 def analyze(
     model: ModelArg,
     calibration: Annotated[Path, typer.Option("--calibration", "-c", help="calibration samples (.npz)")],
-    data: Annotated[Path, typer.Option("--data", "-d", help="labelled samples (.npz with x and integer y)")],
+    data: Annotated[Path, typer.Option("--data", "-d", help=DataHelp)],
     out: Annotated[Path, typer.Option("--out", "-o", help="folder for report.json, report.md and sqnr.png")],
     limit: Annotated[Optional[int], typer.Option(min=1, help="use only the first N samples")] = None,
     input_shape: InputShapeOpt = None,
     calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
+    label_output: LabelOutputOpt = None,
 ) -> None:
     """Per layer: SQNR of its int8 output and the top-1 with only that layer quantized, worst first."""
     from tinyaot.frontend import parse_input_shapes
@@ -339,7 +348,8 @@ def analyze(
 
     try:
         r = run_analyze(model, calibration, data, out, input_shapes=parse_input_shapes(input_shape),
-                        calibrate=calibrate, cle=cle, bias_correction=bias_correction, limit=limit)
+                        calibrate=calibrate, cle=cle, bias_correction=bias_correction, limit=limit,
+                        label_output=label_output)
     except TinyaotError as exc:
         _fail(exc)
     typer.echo(f"{r['samples']} samples, float top-1 {100 * r['float_top1']:.2f} %; worst layers:")
@@ -354,7 +364,7 @@ def analyze(
 def sweep(
     model: ModelArg,
     calibration: Annotated[Path, typer.Option("--calibration", "-c", help="calibration samples (.npz)")],
-    data: Annotated[Path, typer.Option("--data", "-d", help="labelled samples (.npz with x and integer y)")],
+    data: Annotated[Path, typer.Option("--data", "-d", help=DataHelp)],
     out: Annotated[Path, typer.Option("--out", "-o", help="folder for report.json/.md/.html, the plots and "
                                       "configs/ (one result per setting; a rerun resumes from them)")],
     board: Annotated[str, typer.Option("--board", "-b", help="target board name or alias")] = "stm32",
@@ -373,6 +383,7 @@ def sweep(
     baseline: Annotated[Optional[Path], typer.Option(help="compare with this report.json at the end (as `tinyaot "
                                                      "compare`); exit 1 on a regression")] = None,
     tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances for --baseline (.toml)")] = None,
+    label_output: LabelOutputOpt = None,
 ) -> None:
     """Measure MODEL over a grid of compression settings: top-1, weights, flash, arena, instructions; reports and
     Pareto plots in --out."""
@@ -384,7 +395,7 @@ def sweep(
         base = load_report(baseline) if baseline is not None else None
         tol = load_tolerances(tolerances)
         report = run_sweep(model, board, calibration, data, out, load_grid(grid), workers=workers, qemu=qemu,
-                           executor=executor, limit=limit, use_cache=cache, echo=_echo)
+                           executor=executor, limit=limit, use_cache=cache, echo=_echo, label_output=label_output)
     except TinyaotError as exc:
         _fail(exc)
     for c in report["configs"]:

@@ -21,6 +21,7 @@ from tinyaot.core.cfmt import c_comment, c_ident
 from tinyaot.ops.registry import ConstArray, get_op
 
 from .env import environment
+from .io import Port, model_ports
 from .layers import kernel_declaration, render_layer
 
 KERNEL_HEADERS = ["tinyaot_compiler.h", "tinyaot_nn.h", "tinyaot_nn_types.h", "tinyaot_nn_support.h"]
@@ -69,6 +70,8 @@ class Emitted:
         for call, n in zip(self.calls, segments[1:-1]):
             out[call.layer] += int(n)
         return out
+    inputs: list[Port] = field(default_factory=list)  # the model's inputs and outputs as the C names them (io.py)
+    outputs: list[Port] = field(default_factory=list)
 
     @property
     def header(self) -> Path:
@@ -152,6 +155,8 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         kernel_files += [f for f in call.files if f not in kernel_files]
         result.layers.append(EmittedLayer(k, node.name, node.op, call.kernel, code, consts, comment))
         cnames.append(cname)
+    inputs, outputs = model_ports(graph)
+    result.inputs, result.outputs = inputs, outputs
     coded = {layer.index: pos for pos, layer in enumerate(result.coded())}
     first = stage.nodes if stage is not None else 0
     if stage is not None:
@@ -160,7 +165,8 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         for st in range(stage.stripes):
             for j in run:
                 t = tile(graph, stage, st, j)
-                code = _band_code(graph, stage, st, j, t, cnames[j], offsets, keys[j], copy_input=j == run[0])
+                code = _band_code(graph, stage, st, j, t, cnames[j], offsets, keys[j], copy_input=j == run[0],
+                                  source=inputs[0].param)
                 result.calls.append(EmittedCall(coded[j], code, c_comment(
                     f"stripe {st + 1}/{stage.stripes}, step {j}: {t.node.op} '{t.node.name}' rows "
                     f"{t.out[1][0]}..{t.out[1][1] - 1} of {graph.tensors[t.out[0]].shape[1]}")))
@@ -168,18 +174,20 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         if layer.code:
             result.calls.append(EmittedCall(coded[layer.index], layer.code, layer.op_comment))
 
-    (inp,), (outp,) = graph.inputs, graph.outputs
-    ti, to = graph.tensors[inp], graph.tensors[outp]
+
+    def port_ctx(p: Port) -> dict:
+        # the patch stage's input is copied in band by band (in its calls), not whole before them
+        banded = stage is not None and p.role == "input" and p.name == graph.inputs[0]
+        return dict(role=p.role, param=p.param, macro=p.macro, size=p.size, zero_point=p.zero_point,
+                    scale_literal=repr(p.scale), offset=None if banded else offsets[p.name],
+                    comment=c_comment(repr(p.name)), shape_comment=c_comment(f"shape {list(p.shape)}"))
+
     env = environment()
     ctx = dict(
         prefix=prefix, PREFIX=prefix.upper(), name=stem, version=__version__, model_comment=c_comment(graph.name),
         board_comment=c_comment(board_comment), sha256=graph.meta.get("sha256", ""),
         arena_bytes=arena_bytes, lower_bound=lower_bound, layers=result.layers,
-        input_comment=c_comment(repr(inp)), input_shape_comment=c_comment(f"shape {list(ti.shape)}"),
-        input_size=ti.size, input_scale=repr(float(ti.quant.s)), input_zp=ti.quant.zp,
-        output_comment=c_comment(repr(outp)), output_shape_comment=c_comment(f"shape {list(to.shape)}"),
-        output_size=to.size, output_scale=repr(float(to.quant.s)), output_zp=to.quant.zp,
-        input_offset=None if stage is not None else offsets[inp], output_offset=offsets[outp], calls=result.calls,
+        inputs=[port_ctx(p) for p in inputs], outputs=[port_ctx(p) for p in outputs], calls=result.calls,
         patch_comment=None if stage is None else c_comment(
             f"patch stage: steps 0..{stage.nodes - 1} run in {stage.stripes} stripes of rows, the input copied in "
             f"a band at a time (arena {arena_bytes} B; {layer_by_layer} B layer by layer)"),
@@ -203,10 +211,11 @@ def _const_keys(call) -> list:
 
 
 def _band_code(graph: Graph, stage: PatchStage, s: int, j: int, t, cname: str, offsets: dict[str, int],
-               whole_keys: list, copy_input: bool) -> str:
+               whole_keys: list, copy_input: bool, source: str) -> str:
     """The C of stage node j on stripe s: its kernel call with the band's dimensions, reading each input's view and
     writing its band (the stage output's band in place in the whole tensor); stripe s's input rows are copied in
-    before its first layer. The call's constants must be the whole layer's (rendered once, at file scope)."""
+    from invoke's argument `source` before its first layer. The call's constants must be the whole layer's
+    (rendered once, at file scope)."""
     spec = get_op(t.node.op)
     call = spec.render(t.node, t.graph, cname)
     if _const_keys(call) != whole_keys:
@@ -231,11 +240,12 @@ def _band_code(graph: Graph, stage: PatchStage, s: int, j: int, t, cname: str, o
         dst = offsets[f"{x}@{s}"]
         if stage.axes.get(x, 1) == 1:
             rb = row_bytes(graph, x)
-            copy = f"memcpy(arena + {dst}, input + {lo * rb}, {(hi - lo) * rb}); /* input rows {lo}..{hi - 1} */\n"
+            copy = (f"memcpy(arena + {dst}, {source} + {lo * rb}, {(hi - lo) * rb}); "
+                    f"/* input rows {lo}..{hi - 1} */\n")
         else:  # NCHW input: rows lo..hi-1 of each channel plane, planes one after another in the band
             _, c, h, w = graph.tensors[x].shape
             copy = (f"for (int plane = 0; plane < {c}; plane++) {{ /* input rows {lo}..{hi - 1} of each plane */\n"
-                    f"    memcpy(arena + {dst} + plane * {(hi - lo) * w}, input + plane * {h * w} + {lo * w}, "
+                    f"    memcpy(arena + {dst} + plane * {(hi - lo) * w}, {source} + plane * {h * w} + {lo * w}, "
                     f"{(hi - lo) * w});\n}}\n")
         code = copy + code
     return code

@@ -33,19 +33,24 @@ def render_hal(board: Board, dest_dir: Path, stack_bytes: int | None = None) -> 
             for f in HAL_FILES]
 
 
-def render_harness(name: str, dest_dir: Path, header: str | None = None) -> Path:
+def render_harness(name: str, dest_dir: Path, header: str | None = None, inputs=("INPUT",),
+                   outputs=("OUTPUT",)) -> Path:
     """Write verify_main.c, the verification harness for the model whose C prefix is tinyaot_<name>_ and whose
-    header is `header` (default `<name>.h`)."""
+    header is `header` (default `<name>.h`). `inputs` / `outputs`: the macro stems of the model's ports in invoke's
+    order (codegen/io.Port.macro, e.g. "INPUT_LEFT"; the default is a single-input, single-output model's unnamed
+    INPUT / OUTPUT macros)."""
     if not _C_IDENTIFIER.match(name):
         raise TinyaotError(f"model name '{name}' is not a C identifier")
     return render_to(f"harness/{HARNESS}", Path(dest_dir) / HARNESS, name=name, NAME=name.upper(),
-                     header=header or f"{name}.h")
+                     header=header or f"{name}.h", inputs=list(inputs), outputs=list(outputs))
 
 
-def render_sanitize_runner(prefix: str, header: str, dest_dir: Path) -> Path:
-    """Write sanitize_main.c, the host runner toolchain/sanitize.py builds under ASan and UBSan."""
+def render_sanitize_runner(prefix: str, header: str, dest_dir: Path, inputs=("INPUT",),
+                           outputs=("OUTPUT",)) -> Path:
+    """Write sanitize_main.c, the host runner toolchain/sanitize.py builds under ASan and UBSan (`inputs` /
+    `outputs` as for render_harness)."""
     return render_to("harness/sanitize_main.c", Path(dest_dir) / "sanitize_main.c", prefix=prefix,
-                     PREFIX=prefix.upper(), header=header)
+                     PREFIX=prefix.upper(), header=header, inputs=list(inputs), outputs=list(outputs))
 
 
 def render_build_files(out: Path, emitted, board: Board, cflags: list[str]) -> list[Path]:

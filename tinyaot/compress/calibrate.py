@@ -17,18 +17,18 @@ from tinyaot.compress.ranges import Histogram, candidate_ranges, choose_range, p
 from tinyaot.errors import TinyaotError
 
 
-def load_samples(path: Path, inputs: list[dict]) -> dict[str, np.ndarray]:
+def load_samples(path: Path, inputs: list[dict], skip=()) -> dict[str, np.ndarray]:
     """Reads an .npz of samples: keys are input names, the first axis is the sample. A single-input model may
     also use a file whose only array, or whose `x` array, is that input. Returns name -> float32 [N, *shape]
     where shape is the model input shape (a leading batch of 1 may be left out of the file's samples). For an input
     the model declares int8 with its scale and zero point (an int8 .tflite model), int8 arrays are taken as its
-    integers."""
+    integers. Arrays named in `skip` (a labelled file's `y`) are not samples."""
     path = Path(path)
     if not path.exists():
         raise TinyaotError(f"calibration file not found: {path}")
     try:
         with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+            arrays = {k: z[k] for k in z.files if k not in skip}
     except Exception as exc:
         raise TinyaotError(f"{path} is not a readable .npz file ({type(exc).__name__})") from None
     names = [i["name"] for i in inputs]
@@ -59,7 +59,8 @@ def load_samples(path: Path, inputs: list[dict]) -> dict[str, np.ndarray]:
         if not np.all(np.isfinite(a)):
             raise TinyaotError(f"{path}: input {inp['name']!r} holds NaN or infinite values")
         if count is not None and a.shape[0] != count:
-            raise TinyaotError(f"{path}: inputs have different sample counts")
+            raise TinyaotError(f"{path}: inputs have different sample counts ({inputs[0]['name']!r} {count}, "
+                               f"{inp['name']!r} {a.shape[0]}); every input needs one array entry per sample")
         count = a.shape[0]
         if a.dtype == np.int8 and inp.get("dtype") == "int8" and "scale" in inp:
             # a model with int8 inputs (an int8 .tflite): int8 samples are its integers, held here as the real

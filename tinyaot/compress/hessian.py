@@ -60,9 +60,12 @@ class SampleRunner:
     change a layer's weights just before it runs and every later layer sees the changed activations (clustering
     each layer against the inputs the compressed model really gives it, in one pass)."""
 
-    def __init__(self, graph: Graph, inputs: list[np.ndarray]):
+    def __init__(self, graph: Graph, inputs: list):
+        """`inputs`: int8 samples, each a {graph input name: values} feed (or, for a single-input model, the
+        first input's values alone)."""
         self.graph = graph
-        self.values = [{graph.inputs[0]: np.asarray(q).reshape(graph.tensors[graph.inputs[0]].shape)}
+        self.values = [{name: np.asarray(q[name] if isinstance(q, dict) else q).reshape(graph.tensors[name].shape)
+                        for name in (graph.inputs if isinstance(q, dict) else graph.inputs[:1])}
                        for q in inputs[:MAX_SAMPLES]]
 
     def inputs_of(self, node: Node) -> list[np.ndarray]:

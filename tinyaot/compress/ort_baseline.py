@@ -31,7 +31,8 @@ from onnxruntime.quantization import (
 
 from tinyaot.errors import TinyaotError
 
-__all__ = ["float_predictions", "float_session", "ort_quantize_static", "ort_int8_predictions", "int8_session", "top1"]
+__all__ = ["float_predictions", "float_session", "ort_quantize_static", "ort_int8_predictions", "int8_session",
+           "is_probability", "predicted_class", "top1"]
 
 _PROVIDERS = ["CPUExecutionProvider"]
 
@@ -105,22 +106,29 @@ def _feeds(session: ort.InferenceSession, inputs: Mapping[str, np.ndarray]) -> t
     return False, feeds
 
 
-def _predict(session: ort.InferenceSession, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+def _predict(session: ort.InferenceSession, inputs: Mapping[str, np.ndarray], output: str | None = None
+             ) -> np.ndarray:
     batched, feeds = _feeds(session, inputs)
-    first_output = session.get_outputs()[0].name
-    outs = [session.run([first_output], feed)[0] for feed in feeds]
+    names = [o.name for o in session.get_outputs()]
+    if output is not None and output not in names:
+        raise TinyaotError(f"the model has no output {output!r}; its outputs are {names}")
+    chosen = names[0] if output is None else output
+    outs = [session.run([chosen], feed)[0] for feed in feeds]
     # Each per-sample output carries the batch dimension 1 first; joining on it gives [samples, ...].
     return outs[0] if batched else np.concatenate(outs, axis=0)
 
 
-def float_predictions(model_path: str | Path, input_name_to_array: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Outputs of the model's first graph output for every sample, stacked on axis 0 ([samples, ...])."""
-    return _predict(float_session(model_path), input_name_to_array)
+def float_predictions(model_path: str | Path, input_name_to_array: Mapping[str, np.ndarray],
+                      output: str | None = None) -> np.ndarray:
+    """Values of the model's output `output` (default: its first graph output) for every sample, stacked on axis 0
+    ([samples, ...])."""
+    return _predict(float_session(model_path), input_name_to_array, output)
 
 
-def ort_int8_predictions(qdq_model_path: str | Path, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+def ort_int8_predictions(qdq_model_path: str | Path, inputs: Mapping[str, np.ndarray],
+                         output: str | None = None) -> np.ndarray:
     """As float_predictions, for a QDQ model from ort_quantize_static, run on onnxruntime's int8 kernels."""
-    return _predict(int8_session(qdq_model_path), inputs)
+    return _predict(int8_session(qdq_model_path), inputs, output)
 
 
 class _SampleReader(CalibrationDataReader):
@@ -246,11 +254,24 @@ def _flatten_gemm_biases(model: onnx.ModelProto) -> bool:
     return changed
 
 
-def top1(outputs: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of samples whose highest-scoring class (last axis) equals the label, in [0, 1]."""
+def is_probability(outputs: np.ndarray) -> bool:
+    """An output of one value per sample, every value within [0, 1]: a sigmoid head's probability, scored as
+    binary (`predicted_class`). Decided on the float model's outputs and applied to every model compared."""
+    flat = np.asarray(outputs).reshape(len(outputs), -1)
+    return flat.shape[1] == 1 and len(flat) > 0 and float(flat.min()) >= 0.0 and float(flat.max()) <= 1.0
+
+
+def predicted_class(outputs: np.ndarray, binary: bool = False) -> np.ndarray:
+    """Each sample's class: the highest-scoring one (last axis), or with `binary` (one value per sample, a
+    probability) 1 where it is above 0.5 and 0 otherwise."""
+    flat = np.asarray(outputs).reshape(len(outputs), -1)
+    return (flat[:, 0] > 0.5).astype(np.int64) if binary else flat.argmax(axis=1)
+
+
+def top1(outputs: np.ndarray, labels: np.ndarray, binary: bool = False) -> float:
+    """Fraction of samples whose class (`predicted_class`) equals the label, in [0, 1]."""
     outputs, labels = np.asarray(outputs), np.asarray(labels).reshape(-1)
     if outputs.shape[0] != labels.shape[0] or labels.shape[0] == 0:
         raise ValueError(f"need one label per output row and at least one sample, got {outputs.shape[0]} outputs "
                          f"and {labels.shape[0]} labels")
-    predicted = outputs.reshape(outputs.shape[0], -1).argmax(axis=1)
-    return float(np.mean(predicted == labels))
+    return float(np.mean(predicted_class(outputs, binary) == labels))

@@ -48,9 +48,9 @@ from tinyaot.ops.registry import get_op, traits_of
 ORDER = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle")
 
 
-def prune_step(graph: Graph, options: CompressionOptions, samples: np.ndarray | None = None) -> Graph:
+def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph:
     """Structured then magnitude pruning of the float graph, and the 4-bit marks quantization reads. With float
-    calibration `samples` ([N, *input shape]) the layers that lost input channels are refitted to their unpruned
+    calibration `samples` ({input name: [N, *input shape]}) the layers that lost input channels are refitted to their unpruned
     outputs (compress/refit.py)."""
     layers = layer_nodes(graph)
     settings = {n.name: options.for_layer(n.name, layer_kind(n)) for n in layers}
@@ -110,7 +110,7 @@ def _candidates(w, s: LayerSettings, depthwise: bool, filter_offset: int, hessia
     return out
 
 
-def storage_step(graph: Graph, inputs: list[np.ndarray] | None = None) -> Graph:
+def storage_step(graph: Graph, inputs: list | None = None) -> Graph:
     """Cluster and choose each layer's weight storage (quantized graph). Needs prune_step's graph.meta entry.
 
     With `inputs` (int8 graph inputs: the quantized calibration samples) the layers are visited in schedule order
@@ -257,15 +257,22 @@ def _output_gains(graph: Graph, runner: SampleRunner, probes) -> list[float]:
     --clusters 16, before bias correction) went from 0.0083 to 0.0075 on kws_dscnn; ic_resnet8's plan did not
     change. A layer whose probe changes nothing (layer ratio 0) gets gain 1."""
     nodes = list(graph.nodes)
-    out, centre = _logits(graph)
-    zp = graph.tensors[out].quant.zp if graph.tensors[out].quant is not None else 0
+    heads = _logits(graph)
 
     def logits_of(vals):
-        v = np.stack([np.asarray(v[out], np.float64).reshape(-1) for v in vals]) - zp
-        return v - v.mean(axis=1, keepdims=True) if centre else v
+        out = []
+        for t, centre in heads:
+            zp = graph.tensors[t].quant.zp if graph.tensors[t].quant is not None else 0
+            v = np.stack([np.asarray(v[t], np.float64).reshape(-1) for v in vals]) - zp
+            out.append(v - v.mean(axis=1, keepdims=True) if centre else v)
+        return out
+
+    def nsr(got, base) -> float:
+        # a model of several outputs: the layer's noise summed over them, each relative to its own signal, so a
+        # layer that feeds only one head is weighed by that head (single output: that output's ratio)
+        return sum(float(np.mean((g - b) ** 2)) / max(float(np.mean(b ** 2)), 1e-12) for g, b in zip(got, base))
 
     base = logits_of(runner.values)
-    power = max(float(np.mean(base ** 2)), 1e-12)
     gains = []
     for pos, values, layer_nsr in probes:
         if layer_nsr <= 0:
@@ -281,22 +288,24 @@ def _output_gains(graph: Graph, runner: SampleRunner, probes) -> list[float]:
                 tail.run(node)
         finally:
             w.data = kept
-        got = logits_of(tail.values)
-        gains.append(max(float(np.mean((got - base) ** 2)) / power / layer_nsr, 1e-6))
+        gains.append(max(nsr(logits_of(tail.values), base) / layer_nsr, 1e-6))
     return gains
 
 
-def _logits(graph: Graph) -> tuple[str, bool]:
-    """Where the model's output noise is measured: the graph output, or the input of a final Softmax (the logits)
-    with each sample's mean over classes removed (softmax does not see it). An int8 softmax output is
+def _logits(graph: Graph) -> list[tuple[str, bool]]:
+    """Where the model's output noise is measured, per graph output: the output, or the input of a final Softmax
+    (the logits) with each sample's mean over classes removed (softmax does not see it). An int8 softmax output is
     probabilities in steps of 1/256, mostly 0 and one value near 1, so its noise is mostly the flips of the
     top class and its rounding, not how much the logits moved."""
-    out = graph.outputs[0]
-    producer = next((n for n in graph.nodes if out in n.outputs), None)
-    if producer is not None and get_op(producer.op).logits_input and \
-            graph.tensors[producer.inputs[0]].quant is not None:
-        return producer.inputs[0], True
-    return out, False
+    heads = []
+    for out in graph.outputs:
+        producer = next((n for n in graph.nodes if out in n.outputs), None)
+        if producer is not None and get_op(producer.op).logits_input and \
+                graph.tensors[producer.inputs[0]].quant is not None:
+            heads.append((producer.inputs[0], True))
+        else:
+            heads.append((out, False))
+    return heads
 
 
 def _reround(graph: Graph, node, hessian: np.ndarray, info: dict) -> None:

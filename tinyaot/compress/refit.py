@@ -107,13 +107,17 @@ def _last_reads(graph: Graph) -> dict[str, int]:
     return last
 
 
-def refit_consumers(before: Graph, after: Graph, samples: np.ndarray, layers: set[str],
+def refit_consumers(before: Graph, after: Graph, samples, layers: set[str],
                     kept: dict[str, np.ndarray]) -> dict:
     """Refit the layers named in `layers` (of the pruned graph `after`, whose structure is that of `before`) on the
-    float calibration `samples` [N, *input shape]; `kept`: the output channels each pruned producer kept.
+    float calibration `samples` ({input name: [N, *input shape]}, or the first input's [N, *shape] alone);
+    `kept`: the output channels each pruned producer kept.
     Returns {"layers": name -> relative output error after the fit} or {"skipped": reason}."""
-    x = np.asarray(samples, np.float64).reshape((-1, *before.tensors[before.inputs[0]].shape[1:]))
-    old, new = {before.inputs[0]: x}, {after.inputs[0]: x}
+    if not isinstance(samples, dict):
+        samples = {before.inputs[0]: samples}
+    x = {name: np.asarray(samples[name], np.float64).reshape((-1, *before.tensors[name].shape[1:]))
+         for name in before.inputs}
+    old, new = dict(x), dict(x)  # the pruned graph keeps the input names
     last = max((k for k, n in enumerate(after.nodes) if n.name in layers), default=-1)
     reads = _last_reads(after)
     errors = {}

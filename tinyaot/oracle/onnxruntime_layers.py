@@ -110,14 +110,16 @@ def check_layers(graph: Graph, values_per_sample: list[dict[str, np.ndarray]]) -
     return checks
 
 
-def run_chain(graph: Graph, x: np.ndarray, cache: dict | None = None) -> dict[str, np.ndarray]:
+def run_chain(graph: Graph, x, cache: dict | None = None) -> dict[str, np.ndarray]:
     """The whole network in onnxruntime as a QDQ model would run it unfused: each layer's QDQ equivalent fed
-    onnxruntime's own int8 output of the layer before (aliases reshape). For end-to-end figures only.
+    onnxruntime's own int8 output of the layer before (aliases reshape). For end-to-end figures only. `x`: the
+    int8 inputs by name (or a single-input model's input alone).
 
     `cache` (node name -> session and model) is the caller's, reused across samples; the graph never holds
     onnxruntime sessions (it is plain data)."""
     cache = {} if cache is None else cache
-    values = {graph.inputs[0]: np.asarray(x).reshape(graph.tensors[graph.inputs[0]].shape)}
+    feed = x if isinstance(x, dict) else {graph.inputs[0]: x}
+    values = {name: np.asarray(feed[name]).reshape(graph.tensors[name].shape) for name in graph.inputs}
     for node in graph.nodes:
         spec = get_op(node.op)
         if spec.is_alias(node, graph):

@@ -1,13 +1,19 @@
 """Small graph-editing helpers shared by passes."""
 import numpy as np
 
-from tinyaot.ir import Graph
+from tinyaot.ir import Graph, Node
 
 
 def replace_uses(graph: Graph, old: str, new: str) -> None:
     """Every reader of `old` reads `new` instead. When `old` is a graph output, the producer of `new` is renamed
-    to write `old`, so the model's output names stay what the user knows."""
-    if old in graph.outputs and new not in graph.inputs:
+    to write `old`, so the model's output names stay what the user knows. When `new` is itself a graph input or
+    another graph output (a model returning its input, or one value under two output names), it cannot be
+    renamed: `old` stays, written by a Reshape of `new` to its own shape (an alias: no code, no bytes), so every
+    graph input and output keeps its own name."""
+    if old in graph.outputs and (new in graph.inputs or new in graph.outputs):
+        graph.nodes.append(Node("Reshape", graph.fresh_node_name(f"{old}_copy"), [new], [old], {}))
+        return
+    if old in graph.outputs:
         rename_tensor(graph, new, old)
         return
     for n in graph.nodes:

@@ -82,10 +82,13 @@ def lower_1d(graph: Graph) -> Graph:
                 lift.update(acts)
                 lifted_nodes.add(id(n))
                 changed = True
-    # Graph inputs/outputs keep their 3-D shape: a lifted one gets a 4-D twin joined by a Reshape.
+    # Graph inputs/outputs keep their 3-D shape, and so do tensors written by a node that is not lifted (a Concat
+    # along L of a constant state and the input, say): a lifted one gets a 4-D twin joined by a Reshape.
+    producers = {o: n for n in graph.nodes for o in n.outputs if o}
+    unlifted = {name for name in lift if name in producers and id(producers[name]) not in lifted_nodes}
     renamed: dict[str, str] = {}
     for name in list(lift):
-        if graph.is_graph_io(name):
+        if graph.is_graph_io(name) or name in unlifted:
             renamed[name] = graph.add_tensor(name + "_2d", (1,))
             lift.discard(name)
             lift.add(renamed[name])
@@ -104,7 +107,8 @@ def lower_1d(graph: Graph) -> Graph:
     for node in graph.nodes:
         lifted = id(node) in lifted_nodes
         node.inputs = [renamed.get(i, i) for i in node.inputs]
-        node.outputs = [renamed.get(o, o) for o in node.outputs]
+        if lifted:
+            node.outputs = [renamed.get(o, o) for o in node.outputs]
         if lifted:
             _lift_attrs(graph, node)
         elif node.op in MOVES and node.inputs[0] in lift:
@@ -113,7 +117,10 @@ def lower_1d(graph: Graph) -> Graph:
             node.op, node.inputs, node.attrs = "Reshape", node.inputs[:1], {}
         else:
             for k, i in enumerate(node.inputs):
-                if i in lift:
+                orig = next((a for a, b in renamed.items() if b == i), None)
+                if orig is not None and (orig in graph.inputs or orig in unlifted):
+                    node.inputs[k] = orig  # its 3-D original is there already
+                elif i in lift:
                     if i not in back:
                         back[i] = graph.add_tensor(f"{i}_1d", old_shapes[i])
                         graph.tensors[back[i]].quant = graph.tensors[i].quant
@@ -122,6 +129,10 @@ def lower_1d(graph: Graph) -> Graph:
                                               [i], [back[i]], {}))
                     node.inputs[k] = back[i]
         new_nodes.append(node)
+        for o in node.outputs if not lifted else ():
+            if o in unlifted:  # a node that is not lifted wrote it in 3-D: its 4-D twin follows
+                new_nodes.append(Node("Reshape", graph.fresh_node_name(f"{o}_to_2d", [m.name for m in new_nodes]),
+                                      [o], [renamed[o]], {}))
         for o in node.outputs:
             orig = next((k for k, v in renamed.items() if v == o), None)
             if orig is not None and orig in graph.outputs:

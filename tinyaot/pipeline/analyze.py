@@ -25,7 +25,7 @@ from onnx import helper, numpy_helper
 
 from tinyaot.compress.calibrate import float_session, load_samples
 from tinyaot.compress.equalize import DEFAULT_CLE, equalize_for_calibration
-from tinyaot.compress.ort_baseline import top1
+from tinyaot.compress.ort_baseline import is_probability, top1
 from tinyaot.compress.ranges import DEFAULT_METHOD
 from tinyaot.core.quant import dequantize_values, quantize_values
 from tinyaot import __version__
@@ -37,7 +37,7 @@ from tinyaot.oracle.reference import run_reference
 from tinyaot.passes import run_passes
 
 from .compile import _quiet, compile_model
-from .labelled import load_labelled
+from .labelled import label_output as label_output_of, load_labelled, take
 
 SQNR_SAMPLES = 100  # samples for the SQNR columns (the int8 reference runs in numpy, per sample)
 PNG_NAME = "sqnr.png"
@@ -137,15 +137,16 @@ def _fake_quant_model(model: onnx.ModelProto, tensor: str, scale: float, zp: int
     return m
 
 
-def _predict(sess, x: np.ndarray) -> np.ndarray:
-    name = sess.get_inputs()[0].name
-    out = sess.get_outputs()[0].name
-    return np.stack([np.asarray(sess.run([out], {name: x[k]})[0]) for k in range(len(x))])
+def _predict(sess, xs: dict[str, np.ndarray], output: str) -> np.ndarray:
+    """The float session's `output` for every sample of `xs` ({input name: [N, *shape]})."""
+    count = len(next(iter(xs.values())))
+    return np.stack([np.asarray(sess.run([output], {n: a[k] for n, a in xs.items()})[0]) for k in range(count)])
 
 
 def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_dir: str | Path, *,
             input_shapes=None, calibrate: str | None = None, cle: bool | None = None,
-            bias_correction: bool | None = None, limit: int | None = None) -> dict:
+            bias_correction: bool | None = None, limit: int | None = None,
+            label_output: str | None = None) -> dict:
     """The per-layer table for `model` quantized as `tinyaot deploy` would with the same `calibrate`, `cle` and
     `bias_correction`, written to `out_dir` (report.json, report.md, sqnr.png) only once all of it is measured: a
     failure leaves no half-written folder and an existing one untouched, as deploy's --out (an output folder
@@ -162,9 +163,9 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
         raise TinyaotError("analyze needs a float model (a pre-quantized model has no float tensors to compare)")
     g = compiled.graph
     _, onnx_model = import_onnx_model(model, input_shapes)
-    x, y = load_labelled(data, g.meta["inputs"])
-    if limit is not None:
-        x, y = x[:limit], y[:limit]
+    scored = label_output_of(g.outputs, label_output)
+    xs, y = load_labelled(data, g.meta["inputs"])
+    xs, y = take(xs, limit), y if limit is None else y[:limit]
     produced = {o for n in onnx_model.graph.node for o in n.output}
     layers = [(n, n.outputs[0]) for n in g.nodes if n.outputs and n.outputs[0] in produced
               and g.tensors[n.outputs[0]].quant is not None]
@@ -175,13 +176,13 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
     ndims: dict[str, int] = {}
     sess = float_session(onnx_model, names)
     outs = [o.name for o in sess.get_outputs()]
-    inp = sess.get_inputs()[0].name
-    n_sqnr = min(len(x), SQNR_SAMPLES)
+    n_sqnr = min(len(y), SQNR_SAMPLES)
     f_acc = {t: [] for t in names}
     q_acc = {t: [] for t in names}
     for k in range(n_sqnr):
-        fv = dict(zip(outs, sess.run(outs, {inp: x[k]})))
-        qv = run_reference(g, {g.inputs[0]: compiled.quantize_input(x[k])})
+        feed = compiled.feed(k, xs)
+        fv = dict(zip(outs, sess.run(outs, feed)))
+        qv = run_reference(g, compiled.quantize_inputs(feed))
         for t in names:
             fval = np.asarray(fv[t], np.float64)
             ndims[t] = fval.ndim
@@ -194,7 +195,9 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
             f_acc[t].append(fval.ravel())
             q_acc[t].append(qval.ravel())
     float_sess = float_session(onnx_model)
-    float_top1 = top1(_predict(float_sess, x), y)
+    float_out = _predict(float_sess, xs, scored)
+    binary = is_probability(float_out)  # a sigmoid head: class 1 above 0.5
+    float_top1 = top1(float_out, y, binary)
     rows = []
     for node, t in layers:
         qp = g.tensors[t].quant
@@ -206,11 +209,11 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
                "scale": float(qp.s), "zero_point": int(qp.zp)}
         fq = _fake_quant_model(onnx_model, t, float(np.float32(qp.s)), int(qp.zp), transforms.get(t),
                                ndims.get(t, 4))
-        row["top1_only_this_layer"] = top1(_predict(float_session(fq), x), y)
+        row["top1_only_this_layer"] = top1(_predict(float_session(fq), xs, scored), y, binary)
         rows.append(row)
     rows.sort(key=lambda r: (r["top1_only_this_layer"], _key(r["sqnr_db_this_layer"])))
     report = {"tinyaot_version": __version__, "versions": versions(), "model": str(model),
-              "calibration": str(calibration), "data": str(data), "samples": int(len(x)),
+              "calibration": str(calibration), "data": str(data), "samples": int(len(y)), "label_output": scored,
               "sqnr_samples": n_sqnr, "calibrate": calibrate or DEFAULT_METHOD,
               # what ran, as deploy's report.json says it (method, CLE pairs, input ranges, bias correction)
               "quantization": {"calibration": g.meta.get("calibration")},

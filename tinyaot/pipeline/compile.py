@@ -67,7 +67,17 @@ class Compiled:
     budget_miss: str = MISS  # formatted with budget, arena, over, how (pipeline/schedule.py fit_budget)
 
     @property
+    def inputs(self) -> list[str]:
+        """The model's inputs, in its own order (the order invoke takes them)."""
+        return list(self.graph.inputs)
+
+    @property
+    def outputs(self) -> list[str]:
+        return list(self.graph.outputs)
+
+    @property
     def input(self) -> str:
+        """The first input (the only one of a single-input model)."""
         return self.graph.inputs[0]
 
     @property
@@ -77,15 +87,33 @@ class Compiled:
 
     @property
     def output(self) -> str:
+        """The first output."""
         return self.graph.outputs[0]
 
-    def quantize_input(self, x: np.ndarray) -> np.ndarray:
-        t = self.graph.tensors[self.input]
+    def feed(self, k: int, samples: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Sample `k` of `samples` (default: the compiled samples) as a float feed {input name: value}."""
+        samples = self.samples if samples is None else samples
+        return {name: samples[name][k] for name in self.graph.inputs}
+
+    def quantize_inputs(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A float feed {input name: value} -> the int8 values invoke takes, by input name."""
+        return {name: self.quantize(name, feed[name]) for name in self.graph.inputs}
+
+    def quantize(self, name: str, x: np.ndarray) -> np.ndarray:
+        t = self.graph.tensors[name]
         return quantize_values(np.asarray(x, np.float32).reshape(t.shape), t.quant)
 
-    def dequantize_output(self, q: np.ndarray) -> np.ndarray:
-        t = self.graph.tensors[self.output]
+    def dequantize(self, name: str, q: np.ndarray) -> np.ndarray:
+        t = self.graph.tensors[name]
         return (np.asarray(q, np.float64).reshape(t.shape) - t.quant.zp) * t.quant.s
+
+    def quantize_input(self, x: np.ndarray) -> np.ndarray:
+        """The first input's float values -> int8."""
+        return self.quantize(self.input, x)
+
+    def dequantize_output(self, q: np.ndarray) -> np.ndarray:
+        """The first output's int8 values -> float."""
+        return self.dequantize(self.output, q)
 
 
 def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
@@ -104,9 +132,6 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     `target` (None: GENERIC, every layer its generic kernel) and `variant_choices` ({node name: variant}, e.g. from
     tuning) choose each layer's kernel variant (pipeline/variants.py) before the plan, which depends on them."""
     graph, onnx_model = import_model(Path(model), input_shapes)
-    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
-        raise TinyaotError(f"models with {len(graph.inputs)} inputs and {len(graph.outputs)} outputs are not "
-                           "supported yet; tinyaot compiles single-input, single-output models")
     # QDQ ONNX (passes/absorb_qdq.py) or an int8 TFLite model (frontend/tflite_import.py): its own parameters
     prequantized = bool(graph.meta.get("prequantized")) or any(n.op in ("QuantizeLinear", "DequantizeLinear")
                                                                for n in graph.nodes)
@@ -134,7 +159,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)
     if options is not None and options.active:
-        graph = prune_step(graph, options, None if samples is None else samples[graph.inputs[0]])
+        graph = prune_step(graph, options, samples)
     float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
     if activation_bits != 8:  # 16-bit activations, all layers or {node name: bits} (compress/precision.py)
         refuse_sparse16(options, "--activation-bits 16")
@@ -144,16 +169,12 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
             and (DEFAULT_BIAS_CORRECTION if bias_correction is None else bias_correction)):
         # compression's own fitting corrects its layers' biases (compress/pipeline.storage_step); --prune-channels
         # alone fits none, so these layers are corrected here (8- and 16-bit, compress/equalize.correct_biases)
-        first = graph.tensors[graph.inputs[0]]
-        graph.meta["bias_corrected"] = correct_biases(graph, float_weights, [
-            quantize_values(x.reshape(first.shape), first.quant) for x in samples[graph.inputs[0]][:MAX_SAMPLES]])
+        graph.meta["bias_corrected"] = correct_biases(graph, float_weights,
+                                                      _quantized_feeds(graph, samples, MAX_SAMPLES))
     if options is not None and options.active:
         # the calibration samples, quantized as the deployed model will see them, let clustering weigh each
         # layer's errors by its real inputs
-        cal = None if samples is None else [quantize_values(x.reshape(graph.tensors[graph.inputs[0]].shape),
-                                                            graph.tensors[graph.inputs[0]].quant)
-                                            for x in samples[graph.inputs[0]]]
-        graph = storage_step(graph, cal)
+        graph = storage_step(graph, None if samples is None else _quantized_feeds(graph, samples))
     if not prequantized:  # report.json quantization.calibration, evaluate's result
         graph.meta["calibration"] = calibration_record(graph.meta, calibrate, DEFAULT_CLE if cle is None else cle)
     source = "calibration data" if not prequantized else "--calibration samples (used for verification only)"
@@ -232,7 +253,7 @@ def board_budget(b: Board, arena_budget: int | None, compiled: Compiled) -> tupl
         return arena_budget, ("no schedule fits --arena-budget {budget}: the smallest found ({how}) needs an arena "
                               "of {arena} B, {over} bytes over")
     g = compiled.graph
-    io = g.tensors[compiled.input].nbytes + g.tensors[compiled.output].nbytes
+    io = sum(g.tensors[t].nbytes for t in g.inputs + g.outputs)  # every input and output buffer
     return b.ram_bytes - b.stack_bytes - io - FIRMWARE_RAM_RESERVE, (
         f"model too big for board '{b.name}': the smallest schedule found ({{how}}) needs an arena of {{arena}} B; "
         f"with the {b.stack_bytes} B stack, the input and output buffers ({io} B) and {FIRMWARE_RAM_RESERVE} B for "
@@ -244,11 +265,23 @@ RANDOM_SAMPLES, RANDOM_SEED = 16, 0
 
 def _random_inputs(graph: Graph, n: int, seed: int) -> dict[str, np.ndarray]:
     """Deterministic inputs for a pre-quantized model deployed without samples: uniform int8 values dequantized
-    with the input's own parameters, so quantizing them back gives exactly those integers."""
-    name = graph.inputs[0]
-    shape = tuple(graph.meta["inputs"][0]["shape"])
-    q = np.random.default_rng(seed).integers(-128, 128, size=(n, *shape))
-    return {name: graph.tensors[name].quant.dequantize(q).astype(np.float32)}
+    with each input's own parameters, so quantizing them back gives exactly those integers (one generator, drawn
+    input by input in the model's order)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    shapes = {m["name"]: m["shape"] for m in graph.meta["inputs"]}
+    for name in graph.inputs:
+        q = rng.integers(-128, 128, size=(n, *shapes[name]))
+        out[name] = graph.tensors[name].quant.dequantize(q).astype(np.float32)
+    return out
+
+
+def _quantized_feeds(graph: Graph, samples: dict[str, np.ndarray], limit: int | None = None) -> list[dict]:
+    """The float calibration samples as the deployed model sees them: one {input name: int8 values} per sample."""
+    count = len(samples[graph.inputs[0]])
+    count = count if limit is None else min(count, limit)
+    return [{name: quantize_values(samples[name][k].reshape(graph.tensors[name].shape), graph.tensors[name].quant)
+             for name in graph.inputs} for k in range(count)]
 
 
 def _share_ranges_across_moves(graph: Graph, ranges: dict[str, tuple[float, float]]) -> None:

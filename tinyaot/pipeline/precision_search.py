@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyaot.compress.options import CompressionOptions
-from tinyaot.compress.ort_baseline import float_predictions, top1
+from tinyaot.compress.ort_baseline import float_predictions, is_probability, top1
 from tinyaot.compress.precision import layer_names
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx_model
@@ -35,7 +35,7 @@ from tinyaot.ops.registry import get_op
 from tinyaot.toolchain.hostjit import HostModel
 
 from .compile import Echo, _quiet, compile_model, refuse_sparse16
-from .labelled import load_labelled
+from .labelled import label_output as label_output_of, load_labelled, take
 
 
 def _check_budget(max_drop) -> None:
@@ -56,7 +56,8 @@ def candidate_layers(graph) -> list[str]:
 
 
 def search_precision(model, calibration, data, max_drop: float, *, input_shapes=None, calibrate=None, cle=None,
-                     limit: int | None = None, compression=None, bias_correction=None, echo: Echo = _quiet) -> dict:
+                     limit: int | None = None, compression=None, bias_correction=None, echo: Echo = _quiet,
+                     label_output: str | None = None) -> dict:
     """The per-layer widths within `max_drop` top-1 points of float (see the module docstring). Returns the record
     report.json keeps: `bits` {layer: 8|16}, `top1`, `float_top1`, `drop_points`, `arena_bytes`, `const_bytes`,
     `measurements` (every configuration measured) and `sensitivity` (per candidate layer)."""
@@ -65,13 +66,15 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
               bias_correction=bias_correction)
     base = compile_model(model, calibration, **kw)
     # the checks `tinyaot evaluate --data` makes (x of the model's input shape, y integer labels, one per sample)
-    x, y = load_labelled(data, base.graph.meta["inputs"])
-    if limit is not None:
-        x, y = x[:limit], y[:limit]
-    x_ort = x.reshape((len(x),) + tuple(base.graph.meta["inputs"][0]["shape"][1:]))
+    scored = label_output_of(base.graph.outputs, label_output)
+    xs, y = load_labelled(data, base.graph.meta["inputs"])
+    xs, y = take(xs, limit), y if limit is None else y[:limit]
+    shapes = {i["name"]: tuple(i["shape"]) for i in base.graph.meta["inputs"]}
+    x_ort = {n: a.reshape((len(y),) + shapes[n][1:]) for n, a in xs.items()}
     with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
-        float_out = float_predictions(float32_model_file(model, Path(tmp)), {base.input: x_ort}).reshape(len(x), -1)
-    float_top1 = top1(float_out, y)
+        float_out = float_predictions(float32_model_file(model, Path(tmp)), x_ort, scored).reshape(len(y), -1)
+    binary = is_probability(float_out)  # a sigmoid head: class 1 above 0.5
+    float_top1 = top1(float_out, y, binary)
     names = layer_names(base.graph)
     measured: dict[tuple, dict] = {}
 
@@ -81,8 +84,9 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
             bits = {n: (16 if n in sixteen else 8) for n in names}
             c = compile_model(model, calibration, activation_bits=bits, **kw) if sixteen else base
             host = HostModel(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, c.patch)
-            logits = np.stack([c.dequantize_output(host(c.quantize_input(s))).reshape(-1) for s in x])
-            t = top1(logits, y)
+            logits = np.stack([c.dequantize(scored, host.run(c.quantize_inputs(c.feed(k, xs)))[scored]).reshape(-1)
+                               for k in range(len(y))])
+            t = top1(logits, y, binary)
             measured[key] = {"layers_16": list(key), "top1": t, "drop_points": round(100 * (float_top1 - t), 4),
                              "arena_bytes": int(c.plan.arena_bytes), "const_bytes": _const_bytes(c.graph)}
             echo(f"  {len(key)} layers at 16 bits: top-1 {100 * t:.2f} %, arena {c.plan.arena_bytes} B, "
@@ -119,7 +123,7 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
             trial = measure(current - {name})
             if ok(trial) and cost(trial) <= cost(m):
                 current, m = current - {name}, trial
-    return {"max_drop_points": max_drop, "float_top1": float_top1, "samples": int(len(x)),
+    return {"max_drop_points": max_drop, "float_top1": float_top1, "samples": int(len(y)),
             "bits": {n: (16 if n in current else 8) for n in names}, "top1": m["top1"],
             "drop_points": m["drop_points"], "arena_bytes": m["arena_bytes"], "const_bytes": m["const_bytes"],
             "sensitivity": sensitivity, "measurements": list(measured.values())}
@@ -127,7 +131,7 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
 
 def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data, *, input_shapes=None,
                             calibrate=None, cle=None, compression=None, bias_correction=None,
-                            echo: Echo = _quiet):
+                            echo: Echo = _quiet, label_output: str | None = None):
     """What deploy and evaluate compile with: `activation_bits` (8, 16 or {layer: bits}) as given, or with
     `max_accuracy_drop` the searched per-layer widths (needs `data`). Returns (bits, the search record or None).
     Everything that would refuse the search's choice is refused here, before the search spends its minutes."""
@@ -144,10 +148,11 @@ def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_dr
     refuse_sparse16(CompressionOptions.coerce(compression), "--max-accuracy-drop")
     graph, _ = import_onnx_model(Path(model), input_shapes)
     load_labelled(data, graph.meta["inputs"])  # a bad data file fails now, not after the first compile
+    label_output_of(graph.outputs, label_output)
     echo(f"choosing activation widths within {max_accuracy_drop} top-1 points of float on {data}")
     record = search_precision(model, calibration, data, float(max_accuracy_drop), input_shapes=input_shapes,
                               calibrate=calibrate, cle=cle, compression=compression,
-                              bias_correction=bias_correction, echo=echo)
+                              bias_correction=bias_correction, echo=echo, label_output=label_output)
     return record["bits"], record
 
 

@@ -98,6 +98,9 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
             "input": {"scale": g.tensors[compiled.input].quant.s, "zero_point": g.tensors[compiled.input].quant.zp},
             "output": {"scale": g.tensors[compiled.output].quant.s,
                        "zero_point": g.tensors[compiled.output].quant.zp},
+            # every input and output as the header declares them (the two above are the first ones)
+            "inputs": [_port(p, compiled) for p in emitted.inputs],
+            "outputs": [_port(p, compiled) for p in emitted.outputs],
             "calibration_samples": 0 if compiled.prequantized else int(len(compiled.samples[compiled.input])),
             "source": _source(g, compiled.prequantized),
             "calibration": g.meta.get("calibration"),  # method, CLE, bias correction (compress/ranges.py)
@@ -126,11 +129,20 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
         "files": files or {},
     }
 
+
 def _source(g: Graph, prequantized: bool) -> str:
     """Where the quantization parameters came from, for report.json."""
     if g.meta.get("format") == "tflite":
         return "the TFLite model's own parameters"
     return "the model's QuantizeLinear/DequantizeLinear" if prequantized else "calibration"
+
+
+def _port(p, compiled: Compiled) -> dict:
+    """One input or output as invoke takes it: C parameter, size, int8 parameters, arena offset (None for a patch
+    stage's input, copied in band by band)."""
+    offset = compiled.plan.offsets.get(p.name)
+    return {"name": p.name, "c_name": p.c_name, "parameter": p.param, "shape": list(p.shape), "size": p.size,
+            "scale": p.scale, "zero_point": p.zero_point, "arena_offset": None if offset is None else int(offset)}
 
 
 def report_md(r: dict) -> str:

@@ -57,7 +57,8 @@ def stage_model(compiled: Compiled, board: Board, folder: Path, *, harness: bool
     render_hal(board, folder / HAL_DIR)
     render_build_files(folder, emitted, board, compile_flags(board))
     if harness:
-        render_harness(emitted.prefix[len("tinyaot_"):], folder / FIRMWARE_DIR, header=emitted.header.name)
+        render_harness(emitted.prefix[len("tinyaot_"):], folder / FIRMWARE_DIR, header=emitted.header.name,
+                       inputs=[p.macro for p in emitted.inputs], outputs=[p.macro for p in emitted.outputs])
     return emitted
 
 

@@ -318,10 +318,12 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: 
     total_default = None
 
     def reference_run():
-        xs = compiled.samples[compiled.input][:ROUND_SAMPLES]
-        qs = [compiled.quantize_input(x) for x in xs]
-        return qs, np.concatenate([run_reference(g, {compiled.input: q})[compiled.output].reshape(-1)
-                                   for q in qs]).astype(np.int8)
+        # as the harness reads and writes them: per sample every input (output) back to back in invoke's order
+        count = min(ROUND_SAMPLES, len(compiled.samples[compiled.input]))
+        feeds = [compiled.quantize_inputs(compiled.feed(k)) for k in range(count)]
+        qs = [np.concatenate([f[name].reshape(-1) for name in g.inputs]) for f in feeds]
+        refs = [run_reference(g, f) for f in feeds]
+        return qs, np.concatenate([r[o].reshape(-1) for r in refs for o in g.outputs]).astype(np.int8)
 
     if missing and measure:
         rounds = max(len(names) for _, names, _, _ in missing)

@@ -39,10 +39,10 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
     output with onnxruntime's chain. Returns report.json's `verify` section (with `_layers`, the per-layer checks,
     for `check_verification`) and the first sample's instructions per layer with code (None if not counted)."""
     g = compiled.graph
-    xs = compiled.samples[compiled.input]
-    n = min(n, len(xs))
-    q_inputs = [compiled.quantize_input(xs[k]) for k in range(n)]
-    (workdir / "input.bin").write_bytes(b"".join(q.tobytes() for q in q_inputs))
+    n = min(n, len(compiled.samples[compiled.input]))
+    q_inputs = [compiled.quantize_inputs(compiled.feed(k)) for k in range(n)]
+    # input.bin: each sample's inputs back to back in invoke's order (the graph's), as the harness reads them
+    (workdir / "input.bin").write_bytes(b"".join(q[name].tobytes() for q in q_inputs for name in g.inputs))
     result = run_qemu(elf, b, workdir, timeout_s=timeout)
     if result.exit_code in (22, 23):  # the harness wrote its stats before stopping at the overwritten canary
         stats = read_stats(workdir)
@@ -52,23 +52,31 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
     if result.exit_code != 0:
         raise VerificationError(f"firmware exited with code {result.exit_code} under QEMU {b.qemu_machine}: "
                            f"{(result.stderr or result.stdout).strip()[:200]}")
-    out_size = g.tensors[compiled.output].size
+    sizes = [g.tensors[o].size for o in g.outputs]
     raw = np.frombuffer((workdir / "output.bin").read_bytes(), np.int8)
-    if raw.size != n * out_size:
-        raise VerificationError(f"firmware wrote {raw.size} output bytes, expected {n * out_size}")
+    if raw.size != n * sum(sizes):
+        raise VerificationError(f"firmware wrote {raw.size} output bytes, expected {n * sum(sizes)}")
     stats = read_stats(workdir)
     if overrun(stats):  # exit status 0 with a changed canary would be a harness bug; never report it as fine
         raise VerificationError(f"verification failed under QEMU {b.qemu_machine}: {overrun(stats)}")
-    refs = [run_reference(g, {compiled.input: q}) for q in q_inputs]
-    ref_out = np.stack([r[compiled.output].reshape(-1) for r in refs])
-    qemu_out = raw.reshape(n, out_size)
-    diff_ref = int(np.abs(ref_out.astype(np.int32) - qemu_out.astype(np.int32)).max())
-    tflite = tflite_check(compiled, q_inputs, qemu_out)
-    layers = check_layers(g, refs)
+    refs = [run_reference(g, q) for q in q_inputs]
+    bounds = np.cumsum([0] + sizes)
+    qemu = raw.reshape(n, sum(sizes))
+    tflite = tflite_check(compiled, q_inputs, qemu)
     sessions: dict = {}  # onnxruntime sessions per layer, reused across samples (never kept in the graph)
-    chain = [run_chain(g, q, sessions)[compiled.output].reshape(-1) for q in q_inputs]
-    e2e = int(np.abs(np.stack(chain).astype(np.int32) - ref_out.astype(np.int32)).max())
-    agree = float(np.mean([int(np.argmax(c) == np.argmax(r)) for c, r in zip(chain, ref_out)]))
+    chains = [run_chain(g, q, sessions) for q in q_inputs]
+    outputs = []  # every output compared: C under QEMU == reference, and onnxruntime's chain end to end
+    for o, a, z in zip(g.outputs, bounds[:-1], bounds[1:]):
+        ref_out = np.stack([r[o].reshape(-1) for r in refs]).astype(np.int32)
+        chain = np.stack([c[o].reshape(-1) for c in chains]).astype(np.int32)
+        agreement = float(np.mean(np.argmax(chain, 1) == np.argmax(ref_out, 1)))
+        outputs.append({"name": o, "max_abs_diff_vs_reference": int(np.abs(ref_out - qemu[:, a:z]).max()),
+                        "output_diff_vs_onnxruntime": int(np.abs(chain - ref_out).max()),
+                        "top1_agreement_vs_onnxruntime": agreement})
+    diff_ref = max(o["max_abs_diff_vs_reference"] for o in outputs)
+    layers = check_layers(g, refs)
+    e2e = max(o["output_diff_vs_onnxruntime"] for o in outputs)
+    agree = outputs[0]["top1_agreement_vs_onnxruntime"]  # the first output's (a classifier's logits, usually)
     per_sample = split_segments(result.segments, n) if result.segments else None
     per_layer = None
     insns = None
@@ -83,6 +91,7 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
             per_layer = list(first[1:-1])
     return {"ran": True, "qemu_machine": b.qemu_machine, "exit_code": result.exit_code,
             "outputs_match": diff_ref == 0, "samples": n, "inputs": compiled.samples_source,
+            "outputs": outputs,
             "max_abs_diff_vs_reference": diff_ref,
             "max_abs_diff_vs_onnxruntime": max((c.max_abs_diff for c in layers), default=0),
             "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree, **tflite,
@@ -97,9 +106,10 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
             "_layers": layers}, per_layer
 
 
-def tflite_check(compiled: Compiled, q_inputs: list[np.ndarray], outputs: np.ndarray) -> dict:
-    """For an int8 .tflite model: TFLite Micro's interpreter on the same int8 inputs (oracle/tflite_interpreter.py),
-    whose outputs the C's `outputs` ([samples, values]) must equal bit for bit. {} for an ONNX model."""
+def tflite_check(compiled: Compiled, q_inputs: list[dict], outputs: np.ndarray) -> dict:
+    """For an int8 .tflite model: TFLite Micro's interpreter on the same int8 inputs (oracle/tflite_interpreter.py;
+    `q_inputs` one {input name: int8 values} per sample), whose outputs the C's `outputs` ([samples, every output's
+    values back to back in the model's order]) must equal bit for bit. {} for an ONNX model."""
     g = compiled.graph
     if g.meta.get("format") != "tflite":
         return {}
@@ -107,7 +117,8 @@ def tflite_check(compiled: Compiled, q_inputs: list[np.ndarray], outputs: np.nda
     if name is None or compiled.compressed:
         why = f"not run ({INSTALL_HINT})" if name is None else "not compared (compression changed the file's weights)"
         return {"tflite_interpreter": why, "outputs_match_tflite": None, "max_abs_diff_vs_tflite": None}
-    theirs = np.stack([o[0].reshape(-1) for o in run_tflite(g.meta["path"], [[q] for q in q_inputs])])
+    runs = run_tflite(g.meta["path"], [[q[n] for n in g.inputs] for q in q_inputs])
+    theirs = np.stack([np.concatenate([o.reshape(-1) for o in outs]) for outs in runs])
     diff = int(np.abs(theirs.astype(np.int32) - np.asarray(outputs).astype(np.int32)).max())
     return {"tflite_interpreter": name, "outputs_match_tflite": diff == 0, "max_abs_diff_vs_tflite": diff}
 
@@ -146,7 +157,8 @@ def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, arena
         elf = build_verification_firmware(emitted, b, tmp)
         flash = firmware_sizes(elf)["flash_bytes"]
         fw = tmp / FIRMWARE_DIR
-        (fw / "input.bin").write_bytes(base.quantize_input(base.samples[base.input][0]).tobytes())
+        q0 = base.quantize_inputs(base.feed(0))
+        (fw / "input.bin").write_bytes(b"".join(q0[name].tobytes() for name in base.inputs))
         result = run_qemu(elf, b, fw, timeout_s=timeout)
     if result.exit_code != 0 or not result.segments:
         raise VerificationError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "

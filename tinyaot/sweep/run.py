@@ -61,13 +61,15 @@ def cache_dir() -> Path:
     return cache_root() / "sweep"
 
 
-def config_key(config: Config, inputs: dict[str, str], board: str, qemu: bool, limit: int | None) -> str:
+def config_key(config: Config, inputs: dict[str, str], board: str, qemu: bool, limit: int | None,
+               label_output: str | None = None) -> str:
     """The content hash of one setting (see the module's docstring). `inputs`: file role -> sha256."""
     flags = dict(config.flags)
     if "compression" in flags:
         flags["compression"] = _sha256_file(Path(flags["compression"]))
+    scored = {} if label_output is None else {"label_output": label_output}  # old keys stay valid without it
     blob = json.dumps({"inputs": inputs, "board": board, "flags": flags, "qemu": qemu, "limit": limit,
-                       "compiler": fingerprint()}, sort_keys=True)
+                       "compiler": fingerprint(), **scored}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -141,7 +143,8 @@ def measure(job: dict) -> dict:
         optimize = flags.pop("optimize", "speed")  # the kernel variants deploy chooses (evaluate's C is generic)
         options = options_from_flags(spec, **flags)
         ev = evaluate(files["model"], files["calibration"], files["data"], limit=job["limit"],
-                      compare_onnxruntime=False, compression=options, **quant)
+                      compare_onnxruntime=False, compression=options, label_output=job.get("label_output"),
+                      **quant)
         out = Path(job["deploy_dir"]) if job.get("deploy_dir") else Path(scratch) / "deploy"
         dep = deploy(files["model"], job["board"], files["calibration"], out, verify=job["qemu"],
                      compression=options, optimize=optimize, **quant)

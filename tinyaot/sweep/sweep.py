@@ -79,9 +79,11 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
               configs: list[Config], *, workers: int | None = None, qemu: bool = True, executor: str = "process",
               limit: int | None = None, cache: ResultCache | None = None, use_cache: bool = True,
               quiet: bool = False, echo: Callable[[str], None] | None = None, baseline: dict | None = None,
-              tolerances: dict | None = None, baseline_name: str = "the baseline") -> dict:
+              tolerances: dict | None = None, baseline_name: str = "the baseline",
+              label_output: str | None = None) -> dict:
     """Measure every config; write DIR/report.json, report.md, report.html and the Pareto PNGs; return the report.
     With `baseline` (a sweep report) the gate's verdict goes into the report (`gate`) and its .md and .html.
+    `label_output`: the output top-1 is scored on (a model of several outputs; default its first).
     Interrupted (SIGINT/SIGTERM) propagates with `kept` saying which results stay."""
     if executor not in EXECUTORS:
         raise TinyaotError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -110,7 +112,7 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
     jobs = []
     reused = {"resumed": 0, "cached": 0}
     for c in configs:
-        key = config_key(c, inputs, b.name, qemu, limit)
+        key = config_key(c, inputs, b.name, qemu, limit, label_output)
         done_file = results_dir / f"{c.name}.json"
         previous, why = read_record(done_file)
         if why is not None:
@@ -131,7 +133,8 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
             job_files["compression"] = str(Path(c.flags["compression"]).resolve())
         jobs.append({"name": c.name, "flags": c.flags, "command_line": c.command_line, "key": key,
                      "flags_digest": flags_digest(c.flags), "files": job_files, "board": b.name, "qemu": qemu,
-                     "limit": limit, "deploy_dir": str((results_dir / c.name).resolve())})
+                     "limit": limit, "label_output": label_output,
+                     "deploy_dir": str((results_dir / c.name).resolve())})
     say = echo if (echo is not None and not quiet) else None
     if say and (reused["resumed"] or reused["cached"]):
         say(f"{reused['resumed']} settings already in {results_dir}, {reused['cached']} from the cache; "

@@ -23,17 +23,29 @@ class HostModel:
                                       extra_flags=["-Werror"])
         self._lib = ctypes.CDLL(str(lib_path))
         self._invoke = getattr(self._lib, emitted.prefix + "_invoke")
-        self._invoke.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.inputs = {p.name: p.size for p in emitted.inputs}  # invoke's order
+        self.outputs = {p.name: p.shape for p in emitted.outputs}
+        self._invoke.argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
         self._invoke.restype = ctypes.c_int
-        self.in_size = graph.tensors[graph.inputs[0]].size
-        self.out_shape = graph.tensors[graph.outputs[0]].shape
-        self.out_size = graph.tensors[graph.outputs[0]].size
+        first_in, first_out = emitted.inputs[0], emitted.outputs[0]
+        self.in_size = first_in.size
+        self.out_shape = first_out.shape
+        self.out_size = int(np.prod(first_out.shape))
 
-    def __call__(self, q: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(q, dtype=np.int8).reshape(-1)
-        assert x.size == self.in_size, f"input has {x.size} values, the model takes {self.in_size}"
-        y = np.empty(self.out_size, np.int8)
-        status = self._invoke(x.ctypes.data, y.ctypes.data)
+    def run(self, q: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every model input's int8 values by name -> every output's int8 values by name (physical shapes)."""
+        xs = []
+        for name, size in self.inputs.items():
+            x = np.ascontiguousarray(q[name], dtype=np.int8).reshape(-1)
+            assert x.size == size, f"input {name!r} has {x.size} values, the model takes {size}"
+            xs.append(x)
+        ys = {name: np.empty(shape, np.int8) for name, shape in self.outputs.items()}
+        status = self._invoke(*[x.ctypes.data for x in xs], *[y.ctypes.data for y in ys.values()])
         if status != 0:
             raise RuntimeError(f"generated model returned status {status}")
-        return y.reshape(self.out_shape)
+        return ys
+
+    def __call__(self, q: np.ndarray) -> np.ndarray:
+        """A single-input model's first output (the shorthand most callers use)."""
+        assert len(self.inputs) == 1, f"the model has {len(self.inputs)} inputs: call run() with all of them"
+        return next(iter(self.run({next(iter(self.inputs)): q}).values()))

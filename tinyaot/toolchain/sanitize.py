@@ -59,14 +59,28 @@ class SanitizedModel:
 
     exe: Path
     prefix: str
-    in_size: int
-    out_size: int
-    out_shape: tuple[int, ...]
+    in_sizes: tuple[int, ...]  # per model input, in invoke's order
+    out_shapes: tuple[tuple[int, ...], ...]  # per model output, in invoke's order
 
-    def run(self, q_inputs: np.ndarray, timeout_s: float = RUN_TIMEOUT_S) -> np.ndarray:
-        """Run every sample (int8, [n, ...] with n * in_size values); returns the outputs [n, *out_shape].
-        Raises SanitizerError with the report's telling lines if the process fails."""
-        x = np.ascontiguousarray(q_inputs, dtype=np.int8).reshape(-1)
+    @property
+    def in_size(self) -> int:
+        return sum(self.in_sizes)
+
+    @property
+    def out_size(self) -> int:
+        return sum(int(np.prod(s)) for s in self.out_shapes)
+
+    def run(self, q_inputs, timeout_s: float = RUN_TIMEOUT_S):
+        """Run every sample and return the outputs. `q_inputs`: int8 [n, ...] (a single-input model; returns the
+        output [n, *shape] of a single-output model) or a list with one [n, ...] array per input (returns a list with
+        one [n, *shape] array per output). Raises SanitizerError with the report's telling lines if the process
+        fails."""
+        several = isinstance(q_inputs, (list, tuple))
+        parts = [np.ascontiguousarray(a, dtype=np.int8) for a in (q_inputs if several else [q_inputs])]
+        if len(parts) != len(self.in_sizes):
+            raise ValueError(f"{len(parts)} input arrays for a model of {len(self.in_sizes)} inputs")
+        count = len(parts[0])
+        x = np.concatenate([p.reshape(count, -1) for p in parts], axis=1).reshape(-1)
         if x.size == 0 or x.size % self.in_size:
             raise ValueError(f"{x.size} input values is not a whole number of samples of {self.in_size}")
         n = x.size // self.in_size
@@ -87,7 +101,10 @@ class SanitizedModel:
         y = np.frombuffer(out_file.read_bytes(), np.int8)
         if y.size != n * self.out_size:
             raise SanitizerError(f"sanitized {self.prefix} wrote {y.size} output values, expected {n * self.out_size}")
-        return y.reshape(n, *self.out_shape)
+        y = y.reshape(n, self.out_size)
+        bounds = np.cumsum([0] + [int(np.prod(s)) for s in self.out_shapes])
+        outs = [y[:, a:b].reshape(n, *s) for a, b, s in zip(bounds[:-1], bounds[1:], self.out_shapes)]
+        return outs if several or len(outs) > 1 else outs[0]
 
 
 def build_sanitized(graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int, work_dir: Path, *,
@@ -95,7 +112,8 @@ def build_sanitized(graph, offsets: dict[str, int], arena_bytes: int, lower_boun
     """Emit the model's C into `work_dir` and build it with the runner under ASan and UBSan (host `cc`, or $CC)."""
     work_dir = Path(work_dir)
     emitted = emit_model(graph, offsets, arena_bytes, lower_bound, "host (ASan + UBSan)", work_dir)
-    runner = render_sanitize_runner(emitted.prefix, emitted.header.name, work_dir)
+    runner = render_sanitize_runner(emitted.prefix, emitted.header.name, work_dir,
+                                    [p.macro for p in emitted.inputs], [p.macro for p in emitted.outputs])
     exe = work_dir / "sanitized"
     cc = os.environ.get("CC", "cc")
     sources = [str(p) for p in emitted.files if p.suffix == ".c"] + [str(runner)]
@@ -106,9 +124,8 @@ def build_sanitized(graph, offsets: dict[str, int], arena_bytes: int, lower_boun
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()] or proc.stderr.splitlines()
         raise TinyaotError(f"sanitized host build failed: {(lines or ['(no compiler output)'])[0].strip()}")
-    (inp,), (outp,) = graph.inputs, graph.outputs
-    return SanitizedModel(exe, emitted.prefix, graph.tensors[inp].size, graph.tensors[outp].size,
-                          tuple(graph.tensors[outp].shape))
+    return SanitizedModel(exe, emitted.prefix, tuple(p.size for p in emitted.inputs),
+                          tuple(p.shape for p in emitted.outputs))
 
 
 def probe_inputs(shape, n_random: int, seed: int = 0) -> np.ndarray:
@@ -127,19 +144,25 @@ def probe_inputs(shape, n_random: int, seed: int = 0) -> np.ndarray:
 
 def check_model(compiled, work_dir: Path, n_random: int = 3, seed: int = 0, extra_inputs=None) -> int:
     """Build `compiled` (tinyaot.api.Compiled) under the sanitizers, run it on probe_inputs (plus the quantized
-    `extra_inputs`, float samples, if given) and require each output to equal the numpy reference. Returns the
-    number of samples run; raises SanitizerError on a sanitizer report or a mismatch."""
+    `extra_inputs`, float samples, if given: arrays of the first input, or feeds {input name: sample}) and require
+    every output to equal the numpy reference. Each input gets its own probe (seeds `seed`, `seed + 1`, ...), so a
+    model of several inputs sees the extremes on all of them at once. Returns the number of samples run; raises
+    SanitizerError on a sanitizer report or a mismatch."""
     g = compiled.graph
-    shape = g.tensors[compiled.input].shape
-    q = probe_inputs(shape, n_random, seed)
+    q = {name: probe_inputs(g.tensors[name].shape, n_random, seed + k) for k, name in enumerate(g.inputs)}
     if extra_inputs is not None:
-        q = np.concatenate([q, np.stack([compiled.quantize_input(x) for x in extra_inputs])])
+        feeds = [x if isinstance(x, dict) else {compiled.input: x} for x in extra_inputs]
+        extra = [compiled.quantize_inputs(f) for f in feeds]
+        q = {name: np.concatenate([q[name], np.stack([e[name] for e in extra])]) for name in g.inputs}
     model = build_sanitized(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound, work_dir)
-    got = model.run(q)
-    for k, x in enumerate(q):
-        want = run_reference(g, {compiled.input: x})[compiled.output]
-        if not np.array_equal(got[k], want.reshape(got[k].shape)):
-            diff = int(np.abs(got[k].astype(np.int32) - want.reshape(got[k].shape).astype(np.int32)).max())
-            raise SanitizerError(f"sanitized host C differs from the numpy reference on sample {k} by up to "
-                                 f"{diff} LSB")
-    return len(q)
+    got = model.run([q[name] for name in g.inputs])
+    count = len(q[g.inputs[0]])
+    for k in range(count):
+        want = run_reference(g, {name: q[name][k] for name in g.inputs})
+        for out, values in zip(g.outputs, got):
+            w = want[out].reshape(values[k].shape)
+            if not np.array_equal(values[k], w):
+                diff = int(np.abs(values[k].astype(np.int32) - w.astype(np.int32)).max())
+                raise SanitizerError(f"sanitized host C differs from the numpy reference on sample {k}, output "
+                                     f"{out!r}, by up to {diff} LSB")
+    return count
