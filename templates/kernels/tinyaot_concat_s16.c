@@ -1,6 +1,6 @@
 /*
  * tinyaot_concat_s16: one int16 input of a concatenation (numpy twin concat_s16 in
- * tinyaot/ops/s16_elementwise.py). Seen as [outer][inner] rows (outer = product of the axes before the concat axis,
+ * tinyaot/ops/concat_s16.py). Seen as [outer][inner] rows (outer = product of the axes before the concat axis,
  * inner = the concat axis times the axes after it), the input's rows go to columns [out_pos, out_pos + in_inner) of
  * the output's rows; the generated code calls this once per input.
  *

@@ -1,6 +1,6 @@
 /*
  * tinyaot_elementwise_mul_s16: TFLite's int16 MUL of two tensors with numpy broadcasting (zero points 0); numpy twin
- * elementwise_mul_s16 in tinyaot/ops/s16_elementwise.py.
+ * elementwise_mul_s16 in tinyaot/ops/mul_s16.py.
  *
  * g = {dims[4], strides1[4], strides2[4], mult, shift, act_min, act_max}: the output is walked in the order of
  * dims (merged axes, row-major, so it is written contiguously) and each input is read at its own element strides

@@ -1,6 +1,6 @@
 /*
  * tinyaot_hard_sigmoid_s16 / tinyaot_hard_swish_s16: HardSigmoid clip(alpha * x + beta, 0, 1) and HardSwish
- * x * clip(x / 6 + 1 / 2, 0, 1) on int16 (zero points 0); numpy twins in tinyaot/ops/s16_elementwise.py.
+ * x * clip(x / 6 + 1 / 2, 0, 1) on int16 (zero points 0); numpy twins in tinyaot/ops/hard_gate_s16.py.
  *
  * p = {A, B, mult, shift, act_min, act_max} (int64). The gate in Q30 is round((q * A + B) / 2^16) clipped to
  * [0, 2^30], with A = alpha * s_in * 2^46 (|A| < 2^46, so |q * A| < 2^61) and B = beta * 2^46 (|B| <= 2^62): the

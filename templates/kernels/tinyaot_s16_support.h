@@ -1,6 +1,6 @@
 /*
  * tinyaot 16x8 kernels (int16 activations, int8 weights): the shared requantization helpers.
- * Their numpy twins are in tinyaot/core/quant16.py and tinyaot/ops/s16.py.
+ * Their numpy twins are in tinyaot/core/quant16.py and the 16-bit op files (tinyaot/ops/conv_s16.py, ...).
  */
 #ifndef TINYAOT_S16_SUPPORT_H
 #define TINYAOT_S16_SUPPORT_H

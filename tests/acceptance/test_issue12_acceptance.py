@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 from typer.testing import CliRunner
 
 from tinyaot.cli.main import app
-from tinyaot.ops.s16 import S16_OPS
+from tinyaot.ops.registry import int16_forms
 from tinyaot.pipeline.precision_search import bits_line
 
 
@@ -124,7 +124,7 @@ def test_activation_bits_help_names_every_op_with_an_s16_kernel():
     help_text = " ".join(r.output.split())
     names = {"Conv": "Conv", "FullyConnected": "fully connected", "AveragePool": "pooling",
              "GlobalAveragePool": "pooling", "MaxPool": "pooling"}
-    for op in S16_OPS:
+    for op in int16_forms():
         assert names.get(op, op) in help_text, op
 
 

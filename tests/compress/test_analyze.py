@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from tinyaot.cli.main import app
 from tinyaot.compress.calibrate import float_session
-from tinyaot.pipeline.analyze import _fake_quant_model, _sqnr_db
+from tinyaot.oracle.fake_quant import qdq_model
+from tinyaot.pipeline.analyze import _sqnr_db
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 MLP = MODELS / "pt_chirps_mlp.onnx"
@@ -35,7 +36,7 @@ def test_sqnr_known_values():
 def test_fake_quant_model_quantizes_only_that_tensor():
     m = onnx.load(MLP)
     first = m.graph.node[0].output[0]
-    fq = _fake_quant_model(m, first, 0.5, 0)
+    fq = qdq_model(m, first, 0.5, 0)
     x = np.load(MODELS / "pt_chirps_mlp_data.npz")["x"][:1, None]  # [1 sample, batch 1, 1, 16, 16]
     a = float_session(m, [first]).run([first], {"x": x[0]})[0]
     b = float_session(fq, [first]).run([first], {"x": x[0]})[0]

@@ -10,7 +10,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tinyaot.compress.ort_baseline import (
-    _flatten_gemm_biases,
     float_predictions,
     int8_session,
     ort_int8_predictions,
@@ -18,6 +17,7 @@ from tinyaot.compress.ort_baseline import (
     top1,
 )
 from tinyaot.errors import TinyaotError
+from tinyaot.frontend.normalize import flatten_gemm_biases
 
 from shared_data import DATA, MODELS
 
@@ -134,7 +134,7 @@ def test_flatten_gemm_biases_keeps_results_and_sharing(tmp_path):
     model = _gemm_model((1, 4), 1)
     before = tmp_path / "before.onnx"
     onnx.save(model, str(before))
-    assert _flatten_gemm_biases(model)
+    assert flatten_gemm_biases(model)
     onnx.checker.check_model(model)
     inits = {t.name: list(t.dims) for t in model.graph.initializer}
     assert "B" not in inits and "B2" not in inits  # no longer used by anything
@@ -144,7 +144,7 @@ def test_flatten_gemm_biases_keeps_results_and_sharing(tmp_path):
     onnx.save(model, str(after))
     x = np.random.default_rng(4).standard_normal((5, 3)).astype(np.float32)
     np.testing.assert_array_equal(float_predictions(before, {"x": x}), float_predictions(after, {"x": x}))
-    assert not _flatten_gemm_biases(_gemm_model((4,), 1))  # already 1-D: nothing to do
+    assert not flatten_gemm_biases(_gemm_model((4,), 1))  # already 1-D: nothing to do
 
 
 def test_symbolic_batch_runs_batched_and_fixed_batch_loops(tmp_path):

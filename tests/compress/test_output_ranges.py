@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from tinyaot.compress.calibrate import collect_ranges, float_session
-from tinyaot.compress.output_ranges import fake_quant_model
+from tinyaot.oracle.fake_quant import fake_quant_model
 from tinyaot.compress.ranges import Histogram, choose_range, quant_mse
 from tinyaot.core.quant import activation_qparams
 

@@ -17,7 +17,8 @@ from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                       quantize_static)
 
 from tinyaot.api import compile_model, deploy, evaluate
-from tinyaot.compress.ort_baseline import _flatten_gemm_biases, _SampleReader, ort_quantize_static
+from tinyaot.compress.ort_baseline import _SampleReader, ort_quantize_static
+from tinyaot.frontend.normalize import flatten_gemm_biases
 from tinyaot.errors import TinyaotError
 from tinyaot.oracle.reference import run_reference
 
@@ -151,7 +152,7 @@ def test_gemm_with_int32_bias(tmp_path):
     pre = tmp_path / "pre.onnx"
     quant_pre_process(str(MODELS / "mnist8_opset13.onnx"), str(pre), skip_symbolic_shape=True)
     m = onnx.load(str(pre))
-    if _flatten_gemm_biases(m):  # onnxruntime's own workaround need (see ort_baseline)
+    if flatten_gemm_biases(m):  # onnxruntime's own workaround need (see ort_baseline)
         onnx.save(m, str(pre))
     out = tmp_path / "gemm_qdq.onnx"
     quantize_static(str(pre), str(out), _SampleReader([{name: x[i:i + 1]} for i in range(len(x))]),

@@ -1,8 +1,8 @@
-"""The 16x8 elementwise kernels (Mul, Concat, HardSigmoid, HardSwish; tinyaot/ops/s16_elementwise.py) compiled for
-the host == their numpy references bit for bit at the extremes (inputs -32768 / 32767 / alternating, broadcasts,
-multipliers at both ends), and the activations' numpy references within 1 LSB of the float function followed by
-QuantizeLinear's rounding (float32, half to even: what onnxruntime's int16 QDQ computes) for all 65,536 int16 inputs,
-over input ranges from tiny to wide."""
+"""The 16x8 elementwise kernels (Mul, Concat, HardSigmoid, HardSwish; tinyaot/ops/mul_s16.py, concat_s16.py,
+hard_gate_s16.py) compiled for the host == their numpy references bit for bit at the extremes (inputs -32768 /
+32767 / alternating, broadcasts, multipliers at both ends), and the activations' numpy references within 1 LSB of
+the float function followed by QuantizeLinear's rounding (float32, half to even: what onnxruntime's int16 QDQ
+computes) for all 65,536 int16 inputs, over input ranges from tiny to wide."""
 from __future__ import annotations
 
 import ctypes
@@ -13,8 +13,9 @@ import pytest
 from spatial_models import host_kernels
 from tinyaot.core.quant16 import activation_qparams16, exact_multiplier, requantize_exact
 from tinyaot.ops.broadcast import broadcast_geometry
-from tinyaot.ops.s16_elementwise import (GATE_BITS, SWISH_DROP, concat_s16, elementwise_mul_s16, hard_params,
-                                         hard_sigmoid_s16, hard_swish_s16)
+from tinyaot.ops.concat_s16 import concat_s16
+from tinyaot.ops.hard_gate_s16 import GATE_BITS, SWISH_DROP, hard_params, hard_sigmoid_s16, hard_swish_s16
+from tinyaot.ops.mul_s16 import elementwise_mul_s16
 
 P = ctypes.c_void_p
 I32 = ctypes.c_int32

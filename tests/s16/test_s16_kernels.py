@@ -1,4 +1,4 @@
-"""The 16x8 kernels (templates/kernels/*_s16*.c) compiled for the host == their numpy references (tinyaot/ops/s16.py)
+"""The 16x8 kernels (templates/kernels/*_s16*.c) compiled for the host == their numpy references (tinyaot/ops/*_s16.py)
 bit for bit, on random layers and at the extremes: inputs of all -32768 / all 32767 / alternating, weights of
 +-127, biases near the 2**47 accumulator bound, odd channel counts, padding on every side, strides and dilation,
 activation clamps, and multipliers at both ends (the reduced multiplier's 0x7FFF cap, right shifts up to 46)."""
@@ -14,8 +14,12 @@ from tinyaot.core import fixedpoint as fp
 from tinyaot.core.quant16 import (ACC64_LIMIT, layer_weights16, reduced_multiplier, reduced_multiplier_array,
                                   requantize_s64)
 from tinyaot.ops.common import spatial_out
-from tinyaot.ops.s16 import (add_params16, avgpool_s16, conv2d_s16, depthwise_conv2d_s16, elementwise_add_s16,
-                             fully_connected_s16, maxpool_s16, requantize_values)
+from tinyaot.ops.add_s16 import add_params16, elementwise_add_s16
+from tinyaot.ops.avgpool_s16 import avgpool_s16
+from tinyaot.ops.conv_s16 import conv2d_s16, depthwise_conv2d_s16
+from tinyaot.ops.fully_connected_s16 import fully_connected_s16
+from tinyaot.ops.maxpool_s16 import maxpool_s16
+from tinyaot.ops.requantize import requantize_values
 from tinyaot.ops.softmax import softmax_s8
 
 P = ctypes.c_void_p

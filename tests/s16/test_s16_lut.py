@@ -81,7 +81,7 @@ def test_all_inputs_within_one_lsb_of_onnxruntime(r):
     from onnx import helper
 
     from tinyaot.core.quant16 import exact_multiplier
-    from tinyaot.ops.s16_elementwise import GATE_BITS, SWISH_DROP, hard_params, hard_sigmoid_s16, hard_swish_s16
+    from tinyaot.ops.hard_gate_s16 import GATE_BITS, SWISH_DROP, hard_params, hard_sigmoid_s16, hard_swish_s16
 
     s = activation_qparams16(-r, r).s
     for kind, op in (("sigmoid", "Sigmoid"), ("tanh", "Tanh")):

@@ -9,7 +9,8 @@ import pytest
 
 from tinyaot.core.quant16 import reduced_multiplier_array
 from tinyaot.ops.common import spatial_out
-from tinyaot.ops.s16 import conv2d_s16, depthwise_conv2d_s16, fully_connected_s16
+from tinyaot.ops.conv_s16 import conv2d_s16, depthwise_conv2d_s16
+from tinyaot.ops.fully_connected_s16 import fully_connected_s16
 from tinyaot.paths import TEMPLATES
 
 KERNELS = TEMPLATES / "kernels"

@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from tinyaot.compress.output_ranges import choose_by_output, fake_quant_model
+from tinyaot.compress.output_ranges import choose_by_output
+from tinyaot.oracle.fake_quant import fake_quant_model
 from tinyaot.compress.ranges import Histogram, candidate_ranges, choose_range, parse_method
 from tinyaot.errors import TinyaotError
 

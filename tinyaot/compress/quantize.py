@@ -42,7 +42,7 @@ def quantize_graph(graph: Graph, ranges: dict[str, tuple[float, float]]) -> Grap
         except ScaleError as e:  # degenerate calibrated ranges: say which node, as a user error
             raise TinyaotError(f"{node.op} node {node.name!r}: {e}") from None
         for o in node.outputs:
-            q = graph.tensors[o].quant  # 16-bit activations: ops/s16.py, compress/precision.py
+            q = graph.tensors[o].quant  # 16-bit activations: ops/*_s16.py, compress/precision.py
             graph.tensors[o].dtype = "int16" if q is not None and q.bits == 16 else "int8"
     if graph.meta.get("prequantized"):
         graph.meta["quantization_notes"] = _check_given(graph, given)

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from .onnx_import import import_onnx, import_onnx_model, load_onnx, parse_input_shapes
+from .onnx_import import import_onnx, import_onnx_model, is_prequantized, load_onnx, parse_input_shapes
 from .tflite_import import import_tflite, is_tflite
 
 
@@ -12,5 +12,5 @@ def import_model(path, input_shapes=None):
     return import_onnx_model(Path(path), input_shapes)
 
 
-__all__ = ["import_model", "import_onnx", "import_onnx_model", "import_tflite", "is_tflite", "load_onnx",
-           "parse_input_shapes"]
+__all__ = ["import_model", "import_onnx", "import_onnx_model", "import_tflite", "is_prequantized", "is_tflite",
+           "load_onnx", "parse_input_shapes"]

@@ -127,3 +127,42 @@ def float32_model_file(path, folder) -> "Path":
     out = Path(folder) / f"{Path(path).stem}.float32.onnx"
     onnx.save(model, str(out))
     return out
+
+
+def flatten_gemm_biases(model: onnx.ModelProto) -> bool:
+    """Give every Gemm with a constant [1, N] bias a [N] bias instead; returns whether anything changed.
+
+    quant_pre_process fuses MatMul + Add into Gemm and keeps the Add's [1, N] constant as the bias. onnxruntime's
+    per-channel int32-bias scale adjustment (`_adjust_weight_scale_for_int32_bias`) assumes a 1-D bias and raises
+    "truth value of an array ... is ambiguous" on it (onnxruntime issue #24815, fix pending in PR #29747): this
+    breaks mnist8. Gemm broadcasts C to [M, N] either way, so the model computes exactly the same thing.
+    """
+    inits = {t.name: t for t in model.graph.initializer}
+    users: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            users[name] = users.get(name, 0) + 1
+    for out in model.graph.output:  # an initializer exposed as a graph output must stay
+        users[out.name] = users.get(out.name, 0) + 1
+    flat_of: dict[str, str] = {}  # [1, N] bias name -> its [N] copy, shared by Gemms that share the bias
+    changed = False
+    for node in model.graph.node:
+        if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] not in inits:
+            continue
+        bias = inits[node.input[2]]
+        if len(bias.dims) != 2 or bias.dims[0] != 1:
+            continue
+        if bias.name not in flat_of:
+            name = bias.name + "_1d"
+            while name in inits:  # never collide with a tensor already in the model
+                name += "_"
+            flat = numpy_helper.from_array(numpy_helper.to_array(bias).reshape(-1), name)
+            model.graph.initializer.append(flat)
+            inits[name] = flat
+            flat_of[bias.name] = name
+        node.input[2] = flat_of[bias.name]
+        users[bias.name] -= 1
+        if users[bias.name] == 0:  # keep the graph free of unused initializers
+            model.graph.initializer.remove(bias)
+        changed = True
+    return changed

@@ -94,6 +94,13 @@ def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = No
     return import_onnx_model(path, input_shapes)[0]
 
 
+def is_prequantized(graph) -> bool:
+    """The imported model carries its own quantization, so it needs no calibration: QuantizeLinear/DequantizeLinear
+    pairs (a QDQ model; passes/absorb_qdq.py takes them in), or an importer marked it (an int8 TFLite model)."""
+    return bool(graph.meta.get("prequantized")) or any(n.op in ("QuantizeLinear", "DequantizeLinear")
+                                                       for n in graph.nodes)
+
+
 def import_onnx_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None
                       ) -> tuple[Graph, onnx.ModelProto]:
     """The IR graph and the checked, shape-inferred float ONNX model it came from (calibration runs the latter in

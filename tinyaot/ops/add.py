@@ -97,7 +97,7 @@ def add_fast_params(a: dict) -> dict | None:
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Add", traits=Traits(layout="elementwise", broadcast=True, fuses_activation=True,
+@register("Add", traits=Traits(layout="elementwise", broadcast=True, quantized_constants=True, fuses_activation=True,
                          kernels=("tinyaot_elementwise_add_s8", "tinyaot_elementwise_binary_s8")))
 class Add(BinaryOp):
     """ONNX Add of two int8 tensors, each input rescaled to the output's parameters. Constant per-channel addends

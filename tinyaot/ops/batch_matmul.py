@@ -70,6 +70,9 @@ class BatchMatMul(OpSpec):
 
     internal = True  # made by fuse_fully_connected from MatMul
 
+    def layer_class(self, node):
+        return "fully connected"
+
     def infer_shapes(self, node, graph):
         a, b = (graph.tensors[i].shape for i in node.inputs[:2])
         try:

@@ -166,7 +166,7 @@ def fold_requant_table(bias, weights, input_offset: int, mult, shift, output_off
 
 __all__ = ["set_const", "output_qparams", "record_raised", "out_params", "fused_clamp", "spatial_out", "nhwc_oracle",
            "activation_nodes", "dequantized_const", "oracle_operands", "fold_input_offset",
-           "fold_requant_table", "im2col_patches", "FLOAT_CHUNK", "fused_activation", "float_const", "float_bias"]
+           "fold_requant_table", "im2col_patches", "FLOAT_CHUNK", "fused_activation", "float_const", "float_bias", "new_int64_const", "new_float32_const", "lift_window_1d", "NHWC", "identity_perm"]
 
 
 def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, list[str]]:
@@ -202,6 +202,59 @@ def im2col_patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_
     iy = iy + lo_y
     ix = ix + lo_x
     return padded[:, iy[:, None, :, None], ix[None, :, None, :], :]  # [N, OH, OW, KH, KW, C]
+
+
+# ---- layout (OpSpec.layout, passes/to_nhwc.py) ---------------------------------------------------------------
+NHWC = (0, 2, 3, 1)  # the physical permutation of an NCHW image
+
+
+def identity_perm(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank))
+
+
+# ---- 1-D layers run as 2-D ones (OpSpec.lift_1d, passes/lower_1d.py) -----------------------------------------
+def new_int64_const(graph: Graph, name: str, values) -> str:
+    """A fresh int64 constant tensor named after `name`; returns its name."""
+    name = graph.fresh_name(name)
+    arr = np.asarray(values, np.int64)
+    graph.tensors[name] = Tensor(name, tuple(arr.shape), "int64", arr)
+    return name
+
+
+def new_float32_const(graph: Graph, name: str, values) -> str:
+    """A fresh float32 constant tensor named after `name`; returns its name."""
+    name = graph.fresh_name(name)
+    arr = np.asarray(values, np.float32)
+    graph.tensors[name] = Tensor(name, tuple(arr.shape), "float32", arr)
+    return name
+
+
+def lift_window_1d(node: Node, graph: Graph, weighted: bool) -> None:
+    """A 1-D window (conv, transposed conv, pooling) as a 1 x k 2-D one: pads [b, e] become [0, b, 0, e],
+    strides/dilations gain a leading 1, a weight [O, I/g, k] becomes [O, I/g, 1, k] (the same bytes)."""
+    a = node.attrs
+    where = f"{node.op} node {node.name!r}"
+    if weighted:
+        w = graph.tensors[node.inputs[1]]
+        if not w.is_const:
+            raise TinyaotError(f"{where}: the weight must be a constant")
+        new = graph.add_const(node.inputs[1] + "_2d", w.data.reshape(w.data.shape[:2] + (1,) + w.data.shape[2:]))
+        graph.tensors[new].quant = w.quant  # per output channel (axis 0 or 1): unchanged by the new axis
+        node.inputs[1] = new
+        a.setdefault("kernel_shape", [int(w.data.shape[2])])
+    if len(a.get("kernel_shape", [])) != 1:
+        raise TinyaotError(f"{where}: kernel_shape {a.get('kernel_shape')} for a 1-D input")
+    a["kernel_shape"] = [1, int(a["kernel_shape"][0])]
+    for key in ("strides", "dilations"):
+        if key in a:
+            a[key] = [1, int(a[key][0])]
+    if "pads" in a:
+        b, e = (int(v) for v in a["pads"])
+        a["pads"] = [0, b, 0, e]
+    if "output_padding" in a:
+        a["output_padding"] = [0, int(a["output_padding"][0])]
+    if "output_shape" in a:
+        a["output_shape"] = [1, int(a["output_shape"][-1])]
 
 
 # ---- float evaluation (OpSpec.evaluate_float, pre_activation) ------------------------------------------------

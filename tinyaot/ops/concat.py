@@ -47,13 +47,39 @@ def concat_s8(inputs: list[np.ndarray], parts: list[dict], *, axis: int, output_
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Concat", traits=Traits(kernels=("tinyaot_concat_s8",)))
+@register("Concat", traits=Traits(quantized_constants=True, kernels=("tinyaot_concat_s8",)))
 class Concat(OpSpec):
     """ONNX Concat; after `to_nhwc` the axis attribute is the physical axis."""
 
     def _axis(self, node, graph) -> int:
         rank = len(graph.tensors[node.inputs[0]].shape)
         return int(node.attrs["axis"]) % rank
+
+    def layout(self, node, ctx):
+        """Every input in the layout of the largest one (not copied), constants too; the axis made physical."""
+        data = [i for i in node.inputs if i and not ctx.graph.tensors[i].is_const]
+        perm = ctx.perm[max(data, key=lambda i: ctx.graph.tensors[i].size)]
+        axis = int(node.attrs["axis"]) % len(perm)
+        for k, i in enumerate(node.inputs):
+            if ctx.graph.tensors[i].is_const:
+                node.inputs[k] = ctx.const_operand(i, perm)
+            elif len(ctx.logical[i]) != len(perm):
+                raise TinyaotError(f"Concat node {node.name!r}: inputs of different ranks")
+            else:
+                node.inputs[k] = ctx.ensure(i, perm, node)
+        node.attrs["axis"] = perm.index(axis)  # the ONNX axis, as a physical one
+        out = node.outputs[0]
+        ctx.set_out(out, ctx.graph.tensors[out].shape, perm)
+        ctx.emit(node)
+        return True
+
+    def lifts_with_1d(self, node, graph):
+        """A concatenation of activations over channels (ONNX axis 1 of [N, C, L]) lifts with them."""
+        return (all(i and not graph.tensors[i].is_const for i in node.inputs)
+                and int(node.attrs.get("axis", 0)) % 3 == 1)
+
+    def lift_1d(self, node, graph):
+        node.attrs["axis"] = 1
 
     def infer_shapes(self, node, graph):
         if graph.layout != "NHWC":

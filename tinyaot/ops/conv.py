@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyaot.core.errors import TinyaotError
+
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
-                                fused_activation, im2col_patches, nhwc_oracle, out_params, record_raised,
+                                fused_activation, im2col_patches, lift_window_1d, nhwc_oracle, out_params, record_raised,
                                 set_const, spatial_out, fold_requant_table)
 from tinyaot.ops.fully_connected import interleave_quads
 from tinyaot.ops.intbounds import layer_bounds, weight_rows
@@ -251,12 +253,13 @@ def conv_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray | None:
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Conv", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, weighted_layer=True,
-                          scratch=True, kernels=(
-                     "tinyaot_convolve_s8", "tinyaot_convolve_s4", "tinyaot_convolve_s8_clustered",
-                     "tinyaot_convolve_s8_sparse", "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8", "tinyaot_depthwise_conv_s4",
-                     "tinyaot_depthwise_conv_s8_clustered", "tinyaot_depthwise_conv_s8_sparse",
-                     "tinyaot_depthwise_conv_s8_rle")))
+@register("Conv", traits=Traits(
+    layout="spatial", layer_1d=True, sliding_window=True, fuses_activation=True, weighted_layer=True,
+    quantized_constants=True, scratch=True,
+    kernels=("tinyaot_convolve_s8", "tinyaot_convolve_s4", "tinyaot_convolve_s8_clustered", "tinyaot_convolve_s8_sparse",
+             "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8", "tinyaot_depthwise_conv_s4",
+             "tinyaot_depthwise_conv_s8_clustered", "tinyaot_depthwise_conv_s8_sparse",
+             "tinyaot_depthwise_conv_s8_rle")))
 class Conv(OpSpec):
     """ONNX Conv (X, W, B; strides, pads, dilations, group, kernel_shape, auto_pad) in NHWC after `to_nhwc`:
     weights OHWI for standard and grouped convolution, 1HWC for depthwise (group == C_in > 1)."""
@@ -265,6 +268,27 @@ class Conv(OpSpec):
         a = node.attrs
         return (tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), list(a.get("pads", (0, 0, 0, 0))),
                 tuple(a.get("dilations", (1, 1))))
+
+    def lift_1d(self, node, graph):
+        lift_window_1d(node, graph, weighted=True)
+
+    def layout(self, node, ctx):
+        """NHWC, weights OHWI; group == C_in > 1 makes it depthwise, weights 1HWC."""
+        c_in = ctx.logical[node.inputs[0]][1]
+        group = int(node.attrs.get("group", 1))
+        w = ctx.graph.tensors[node.inputs[1]].data
+        if w.ndim != 4:
+            raise TinyaotError(f"Conv node {node.name!r}: only 2-D convolution is supported")
+        node.attrs.setdefault("kernel_shape", list(w.shape[2:]))
+        if group == c_in and group > 1:
+            node.attrs["depthwise"] = True
+            perm = (1, 2, 3, 0)  # [C*m,1,kh,kw] -> [1,kh,kw,C*m]
+        else:
+            node.attrs["depthwise"] = False
+            perm = (0, 2, 3, 1)  # OIHW -> OHWI
+        node.inputs[1] = ctx.const_transposed(node.inputs[1], "_ohwi", perm)
+        ctx.spatial(node)
+        return True
 
     def infer_shapes(self, node, graph):
         if graph.layout != "NHWC":
@@ -458,6 +482,11 @@ class Conv(OpSpec):
     def int_bounds(self, node, graph):
         w = np.asarray(graph.tensors[node.inputs[1]].data)
         return layer_bounds(node, graph, weight_rows(w, bool(node.attrs.get("depthwise"))))
+
+    def layer_class(self, node):
+        if node.attrs.get("depthwise"):
+            return "depthwise"
+        return "conv 1x1" if tuple(node.attrs.get("kernel_shape", ())) == (1, 1) else "conv"
 
     # ---- compression, refitting and float evaluation (compress/prune.py, compress/refit.py) ----
     def compression_kind(self, node):

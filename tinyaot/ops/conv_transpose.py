@@ -17,7 +17,8 @@ from onnx import helper
 
 from tinyaot.core.quant import layer_weights
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, out_params, record_raised, set_const
+from tinyaot.ops.common import (activation_nodes, dequantized_const, lift_window_1d, nhwc_oracle, out_params,
+                                record_raised, set_const)
 from tinyaot.core.fixedpoint import quantize_multiplier_array, requantize_to_int8
 from tinyaot.ops.intbounds import layer_bounds
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
@@ -100,7 +101,7 @@ def resolve_pads(node, in_logical, out_logical) -> None:
     a["pads"], a["strides"], a["output_padding"] = pads, s, op
 
 
-@register("ConvTranspose", traits=Traits(layout="spatial", fuses_activation=True, scratch=True,
+@register("ConvTranspose", traits=Traits(layout="spatial", layer_1d=True, fuses_activation=True, scratch=True,
                                    kernels=("tinyaot_transpose_conv_s8",)))
 class ConvTranspose(OpSpec):
     """ONNX ConvTranspose (X, W, B) in NHWC after `to_nhwc`, which turns W [C_in, C_out, kh, kw] into OHWI
@@ -109,6 +110,21 @@ class ConvTranspose(OpSpec):
     def _geometry(self, node):
         a = node.attrs
         return tuple(a["kernel_shape"]), tuple(a["strides"]), list(a["pads"]), tuple(a["output_padding"])
+
+    def lift_1d(self, node, graph):
+        lift_window_1d(node, graph, weighted=True)
+
+    def layout(self, node, ctx):
+        """NHWC, pads resolved here (before shapes turn physical), weights [I, O, kh, kw] -> OHWI."""
+        w = ctx.graph.tensors[node.inputs[1]]
+        if not w.is_const or w.data.ndim != 4:
+            raise TinyaotError(f"ConvTranspose node {node.name!r}: only 2-D transpose convolution with constant "
+                               "weights is supported")
+        node.attrs.setdefault("kernel_shape", list(w.shape[2:]))
+        resolve_pads(node, ctx.logical[node.inputs[0]], ctx.graph.tensors[node.outputs[0]].shape)
+        node.inputs[1] = ctx.const_transposed(node.inputs[1], "_ohwi", (1, 2, 3, 0))
+        ctx.spatial(node)
+        return True
 
     def infer_shapes(self, node, graph):
         if graph.layout != "NHWC":

@@ -14,7 +14,8 @@ from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
-                                fold_requant_table, fused_activation, out_params, record_raised, set_const)
+                                fold_requant_table, fused_activation, identity_perm, out_params, record_raised,
+                                set_const)
 from tinyaot.ops.compressed import compressed_filter, is_compressed
 from tinyaot.ops.intbounds import layer_bounds
 from tinyaot.core.quant import input_magnitude
@@ -98,7 +99,8 @@ def fc_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray:
     return x.reshape(-1, graph.tensors[node.inputs[1]].shape[1])
 
 
-@register("FullyConnected", traits=Traits(fuses_activation=True, weighted_layer=True, scratch=True, kernels=(
+@register("FullyConnected", traits=Traits(fuses_activation=True, weighted_layer=True, absorbs_column_order=True,
+                                            scratch=True, kernels=(
                      "tinyaot_fully_connected_s8", "tinyaot_fully_connected_s4", "tinyaot_fully_connected_s8_clustered",
                      "tinyaot_fully_connected_s8_sparse", "tinyaot_fully_connected_s8_rle")))
 class FullyConnected(OpSpec):
@@ -217,6 +219,28 @@ class FullyConnected(OpSpec):
             lanes = 16 * int(np.abs(rows.astype(np.int64)).sum(axis=1).max(initial=0)) * m
             extra.append(("4-bit lane sum 16 x sum|w| x max|x - zp|", lanes))
         return layer_bounds(node, graph, rows, extra)
+
+    def layer_class(self, node):
+        return "fully connected"
+
+    def layout(self, node, ctx):
+        """Input and output in ONNX's order; a flattened input left in NHWC byte order (ctx.column_order) is read
+        through weights whose columns are permuted to match."""
+        x = node.inputs[0]
+        src = ctx.column_order(x)
+        if src is not None:
+            w = ctx.graph.tensors[node.inputs[1]].data
+            w2 = np.empty_like(w)
+            w2[:, src] = w
+            quant = ctx.graph.tensors[node.inputs[1]].quant  # per output row: unchanged by a column permutation
+            node.inputs[1] = ctx.graph.add_const(node.inputs[1] + "_nhwc", w2)
+            ctx.graph.tensors[node.inputs[1]].quant = quant
+        elif ctx.perm[x] != identity_perm(len(ctx.logical[x])):
+            node.inputs[0] = ctx.ensure(x, identity_perm(len(ctx.logical[x])), node)
+        out = node.outputs[0]
+        ctx.set_out(out, ctx.graph.tensors[out].shape, identity_perm(2))
+        ctx.emit(node)
+        return True
 
     # ---- compression, refitting and float evaluation (compress/prune.py, compress/refit.py) ----
     def compression_kind(self, node):

@@ -30,7 +30,7 @@ def elementwise_mul_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Mul", traits=Traits(layout="elementwise", broadcast=True, fuses_activation=True,
+@register("Mul", traits=Traits(layout="elementwise", broadcast=True, quantized_constants=True, fuses_activation=True,
                          kernels=("tinyaot_elementwise_binary_s8",)))
 class Mul(BinaryOp):
     _KEYS = ("input1_offset", "input2_offset", "output_offset", "output_mult", "output_shift", "act_min", "act_max")

@@ -4,8 +4,15 @@ Flatten/Squeeze/Unsqueeze become Reshape aliases, the QuantizeLinear/DequantizeL
 absorbed into tensor quantization parameters). They are registered so the import check knows them."""
 from .registry import OpSpec, Traits, register
 
-_MOVES = ("Flatten", "Squeeze", "Unsqueeze")  # data movement: the layout pass turns them into aliases
+_TRAITS = {
+    # reshapes: the layout pass turns them into aliases
+    "Flatten": Traits(layout="move", reshape=True), "Squeeze": Traits(layout="move", reshape=True),
+    "Unsqueeze": Traits(layout="move", reshape=True),
+    "BatchNormalization": Traits(layer_1d=True),  # per channel over [N, C, L] as over [N, C, 1, L]
+    # become FullyConnected, which dequantizes or keeps a pre-quantized model's integer weights
+    "MatMul": Traits(quantized_constants=True), "Gemm": Traits(quantized_constants=True),
+}
 for _op in ("Identity", "Dropout", "BatchNormalization", "MatMul", "Gemm", "Flatten", "Squeeze", "Unsqueeze",
             "QuantizeLinear", "DequantizeLinear"):
-    register(_op, traits=Traits(layout="move") if _op in _MOVES else None)(
+    register(_op, traits=_TRAITS.get(_op))(
         type(_op, (OpSpec,), {"__doc__": f"ONNX {_op}: removed or rewritten by the passes."}))

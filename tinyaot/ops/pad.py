@@ -15,7 +15,8 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.common import NHWC, new_float32_const, new_int64_const
+from tinyaot.ops.registry import KernelCall, OpSpec, OracleLayer, register, traits_of, Traits
 
 
 def pad_s8(input: np.ndarray, pre, post, pad_value: int) -> np.ndarray:
@@ -59,12 +60,35 @@ def onnx_pad_spec(node, graph, rank: int) -> tuple[list[int], list[int], float]:
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Pad", traits=Traits(kernels=("tinyaot_pad_s8",)))
+@register("Pad", traits=Traits(layer_1d=True, kernels=("tinyaot_pad_s8",)))
 class Pad(OpSpec):
     def _pads(self, node, graph):
         rank = len(graph.tensors[node.inputs[0]].shape)
         p = [int(v) for v in node.attrs["pads"]]
         return p[:rank], p[rank:]
+
+    def layout(self, node, ctx):
+        """Its input's layout, or NHWC when a conv or pool reads it (convert the smaller, unpadded tensor, if
+        anything); the pads follow the permutation (physical axis j is logical axis perm[j])."""
+        x = node.inputs[0]
+        perm = ctx.perm[x]
+        if len(perm) == 4 and any(traits_of(r.op).layout == "spatial" for r in ctx.readers(node.outputs[0])):
+            perm = NHWC
+        begins, ends, value = onnx_pad_spec(node, ctx.graph, len(perm))
+        node.inputs = [ctx.ensure(x, perm, node)]
+        node.attrs = {"pads": [begins[p] for p in perm] + [ends[p] for p in perm], "value": value}
+        out = node.outputs[0]
+        ctx.set_out(out, ctx.graph.tensors[out].shape, perm)
+        ctx.emit(node)
+        return True
+
+    def lift_1d(self, node, graph):
+        begins, ends, value = onnx_pad_spec(node, graph, 3)
+        node.inputs = [node.inputs[0], new_int64_const(graph, f"{node.name}_pads_2d", begins[:2] + [0] + begins[2:]
+                                                       + ends[:2] + [0] + ends[2:]),
+                       new_float32_const(graph, f"{node.name}_value", value)]
+        node.attrs.pop("pads", None)
+        node.attrs.pop("value", None)
 
     def infer_shapes(self, node, graph):
         if graph.layout != "NHWC":

@@ -19,8 +19,8 @@ from tinyaot.core.quant import input_magnitude
 from tinyaot.ops.intbounds import epilogue
 from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import (activation_nodes, fused_activation, fused_clamp, im2col_patches, nhwc_oracle,
-                                out_params, spatial_out)
+from tinyaot.ops.common import (activation_nodes, fused_activation, fused_clamp, im2col_patches, lift_window_1d,
+                                nhwc_oracle, out_params, spatial_out)
 from tinyaot.ops.registry import (GENERIC_VARIANT, KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits,
                                   Variant, variant_of)
 
@@ -129,6 +129,13 @@ class _Pool(OpSpec):
             raise TinyaotError(f"{node.op} node {node.name!r}: dilated pooling is not supported")
         pads = list(a.get("pads", (0, 0, 0, 0)))
         return tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), pads
+
+    def layer_class(self, node):
+        return "pooling"
+
+    def lift_1d(self, node, graph):
+        if self.traits.sliding_window:  # a global pool reads per channel: nothing to change
+            lift_window_1d(node, graph, weighted=False)
 
     def infer_shapes(self, node, graph):
         if graph.layout != "NHWC":
@@ -306,8 +313,9 @@ class _Pool(OpSpec):
             return total / float(np.prod(node.attrs["kernel_shape"]))
         return total / im2col_patches(np.ones_like(x[:1]), *geometry).sum(axis=(3, 4))
 
-@register("MaxPool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
-                             kernels=("tinyaot_max_pool_s8", "tinyaot_max_pool_s8_mve")))
+
+@register("MaxPool", traits=Traits(layout="spatial", layer_1d=True, sliding_window=True, fuses_activation=True,
+                                   per_channel=True, kernels=("tinyaot_max_pool_s8", "tinyaot_max_pool_s8_mve")))
 class MaxPool(_Pool):
     kernel = "tinyaot_max_pool_s8"
 
@@ -317,16 +325,18 @@ class MaxPool(_Pool):
         return im2col_patches(x + shift, *self._float_windows(node, graph)).max(axis=(3, 4)) - shift
 
 
-@register("AveragePool", traits=Traits(layout="spatial", sliding_window=True, fuses_activation=True, per_channel=True,
-                                 scratch=True, kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8",
-                                          "tinyaot_avgpool_requant_s8_mve")))
+@register("AveragePool", traits=Traits(layout="spatial", layer_1d=True, sliding_window=True, fuses_activation=True,
+                                       per_channel=True, scratch=True,
+                                       kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8",
+                                                "tinyaot_avgpool_count_pad_s8", "tinyaot_avgpool_requant_s8_mve")))
 class AveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"
 
 
-@register("GlobalAveragePool", traits=Traits(layout="spatial", fuses_activation=True, per_channel=True, scratch=True,
-                                       kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8", "tinyaot_avgpool_count_pad_s8",
-                                          "tinyaot_avgpool_requant_s8_mve")))
+@register("GlobalAveragePool", traits=Traits(layout="spatial", layer_1d=True, fuses_activation=True, per_channel=True,
+                                             scratch=True,
+                                             kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8",
+                                                      "tinyaot_avgpool_count_pad_s8", "tinyaot_avgpool_requant_s8_mve")))
 class GlobalAveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"
 

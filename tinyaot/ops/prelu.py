@@ -69,7 +69,8 @@ def slope_blocks(slope_shape, x_shape) -> tuple[int, int, int, tuple[int, int]]:
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("PRelu", traits=Traits(layout="elementwise", broadcast=True, kernels=("tinyaot_prelu_s8",)))
+@register("PRelu", traits=Traits(layout="elementwise", broadcast=True, quantized_constants=True,
+                                  kernels=("tinyaot_prelu_s8",)))
 class PRelu(OpSpec):
     alias_output_to_input = True  # element i is read before it is written
 

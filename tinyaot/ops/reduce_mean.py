@@ -17,7 +17,7 @@ import numpy as np
 from onnx import helper
 
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, nhwc_oracle, out_params
+from tinyaot.ops.common import NHWC, activation_nodes, identity_perm, nhwc_oracle, out_params
 from tinyaot.core.fixedpoint import quantize_multiplier
 from tinyaot.core.quant import input_magnitude
 from tinyaot.ops.intbounds import epilogue
@@ -56,6 +56,31 @@ def check_spatial_mean(node, graph, in_logical) -> None:
 class ReduceMean(OpSpec):
     """ONNX ReduceMean over H and W, in NHWC after `to_nhwc`: input [N, H, W, C], output [N, 1, 1, C] (keepdims 1)
     or [N, C] (keepdims 0), the same bytes either way."""
+
+    def layer_class(self, node):
+        return "pooling"  # a global average, as GlobalAveragePool
+
+    def layout(self, node, ctx):
+        """NHWC in; the output [N, C, 1, 1] (keepdims) or [N, C]: the same bytes either way."""
+        check_spatial_mean(node, ctx.graph, ctx.logical[node.inputs[0]])
+        node.inputs[0] = ctx.ensure(node.inputs[0], NHWC, node)
+        out = node.outputs[0]
+        shape = ctx.graph.tensors[out].shape
+        ctx.set_out(out, shape, NHWC if len(shape) == 4 else identity_perm(len(shape)))
+        ctx.emit(node)
+        return True
+
+    def lifts_1d(self, node, graph):
+        """Over [N, C, L] only a mean over L (axes [2]) is the 1-D layer (a global average over L)."""
+        axes = node.attrs.get("axes")
+        if len(node.inputs) > 1 and node.inputs[1]:
+            t = graph.tensors[node.inputs[1]]
+            axes = [int(v) for v in np.asarray(t.data).reshape(-1)] if t.is_const else None
+        return bool(axes) and sorted(int(a) % 3 for a in axes) == [2]
+
+    def lift_1d(self, node, graph):
+        node.inputs[:] = node.inputs[:1]
+        node.attrs["axes"] = [2, 3]
 
     def infer_shapes(self, node, graph):
         if graph.layout != "NHWC":

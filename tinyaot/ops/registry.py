@@ -15,14 +15,17 @@ What the stages ask an op (each a method of `OpSpec` with a neutral default, ove
   and `prune_input_channels` (a consumer), `channel_ties`, `removed_channel_value` and `prune_tie` (an op that
   carries channels through);
 - 16-bit form (compress/precision.py): `Traits.int16_form_of` on the 16-bit op names the ops it runs at 16 bits,
-  `int16_form(op_type)` answers;
-- 1-D lifting (passes/lower_1d.py): `lifts_1d`, `lift_1d`;
+  `int16_form(op_type)` / `int16_forms()` answer, `adopt` rewrites a node into it, `output_bits` (a width of its
+  own); `Traits.alias` (the output is input 0's bytes: its width is its input's);
+- layout (passes/to_nhwc.py): `Traits.layout` picks a class rule, `layout(node, ctx)` is an op's own rule;
+- 1-D lifting (passes/lower_1d.py): `lifts_1d` (`Traits.layer_1d`), `lifts_with_1d`, `lift_1d`; reshapes
+  (`Traits.reshape`) read a lifted tensor directly;
 - integer bounds (compress/bounds.py): `int_bounds`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -43,11 +46,20 @@ class Traits:
     # "elementwise" (any layout, element by element; its operands follow the data's layout), "move" (data movement:
     # an alias or a transpose), or "fixed" (its own rule in the pass, or the logical layout).
     layout: str = "fixed"
+    alias: bool = False  # its output is always input 0's bytes under another shape: no code, shared memory
+    reshape: bool = False  # it only changes the shape (the values keep their order): Reshape, Flatten, Squeeze...
+    layer_1d: bool = False  # over a 3-D activation [N, C, L] it is a 1-D layer, run as the 2-D one (lower_1d)
+    # reads its 2-D input 0 through weight columns, so it takes that input's columns in any order (the layout pass
+    # leaves a flatten's NHWC byte order in place and permutes the weights instead)
+    absorbs_column_order: bool = False
     broadcast: bool = False  # elementwise with operands broadcast by numpy rules (constants are permuted too)
     sliding_window: bool = False  # kernel_shape / strides / pads / auto_pad of a conv or pooling window
     fuses_activation: bool = False  # ends in the int8 clamp a following Relu/Clip folds into (fuse_activation)
     per_channel: bool = False  # output channel c reads input channel c only: a pruned channel passes through
     weighted_layer: bool = False  # per-output-channel weights in input 1: pruning and compression act on them
+    # reads a constant input's Tensor.quant (dequantizes it or keeps its integers), so a pre-quantized model may
+    # give it a quantized constant (passes/absorb_qdq.py)
+    quantized_constants: bool = False
     scratch: bool = False  # may need arena scratch (`scratch_bytes`)
     kernels: tuple[str, ...] = ()  # the C kernel variants it lowers to (templates/kernels/<name>.c)
     # On a 16-bit op: the op types it computes at 16 bits (compress/precision.py gives a node at 16 bits this op).
@@ -150,6 +162,39 @@ class OracleLayer:
     output: str  # float output tensor name produced by `nodes`
 
 
+class LayoutContext(Protocol):
+    """What the layout pass (passes/to_nhwc.py) offers an op's own layout rule (`OpSpec.layout`). Each tensor has a
+    logical (ONNX) shape and a permutation: physical = logical.transpose(perm)."""
+
+    graph: "Graph"
+    perm: dict[str, tuple[int, ...]]  # tensor -> its physical permutation, once set
+    logical: dict[str, tuple[int, ...]]  # tensor -> its ONNX shape
+
+    def ensure(self, name: str, perm: tuple[int, ...], node: "Node") -> str:
+        """`name` in physical layout `perm` (itself, or a converted copy, alias or transpose)."""
+
+    def set_out(self, name: str, logical, perm) -> None:
+        """Output `name` holds its logical shape `logical` in layout `perm`."""
+
+    def spatial(self, node: "Node") -> None:
+        """The "spatial" rule: input 0 in NHWC, the output NHWC, explicit pads; emits the node."""
+
+    def emit(self, node: "Node") -> None:
+        """The node, rewritten, goes into the graph (after the conversions its rule asked for)."""
+
+    def readers(self, name: str) -> list:
+        """The nodes that read tensor `name`."""
+
+    def column_order(self, name: str) -> np.ndarray | None:
+        """For a 2-D tensor whose columns stay in NHWC byte order, the physical column each logical one is in."""
+
+    def const_transposed(self, name: str, suffix: str, perm) -> str:
+        """A transposed copy of constant `name` (its quantization axis following)."""
+
+    def const_operand(self, name: str, perm) -> str:
+        """A broadcast constant operand in the data's layout `perm` (right-aligned to its rank, then permuted)."""
+
+
 class FloatUnsupported(Exception):
     """An op, or this configuration of it, has no float evaluation (`OpSpec.evaluate_float`)."""
 
@@ -165,6 +210,8 @@ class OpSpec:
     # Set when the kernel's output parameters are fixed whatever the model gives (a pre-quantized model's own
     # output scale is then replaced, and this says why: compress/quantize.py); None: the op honours them or stops.
     fixed_output_note: ClassVar[str | None] = None
+    # The output's width in bits when it is not the node's activation width (SoftmaxS16: int8 probabilities).
+    output_bits: ClassVar[int | None] = None
 
     def infer_shapes(self, node: "Node", graph: "Graph") -> list[tuple[int, ...]] | None:
         """Output shapes from input shapes; None when this op has no inference (pre-layout ONNX-only ops)."""
@@ -236,6 +283,16 @@ class OpSpec:
         """Float ONNX equivalent for the per-layer onnxruntime check; None when nothing to check (aliases)."""
         return None
 
+    def adopt(self, node: "Node") -> None:
+        """On a 16-bit op: make `node`, of one of the op types in `traits.int16_form_of`, this op (compress/
+        precision.py); an op that serves several types records which one in the node's attributes."""
+        node.op = self.op_type
+
+    def layer_class(self, node: "Node") -> str:
+        """The class the report's per-class speed figures group the layer in ("conv", "depthwise", "fully
+        connected", "pooling", ...): by default the op type in lower case."""
+        return node.op.lower()
+
     def int_bounds(self, node: "Node", graph: "Graph") -> list[tuple]:
         """(what, bound) for every int32 intermediate this node's kernel computes, for any input ((what, bound,
         limit) for a wider one, checked against `limit`); [] when it computes none (compress/bounds.py)."""
@@ -305,12 +362,25 @@ class OpSpec:
         return []
 
     # ---- 1-D layers (passes/lower_1d.py) -------------------------------------------------------------------
-    def lifts_1d(self, node: "Node", graph: "Graph") -> bool:
-        """Over a 3-D activation [N, C, L], the op is a 1-D layer that runs as the 2-D one over [N, C, 1, L]."""
+    # ---- layout (passes/to_nhwc.py) -------------------------------------------------------------------------
+    def layout(self, node: "Node", ctx: LayoutContext) -> bool:
+        """The op's own rule in the layout pass: put its inputs in the layouts it reads (ctx.ensure), say its
+        outputs' (ctx.set_out), emit it (ctx.emit or ctx.spatial). False: the rule of its `traits.layout` class
+        ("spatial", "elementwise", "move"; anything else keeps ONNX's layout)."""
         return False
 
+    def lifts_1d(self, node: "Node", graph: "Graph") -> bool:
+        """Over a 3-D activation [N, C, L] (input 0), the node is a 1-D layer that runs as the 2-D one over
+        [N, C, 1, L] (`traits.layer_1d`; ReduceMean only over L)."""
+        return self.traits.layer_1d
+
+    def lifts_with_1d(self, node: "Node", graph: "Graph") -> bool:
+        """Not a 1-D layer, but lifted with its 3-D neighbours for free (elementwise ops; Concat over channels)."""
+        return self.traits.layout == "elementwise"
+
     def lift_1d(self, node: "Node", graph: "Graph") -> None:
-        """Rewrite the node's attributes and constants for [N, C, 1, L] (a 1-D layer, or an op lifted with it)."""
+        """Rewrite the node's attributes and constants for [N, C, 1, L] (its 3-D tensors already are 4-D). Nothing
+        for ops that read per channel or per element; broadcast constants are the pass's (Traits.broadcast)."""
 
 
 def register(op_type: str, traits: Traits | None = None):
@@ -336,9 +406,14 @@ def registered_ops() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def int16_forms() -> dict[str, str]:
+    """Op type -> the op type that computes it at 16 bits, as the 16-bit ops declare (Traits.int16_form_of)."""
+    return {src: op for op in sorted(_REGISTRY) for src in _REGISTRY[op].traits.int16_form_of}
+
+
 def int16_form(op_type: str) -> str | None:
-    """The op type that computes `op_type` at 16 bits (declared by that op: Traits.int16_form_of), or None."""
-    return next((op for op in sorted(_REGISTRY) if op_type in _REGISTRY[op].traits.int16_form_of), None)
+    """The op type that computes `op_type` at 16 bits, or None when none does."""
+    return int16_forms().get(op_type)
 
 
 def traits_of(op_type: str) -> Traits:

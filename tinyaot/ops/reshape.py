@@ -7,7 +7,7 @@ import numpy as np
 from .registry import FloatUnsupported, KernelCall, OpSpec, register, RowWindow, Traits
 
 
-@register("Reshape", traits=Traits(layout="move"))
+@register("Reshape", traits=Traits(layout="move", alias=True, reshape=True))
 class Reshape(OpSpec):
     def infer_shapes(self, node, graph):
         out = graph.tensors[node.outputs[0]].shape
@@ -16,7 +16,7 @@ class Reshape(OpSpec):
         return None
 
     def is_alias(self, node, graph):
-        return True
+        return self.traits.alias
 
     def row_window(self, node, graph):
         # a reshape to its own NHWC shape (an exporter's no-op) keeps every row where it was; a one-channel NCHW

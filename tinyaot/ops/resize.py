@@ -21,7 +21,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import nhwc_oracle
+from tinyaot.ops.common import new_float32_const, new_int64_const, nhwc_oracle
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 KERNEL = "tinyaot_resize_nearest_s8"
@@ -143,9 +143,36 @@ def prepare_resize(node, graph, in_logical, out_logical) -> None:
     node.inputs[:] = node.inputs[:1]
 
 
-@register("Resize", traits=Traits(layout="spatial", kernels=("tinyaot_resize_nearest_s8",)))
+@register("Resize", traits=Traits(layout="spatial", layer_1d=True, kernels=("tinyaot_resize_nearest_s8",)))
 class Resize(OpSpec):
     """ONNX Resize, mode nearest, in NHWC after `to_nhwc` (see `prepare_resize`)."""
+
+    def layout(self, node, ctx):
+        """NHWC, its index maps prepared here, before shapes turn physical."""
+        prepare_resize(node, ctx.graph, ctx.logical[node.inputs[0]], ctx.graph.tensors[node.outputs[0]].shape)
+        ctx.spatial(node)
+        return True
+
+    def lift_1d(self, node, graph):
+        """axes, or roi / scales / sizes, gain the new H axis (roi 0..1, scale 1.0, size 1) before L."""
+        a = node.attrs
+        if "axes" in a:
+            a["axes"] = [3 if int(x) % 3 == 2 else int(x) % 3 for x in a["axes"]]
+            return
+        for k, fill in ((1, None), (2, 1.0), (3, 1)):
+            name = node.inputs[k] if len(node.inputs) > k else ""
+            if not name or graph.tensors[name].data is None or graph.tensors[name].data.size == 0:
+                continue
+            v = np.asarray(graph.tensors[name].data).reshape(-1)
+            if k == 1 and len(node.inputs) > 2:  # roi: [begins..., ends...]
+                if v.size == 6:
+                    v = np.concatenate([v[:2], [0], v[2:5], [1], v[5:]])
+                node.inputs[k] = new_float32_const(graph, name + "_2d", v)
+                continue
+            if k == 1:  # Resize-10: (X, scales)
+                fill = 1.0
+            v = np.concatenate([v[:2], [fill], v[2:]])
+            node.inputs[k] = (new_int64_const if k == 3 else new_float32_const)(graph, name + "_2d", v)
 
     def infer_shapes(self, node, graph):
         if graph.layout != "NHWC":

@@ -1,5 +1,5 @@
-"""Sigmoid and Tanh at 16 bits (see s16.py for the scheme): integer-only, a 513-entry table with linear interpolation;
-bit-exact numpy reference, quantization, C kernel call and onnxruntime equivalent.
+"""Sigmoid and Tanh at 16 bits (see s16_common.py for the scheme): integer-only, a 513-entry table with linear
+interpolation; bit-exact numpy reference, quantization, C kernel call and onnxruntime equivalent.
 
 The output parameters are TFLite's fixed int16 ones, scale 1/32768 and zero point 0 (sigmoid's 1.0 and tanh's +1.0
 saturate to 32767). Both functions are symmetric (sigmoid(-x) = 1 - sigmoid(x), tanh(-x) = -tanh(x)), so the table
@@ -27,7 +27,7 @@ from onnx import helper
 
 from tinyaot.core.quant import QuantParams
 from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
-from tinyaot.ops.s16 import TEMPLATE, _require16, ptr
+from tinyaot.ops.s16_common import TEMPLATE, ptr, require16
 
 SEGMENTS = 512
 POS_BITS = 32  # P's fraction bits
@@ -85,7 +85,7 @@ class _LutS16(OpSpec):
         return [graph.tensors[node.inputs[0]].shape]
 
     def quantize(self, node, graph, ranges):
-        x = _require16(graph, node)
+        x = require16(graph, node)
         graph.tensors[node.outputs[0]].quant = QuantParams(np.asarray(OUT_SCALE, np.float64), np.asarray(0, np.int64),
                                                            None, 16)
         node.attrs.update(table=make_table(self.kind), k_pos=position_scale(self.kind, x.quant.s))
@@ -115,14 +115,14 @@ class _LutS16(OpSpec):
         return OracleLayer([helper.make_node(op, [node.inputs[0]], ["lut_out"])], [], "lut_out")
 
 
-@register("SigmoidS16", traits=Traits(kernels=("tinyaot_lut_interp_s16",)))
+@register("SigmoidS16", traits=Traits(int16_form_of=("Sigmoid",), kernels=("tinyaot_lut_interp_s16",)))
 class SigmoidS16(_LutS16):
     """Sigmoid at 16 bits, output scale 1/32768."""
 
     kind = "sigmoid"
 
 
-@register("TanhS16", traits=Traits(kernels=("tinyaot_lut_interp_s16",)))
+@register("TanhS16", traits=Traits(int16_form_of=("Tanh",), kernels=("tinyaot_lut_interp_s16",)))
 class TanhS16(_LutS16):
     """Tanh at 16 bits, output scale 1/32768."""
 

@@ -95,6 +95,21 @@ class Softmax(OpSpec):
                        diff_min=a["diff_min"])
         return [y.reshape(outer, inner, n).transpose(0, 2, 1).reshape(inputs[0].shape)]
 
+    def layout(self, node, ctx):
+        """Its input's layout, whatever it is: the axis made physical (the strided kernel needs no transpose)."""
+        x = node.inputs[0]
+        logical = ctx.logical[x]
+        axis = int(node.attrs.get("axis", -1)) % len(logical)
+        perm = ctx.perm[x]
+        if int(ctx.graph.meta.get("opset", 13)) < 13 and any(d != 1 for d in logical[axis + 1:]):
+            # opset < 13 normalises the block of all axes from `axis` on as one row; tinyaot has no such kernel
+            raise TinyaotError(f"Softmax node {node.name!r}: opset < 13 softmax over several trailing axes (flattened "
+                               "from axis) is not supported")
+        node.attrs["axis"] = perm.index(axis)
+        ctx.set_out(node.outputs[0], ctx.graph.tensors[node.outputs[0]].shape, perm)
+        ctx.emit(node)
+        return True
+
     def int_bounds(self, node, graph):
         """The sum of exponentials in Q12.19, each term at most 2**19 (rounded from Q0.31): row * 2**19."""
         x = graph.tensors[node.inputs[0]].shape

@@ -29,7 +29,7 @@ def elementwise_sub_s8(in1: np.ndarray, in2: np.ndarray, *, input1_offset: int, 
 
 
 # ---- the operator: shape inference, quantization, reference, C kernel call, onnxruntime equivalent ----
-@register("Sub", traits=Traits(layout="elementwise", broadcast=True, fuses_activation=True,
+@register("Sub", traits=Traits(layout="elementwise", broadcast=True, quantized_constants=True, fuses_activation=True,
                          kernels=("tinyaot_elementwise_binary_s8",)))
 class Sub(BinaryOp):
     _KEYS = ("input1_offset", "input1_mult", "input1_shift", "input2_offset", "input2_mult", "input2_shift",

@@ -22,6 +22,7 @@ import onnx
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, QuantParams, Tensor
+from tinyaot.ops.registry import ops_with
 
 from ._util import replace_uses
 from .fold_constants import _evaluate
@@ -32,7 +33,7 @@ _CONST_TYPES = ("int8", "uint8", "int32")
 _ACT_TYPES = ("int8", "uint8")
 # Ops that read a constant input's Tensor.quant (dequantizing it or keeping its integers): only these may take a
 # quantized constant. Anything else would read the integers as real values, so it is refused instead.
-QUANT_CONST_READERS = ("Conv", "MatMul", "Gemm", "Add", "Sub", "Mul", "Concat", "PRelu")
+QUANT_CONST_READERS = ops_with(quantized_constants=True)  # their op files say so (Traits.quantized_constants)
 
 
 def absorb_qdq(graph: Graph) -> Graph:

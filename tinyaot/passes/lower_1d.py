@@ -15,18 +15,13 @@ strides/dilations gain a leading 1, a weight [O, I/g, k] becomes [O, I/g, 1, k] 
 """
 from __future__ import annotations
 
-import numpy as np
-
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
-from tinyaot.ops.pad import onnx_pad_spec
-from tinyaot.ops.registry import traits_of
+from tinyaot.ops.registry import get_op, traits_of
 
-# Ops whose 3-D form is a 1-D layer over [N, C, L].
-LAYERS_1D = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Pad",
-             "Resize", "ReduceMean")
-
-MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+# Which ops are 1-D layers over [N, C, L] (`lifts_1d`, from Traits.layer_1d: convolutions, pooling, batch norm,
+# Pad, Resize; ReduceMean over L), which lift with them (`lifts_with_1d`: elementwise ops, channel Concat) and how
+# each one's attributes move (`lift_1d`) their op files say (ops/registry.py).
 
 
 def _is_3d(graph: Graph, name: str) -> bool:
@@ -34,28 +29,12 @@ def _is_3d(graph: Graph, name: str) -> bool:
 
 
 def _is_1d_layer(graph: Graph, node: Node) -> bool:
-    if node.op not in LAYERS_1D or not _is_3d(graph, node.inputs[0]):
-        return False
-    if node.op == "ReduceMean":
-        return _reduce_axes(graph, node) == [2]
-    return True
-
-
-def _reduce_axes(graph: Graph, node: Node) -> list[int] | None:
-    axes = node.attrs.get("axes")
-    if len(node.inputs) > 1 and node.inputs[1]:
-        t = graph.tensors[node.inputs[1]]
-        axes = [int(v) for v in np.asarray(t.data).reshape(-1)] if t.is_const else None
-    return None if not axes else sorted(int(a) % 3 for a in axes)
+    return bool(node.inputs) and _is_3d(graph, node.inputs[0]) and get_op(node.op).lifts_1d(node, graph)
 
 
 def _liftable_elementwise(graph: Graph, node: Node) -> bool:
     """An elementwise op (or a Concat over channels) whose activations are all 3-D: lifting it is free."""
-    if node.op == "Concat":
-        acts = [i for i in node.inputs if i and not graph.tensors[i].is_const]
-        return (len(acts) == len(node.inputs) and all(_is_3d(graph, i) for i in acts)
-                and int(node.attrs.get("axis", 0)) % 3 == 1)
-    if traits_of(node.op).layout != "elementwise":
+    if not get_op(node.op).lifts_with_1d(node, graph):
         return False
     acts = [i for i in node.inputs if i and not graph.tensors[i].is_const] + list(node.outputs[:1])
     return all(_is_3d(graph, i) for i in acts)
@@ -111,7 +90,7 @@ def lower_1d(graph: Graph) -> Graph:
             node.outputs = [renamed.get(o, o) for o in node.outputs]
         if lifted:
             _lift_attrs(graph, node)
-        elif node.op in MOVES and node.inputs[0] in lift:
+        elif traits_of(node.op).reshape and node.inputs[0] in lift:
             # [N, C, 1, L] holds its values in the order of [N, C, L]: a reshape of either is the same reshape
             # (dynamo's adaptive pooling Unsqueezes to 4-D and back), so it reads the lifted tensor directly.
             node.op, node.inputs, node.attrs = "Reshape", node.inputs[:1], {}
@@ -144,77 +123,10 @@ def lower_1d(graph: Graph) -> Graph:
     return graph
 
 
-def _int_const(graph: Graph, name: str, values) -> str:
-    name = graph.fresh_name(name)
-    arr = np.asarray(values, np.int64)
-    graph.tensors[name] = Tensor(name, tuple(arr.shape), "int64", arr)
-    return name
-
-
-def _float_const(graph: Graph, name: str, values) -> str:
-    name = graph.fresh_name(name)
-    arr = np.asarray(values, np.float32)
-    graph.tensors[name] = Tensor(name, tuple(arr.shape), "float32", arr)
-    return name
-
-
 def _lift_attrs(graph: Graph, node: Node) -> None:
-    a = node.attrs
-    where = f"{node.op} node {node.name!r}"
-    if node.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
-        if node.op in ("Conv", "ConvTranspose"):
-            w = graph.tensors[node.inputs[1]]
-            if not w.is_const:
-                raise TinyaotError(f"{where}: the weight must be a constant")
-            new = graph.add_const(node.inputs[1] + "_2d", w.data.reshape(w.data.shape[:2] + (1,) + w.data.shape[2:]))
-            graph.tensors[new].quant = w.quant  # per output channel (axis 0 or 1): unchanged by the new axis
-            node.inputs[1] = new
-            a.setdefault("kernel_shape", [int(w.data.shape[2])])
-        if len(a.get("kernel_shape", [])) != 1:
-            raise TinyaotError(f"{where}: kernel_shape {a.get('kernel_shape')} for a 1-D input")
-        a["kernel_shape"] = [1, int(a["kernel_shape"][0])]
-        for key in ("strides", "dilations"):
-            if key in a:
-                a[key] = [1, int(a[key][0])]
-        if "pads" in a:
-            b, e = (int(v) for v in a["pads"])
-            a["pads"] = [0, b, 0, e]
-        if "output_padding" in a:
-            a["output_padding"] = [0, int(a["output_padding"][0])]
-        if "output_shape" in a:
-            a["output_shape"] = [1, int(a["output_shape"][-1])]
-    elif node.op == "ReduceMean":
-        node.inputs[:] = node.inputs[:1]
-        a["axes"] = [2, 3]
-    elif node.op == "Pad":
-        begins, ends, value = onnx_pad_spec(node, graph, 3)
-        node.inputs = [node.inputs[0], _int_const(graph, f"{node.name}_pads_2d", begins[:2] + [0] + begins[2:]
-                                                  + ends[:2] + [0] + ends[2:]),
-                       _float_const(graph, f"{node.name}_value", value)]
-        a.pop("pads", None)
-        a.pop("value", None)
-    elif node.op == "Resize":
-        if "axes" in a:
-            a["axes"] = [3 if int(x) % 3 == 2 else int(x) % 3 for x in a["axes"]]
-        else:
-            for k, fill in ((1, None), (2, 1.0), (3, 1)):
-                name = node.inputs[k] if len(node.inputs) > k else ""
-                if not name or graph.tensors[name].data is None or graph.tensors[name].data.size == 0:
-                    continue
-                v = np.asarray(graph.tensors[name].data).reshape(-1)
-                if k == 1 and len(node.inputs) > 2:  # roi: [begins..., ends...]
-                    if v.size == 6:
-                        v = np.concatenate([v[:2], [0], v[2:5], [1], v[5:]])
-                    node.inputs[k] = _float_const(graph, name + "_2d", v)
-                    continue
-                if k == 1:  # Resize-10: (X, scales)
-                    fill = 1.0
-                v = np.concatenate([v[:2], [fill], v[2:]])
-                node.inputs[k] = (_int_const if k == 3 else _float_const)(graph, name + "_2d", v)
-    elif node.op == "Concat":
-        a["axis"] = 1
-    # BatchNormalization, GlobalAveragePool and elementwise ops read per-channel or per-element: no attributes.
+    get_op(node.op).lift_1d(node, graph)  # the op's own attributes and constants
     if traits_of(node.op).broadcast:
+        where = f"{node.op} node {node.name!r}"
         # broadcast constants: right-aligned to rank 3, then the new H axis of size 1 before L
         for k, i in enumerate(node.inputs):
             t = graph.tensors[i] if i else None

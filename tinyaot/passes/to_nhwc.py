@@ -17,16 +17,14 @@ import numpy as np
 
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
-from tinyaot.ops.conv_transpose import resolve_pads
-from tinyaot.ops.pad import onnx_pad_spec
-from tinyaot.ops.reduce_mean import check_spatial_mean
-from tinyaot.ops.registry import traits_of
-from tinyaot.ops.resize import prepare_resize
+from tinyaot.ops.common import NHWC
+from tinyaot.ops.registry import get_op, traits_of
 
-NHWC = (0, 2, 3, 1)
-# Which rule an op gets comes from its registered traits (tinyaot/ops/registry.py Traits.layout): "spatial" ops
-# run in NHWC, "elementwise" ones follow their data's layout (a broadcast operand that is a constant is permuted
-# with it), "move"s become aliases or transposes; an op with a method `_<OpType>` below has its own rule.
+# Which rule an op gets its op file says: its own (`OpSpec.layout`, through this pass's LayoutContext: Conv,
+# ConvTranspose, Resize, ReduceMean, FullyConnected, Concat, Pad, Softmax), else the one of its traits' layout class
+# (tinyaot/ops/registry.py Traits.layout): "spatial" ops run in NHWC, "elementwise" ones follow their data's layout
+# (a broadcast operand that is a constant is permuted with it), "move"s become aliases or transposes, anything else
+# keeps ONNX's layout.
 
 
 def _is_spatial(node: Node) -> bool:
@@ -42,8 +40,11 @@ def _phys_shape(shape, perm) -> tuple[int, ...]:
 
 
 class _Layout:
+    """The pass's state, and the LayoutContext (ops/registry.py) an op's own layout rule works through."""
+
     def __init__(self, graph: Graph):
-        self.g = graph
+        self.g = self.graph = graph
+        self.consumers: dict[str, list[Node]] = {}
         self.perm: dict[str, tuple[int, ...]] = {}
         self.logical: dict[str, tuple[int, ...]] = {}
         self.colperm: dict[str, np.ndarray] = {}  # 2-D aliases whose columns a consumer FC must re-order
@@ -107,12 +108,13 @@ class _Layout:
 
     def run(self) -> Graph:
         g = self.g
-        consumers = {}
+        consumers = self.consumers
         for n in g.nodes:
             for i in n.inputs:
                 consumers.setdefault(i, []).append(n)
         for node in g.nodes:
-            self._rule(node)(node, consumers)
+            if not get_op(node.op).layout(node, self):
+                self._rule(node)(node, consumers)
         # Graph outputs go back to ONNX's layout.
         for k, name in enumerate(g.outputs):
             if self.perm[name] != _ident(len(self.logical[name])) or name in self.colperm:
@@ -137,48 +139,39 @@ class _Layout:
         g.meta["nhwc_perm"] = {n: tuple(self.perm[n]) for n in g.tensors if n in self.perm}
         return g
 
-    # --- per-op rules ------------------------------------------------------------------------------
-    def _rule(self, node: Node):
-        own = getattr(self, "_" + node.op, None)
-        if own is not None:
-            return own
-        layout = traits_of(node.op).layout
-        if layout == "spatial":
-            return lambda n, consumers: self._spatial(n)
-        return {"elementwise": self._elementwise, "move": self._move}.get(layout, self._default)
-
-    def _set_out(self, name: str, logical, perm) -> None:
+    # --- the LayoutContext an op's own rule uses (ensure above) ---------------------------------------------
+    def set_out(self, name: str, logical, perm) -> None:
         self.logical[name], self.perm[name] = tuple(logical), tuple(perm)
         self.g.tensors[name].shape = _phys_shape(logical, perm)
 
-    def _spatial(self, node: Node) -> None:
+    def emit(self, node: Node) -> None:
+        self.new_nodes.append(node)
+
+    def readers(self, name: str) -> list[Node]:
+        return self.consumers.get(name, [])
+
+    def column_order(self, name: str) -> np.ndarray | None:
+        return self.colperm.get(name)
+
+    # --- the rules of the layout classes ---------------------------------------------------------------
+    def _rule(self, node: Node):
+        layout = traits_of(node.op).layout
+        if layout == "spatial":
+            return lambda n, consumers: self.spatial(n)
+        return {"elementwise": self._elementwise, "move": self._move}.get(layout, self._default)
+
+    def spatial(self, node: Node) -> None:
         x = node.inputs[0]
         if len(self.logical[x]) != 4:
             raise TinyaotError(f"node {node.name!r} ({node.op}): only 2-D images (4-D NCHW tensors) are supported")
         node.inputs[0] = self.ensure(x, NHWC, node)
         out = node.outputs[0]
-        self._set_out(out, self.g.tensors[out].shape, NHWC)
+        self.set_out(out, self.g.tensors[out].shape, NHWC)
         if traits_of(node.op).sliding_window:
             _explicit_pads(node, self.logical[x], self.logical[out])
         self.new_nodes.append(node)
 
-    def _Conv(self, node: Node, consumers) -> None:
-        c_in = self.logical[node.inputs[0]][1]
-        group = int(node.attrs.get("group", 1))
-        w = self.g.tensors[node.inputs[1]].data
-        if w.ndim != 4:
-            raise TinyaotError(f"Conv node {node.name!r}: only 2-D convolution is supported")
-        node.attrs.setdefault("kernel_shape", list(w.shape[2:]))
-        if group == c_in and group > 1:
-            node.attrs["depthwise"] = True
-            perm = (1, 2, 3, 0)  # [C*m,1,kh,kw] -> [1,kh,kw,C*m]
-        else:
-            node.attrs["depthwise"] = False
-            perm = (0, 2, 3, 1)  # OIHW -> OHWI
-        node.inputs[1] = self._const_transposed(node.inputs[1], "_ohwi", perm)
-        self._spatial(node)
-
-    def _const_transposed(self, name: str, suffix: str, perm) -> str:
+    def const_transposed(self, name: str, suffix: str, perm) -> str:
         """A transposed copy of a weight. A pre-quantized weight keeps its quantization, its channel axis
         following the transpose (output channels: axis 0 of OIHW -> 0 of OHWI, 3 of depthwise 1HWC)."""
         t = self.g.tensors[name]
@@ -187,46 +180,6 @@ class _Layout:
             q = t.quant
             self.g.tensors[new].quant = type(q)(q.scale, q.zero_point, None if q.axis is None else perm.index(q.axis))
         return new
-
-    # The op files own their attribute rules (pads of ConvTranspose, index maps of Resize, axes of ReduceMean);
-    # they run here, before shapes turn physical.
-    def _ConvTranspose(self, node: Node, consumers) -> None:
-        w = self.g.tensors[node.inputs[1]]
-        if not w.is_const or w.data.ndim != 4:
-            raise TinyaotError(f"ConvTranspose node {node.name!r}: only 2-D transpose convolution with constant "
-                               "weights is supported")
-        node.attrs.setdefault("kernel_shape", list(w.shape[2:]))
-        resolve_pads(node, self.logical[node.inputs[0]], self.g.tensors[node.outputs[0]].shape)
-        node.inputs[1] = self._const_transposed(node.inputs[1], "_ohwi", (1, 2, 3, 0))  # [I, O, kh, kw] -> OHWI
-        self._spatial(node)
-
-    def _Resize(self, node: Node, consumers) -> None:
-        prepare_resize(node, self.g, self.logical[node.inputs[0]], self.g.tensors[node.outputs[0]].shape)
-        self._spatial(node)
-
-    def _ReduceMean(self, node: Node, consumers) -> None:
-        check_spatial_mean(node, self.g, self.logical[node.inputs[0]])
-        node.inputs[0] = self.ensure(node.inputs[0], NHWC, node)
-        out = node.outputs[0]
-        shape = self.g.tensors[out].shape  # [N, C, 1, 1] (keepdims) or [N, C]: the same bytes either way
-        self._set_out(out, shape, NHWC if len(shape) == 4 else _ident(len(shape)))
-        self.new_nodes.append(node)
-
-    def _FullyConnected(self, node: Node, consumers) -> None:
-        x = node.inputs[0]
-        if x in self.colperm:
-            w = self.g.tensors[node.inputs[1]].data
-            src = self.colperm[x]
-            w2 = np.empty_like(w)
-            w2[:, src] = w
-            quant = self.g.tensors[node.inputs[1]].quant  # per output row: unchanged by a column permutation
-            node.inputs[1] = self.g.add_const(node.inputs[1] + "_nhwc", w2)
-            self.g.tensors[node.inputs[1]].quant = quant
-        elif self.perm[x] != _ident(len(self.logical[x])):
-            node.inputs[0] = self.ensure(x, _ident(len(self.logical[x])), node)
-        out = node.outputs[0]
-        self._set_out(out, self.g.tensors[out].shape, _ident(2))
-        self.new_nodes.append(node)
 
     def _elementwise(self, node: Node, consumers) -> None:
         data = [i for i in node.inputs[:2] if i and not self.g.tensors[i].is_const]
@@ -237,7 +190,7 @@ class _Layout:
             for k, i in enumerate(node.inputs):
                 t = self.g.tensors[i]
                 if t.is_const:
-                    node.inputs[k] = self._const_operand(i, perm)
+                    node.inputs[k] = self.const_operand(i, perm)
                 elif len(self.logical[i]) == len(perm):
                     node.inputs[k] = self.ensure(i, perm, node)
                 elif not (perm == _ident(len(perm)) and self.perm[i] == _ident(len(self.logical[i]))
@@ -250,10 +203,10 @@ class _Layout:
         else:
             node.inputs[0] = self.ensure(data[0], perm, node)
         out = node.outputs[0]
-        self._set_out(out, self.g.tensors[out].shape, perm)
+        self.set_out(out, self.g.tensors[out].shape, perm)
         self.new_nodes.append(node)
 
-    def _const_operand(self, name: str, perm) -> str:
+    def const_operand(self, name: str, perm) -> str:
         """A constant operand of a broadcasting op in the layout of the data: ONNX's right-aligned broadcasting
         first (leading unit axes up to the data's rank), then the data's permutation; a per-tensor quantization
         of a pre-quantized constant stays as it is, a per-axis one follows its axis."""
@@ -270,59 +223,15 @@ class _Layout:
                                                 None if q.axis is None else perm.index(q.axis + lead))
         return new
 
-    def _Concat(self, node: Node, consumers) -> None:
-        data = [i for i in node.inputs if i and not self.g.tensors[i].is_const]
-        perm = self.perm[max(data, key=lambda i: self.g.tensors[i].size)]  # the largest input is not copied
-        axis = int(node.attrs["axis"]) % len(perm)
-        for k, i in enumerate(node.inputs):
-            if self.g.tensors[i].is_const:
-                node.inputs[k] = self._const_operand(i, perm)
-            elif len(self.logical[i]) != len(perm):
-                raise TinyaotError(f"Concat node {node.name!r}: inputs of different ranks")
-            else:
-                node.inputs[k] = self.ensure(i, perm, node)
-        node.attrs["axis"] = perm.index(axis)  # the ONNX axis, as a physical one
-        out = node.outputs[0]
-        self._set_out(out, self.g.tensors[out].shape, perm)
-        self.new_nodes.append(node)
-
-    def _Pad(self, node: Node, consumers) -> None:
-        x = node.inputs[0]
-        perm = self.perm[x]
-        if len(perm) == 4 and any(_is_spatial(r) for r in consumers.get(node.outputs[0], [])):
-            perm = NHWC  # padding for a conv or pool: convert the smaller, unpadded tensor, if anything
-        begins, ends, value = onnx_pad_spec(node, self.g, len(perm))
-        # The pads follow the permutation (physical axis j is logical axis perm[j]).
-        node.inputs = [self.ensure(x, perm, node)]
-        node.attrs = {"pads": [begins[p] for p in perm] + [ends[p] for p in perm], "value": value}
-        out = node.outputs[0]
-        self._set_out(out, self.g.tensors[out].shape, perm)
-        self.new_nodes.append(node)
-
-    def _Softmax(self, node: Node, consumers) -> None:
-        x = node.inputs[0]
-        logical = self.logical[x]
-        axis = int(node.attrs.get("axis", -1)) % len(logical)
-        perm = self.perm[x]
-        if int(self.g.meta.get("opset", 13)) < 13 and any(d != 1 for d in logical[axis + 1:]):
-            # opset < 13 normalises the block of all axes from `axis` on as one row; tinyaot has no such kernel
-            raise TinyaotError(f"Softmax node {node.name!r}: opset < 13 softmax over several trailing axes (flattened "
-                               "from axis) is not supported")
-        phys_axis = perm.index(axis)  # any physical axis: ops/softmax.py has a strided kernel, no transpose
-        node.inputs[0] = x
-        node.attrs["axis"] = phys_axis
-        self._set_out(node.outputs[0], self.g.tensors[node.outputs[0]].shape, perm)
-        self.new_nodes.append(node)
-
     def _move(self, node: Node, consumers) -> None:
         x = node.inputs[0]
         out = node.outputs[0]
         out_logical = tuple(self.g.tensors[out].shape)
-        if node.op == "Transpose":
+        if traits_of(node.op).reshape:
+            op = lambda a: a.reshape(out_logical)  # noqa: E731
+        else:  # a transpose
             perm_attr = node.attrs.get("perm") or list(reversed(range(len(self.logical[x]))))
             op = lambda a: a.transpose(perm_attr)  # noqa: E731
-        else:
-            op = lambda a: a.reshape(out_logical)  # noqa: E731
         readers = consumers.get(out, [])
         candidates = [_ident(len(out_logical))]
         if len(out_logical) == 4:
@@ -334,18 +243,18 @@ class _Layout:
         for cand in candidates:
             src = self._source_map(x, op, out_logical, cand)
             if np.array_equal(src, np.arange(src.size)):
-                self._set_out(out, out_logical, cand)
+                self.set_out(out, out_logical, cand)
                 self.new_nodes.append(Node("Reshape", node.name, [x], [out], {}))
                 return
         src = self._source_map(x, op, out_logical, candidates[0])
         if (len(out_logical) == 2 and readers and out not in self.g.outputs
-                and all(r.op == "FullyConnected" and r.inputs[0] == out for r in readers)):
+                and all(traits_of(r.op).absorbs_column_order and r.inputs[0] == out for r in readers)):
             # Keep the bytes where they are; the fully connected layers read them through permuted weights.
-            self._set_out(out, out_logical, _ident(2))
+            self.set_out(out, out_logical, _ident(2))
             self.colperm[out] = src
             self.new_nodes.append(Node("Reshape", node.name, [x], [out], {}))
             return
-        self._set_out(out, out_logical, candidates[0])
+        self.set_out(out, out_logical, candidates[0])
         self._emit_move(node.name, x, out, src, replaces=True)
 
     def _default(self, node: Node, consumers) -> None:
@@ -353,7 +262,7 @@ class _Layout:
             if i and not self.g.tensors[i].is_const:
                 node.inputs[k] = self.ensure(i, _ident(len(self.logical[i])), node)
         for o in node.outputs:
-            self._set_out(o, self.g.tensors[o].shape, _ident(len(self.g.tensors[o].shape)))
+            self.set_out(o, self.g.tensors[o].shape, _ident(len(self.g.tensors[o].shape)))
         self.new_nodes.append(node)
 
 

@@ -20,8 +20,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
 
 from tinyaot.compress.calibrate import float_session, load_samples
 from tinyaot.compress.equalize import DEFAULT_CLE, equalize_for_calibration
@@ -33,6 +31,7 @@ from tinyaot.errors import TinyaotError
 from tinyaot.files import check_output_folder, output_folder
 from tinyaot.toolchain.versions import versions
 from tinyaot.frontend import import_onnx_model
+from tinyaot.oracle.fake_quant import qdq_model
 from tinyaot.oracle.reference import run_reference
 from tinyaot.passes import run_passes
 
@@ -96,45 +95,6 @@ def _cle_transforms(model: Path, calibration, input_shapes, cle, compiled) -> di
     if sorted(transforms) != sorted(eq["tensors"]):
         raise TinyaotError("analyze could not reproduce the model's cross-layer equalization; run it with --no-cle")
     return transforms
-
-
-def _fake_quant_model(model: onnx.ModelProto, tensor: str, scale: float, zp: int, transform=None,
-                      ndim: int = 4) -> onnx.ModelProto:
-    """The float model with `tensor` quantized and dequantized where it is produced: the producer writes
-    `<tensor>__float`, and Q/DQ nodes give `<tensor>` back, so consumers and graph outputs are untouched. A
-    tensor CLE changed (`transform`: per-channel divisor and offset, channels on axis 1 of `ndim`) is quantized in
-    CLE's units, as the int8 model holds it: Div, Sub, Q, DQ, Add, Mul."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    g = m.graph
-    raw, q = tensor + "__float", tensor + "__q"
-    nodes = list(g.node)
-    at = next(i for i, n in enumerate(nodes) if tensor in n.output)
-    out = list(nodes[at].output)
-    out[out.index(tensor)] = raw
-    del nodes[at].output[:]
-    nodes[at].output.extend(out)
-    g.initializer.extend([numpy_helper.from_array(np.asarray(scale, np.float32), tensor + "__scale"),
-                          numpy_helper.from_array(np.asarray(zp, np.int8), tensor + "__zp")])
-    qdq = [helper.make_node("QuantizeLinear", [raw, tensor + "__scale", tensor + "__zp"], [q]),
-           helper.make_node("DequantizeLinear", [q, tensor + "__scale", tensor + "__zp"], [tensor])]
-    if transform is not None:
-        divisor, offset = transform
-        shape = [1, -1] + [1] * (ndim - 2)
-        d = np.asarray(divisor, np.float32).reshape(shape)
-        o = np.zeros_like(d) if offset is None else np.asarray(offset, np.float32).reshape(shape)
-        g.initializer.extend([numpy_helper.from_array(d, tensor + "__cle_d"),
-                              numpy_helper.from_array(o, tensor + "__cle_o")])
-        n = [tensor + s for s in ("__cle_div", "__cle_sub", "__cle_dq", "__cle_add")]
-        qdq = [helper.make_node("Div", [raw, tensor + "__cle_d"], [n[0]]),
-               helper.make_node("Sub", [n[0], tensor + "__cle_o"], [n[1]]),
-               helper.make_node("QuantizeLinear", [n[1], tensor + "__scale", tensor + "__zp"], [q]),
-               helper.make_node("DequantizeLinear", [q, tensor + "__scale", tensor + "__zp"], [n[2]]),
-               helper.make_node("Add", [n[2], tensor + "__cle_o"], [n[3]]),
-               helper.make_node("Mul", [n[3], tensor + "__cle_d"], [tensor])]
-    del g.node[:]
-    g.node.extend(nodes[:at + 1] + qdq + nodes[at + 1:])
-    return m
 
 
 def _predict(sess, xs: dict[str, np.ndarray], output: str) -> np.ndarray:
@@ -207,7 +167,7 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
                "sqnr_db_this_layer": None if f is None else
                _sqnr_db(f, dequantize_values(quantize_values(f, qp), qp).astype(np.float64)),
                "scale": float(qp.s), "zero_point": int(qp.zp)}
-        fq = _fake_quant_model(onnx_model, t, float(np.float32(qp.s)), int(qp.zp), transforms.get(t),
+        fq = qdq_model(onnx_model, t, float(np.float32(qp.s)), int(qp.zp), transforms.get(t),
                                ndims.get(t, 4))
         row["top1_only_this_layer"] = top1(_predict(float_session(fq), xs, scored), y, binary)
         rows.append(row)

@@ -25,7 +25,7 @@ from tinyaot.compress.precision import apply_precision
 from tinyaot.compress.quantize import quantize_graph, quantize_values
 from tinyaot.core.target import GENERIC, Target
 from tinyaot.errors import TinyaotError
-from tinyaot.frontend import import_model
+from tinyaot.frontend import import_model, is_prequantized
 from tinyaot.ir import Graph
 from tinyaot.ops.registry import traits_of
 from tinyaot.passes import run_passes
@@ -133,8 +133,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     tuning) choose each layer's kernel variant (pipeline/variants.py) before the plan, which depends on them."""
     graph, onnx_model = import_model(Path(model), input_shapes)
     # QDQ ONNX (passes/absorb_qdq.py) or an int8 TFLite model (frontend/tflite_import.py): its own parameters
-    prequantized = bool(graph.meta.get("prequantized")) or any(n.op in ("QuantizeLinear", "DequantizeLinear")
-                                                               for n in graph.nodes)
+    prequantized = is_prequantized(graph)
     if calibration is None and not prequantized:
         raise TinyaotError("no calibration data: int8 quantization needs sample inputs. Give --calibration "
                            "FILE.npz (one array per input name, or an 'x' array; first axis = sample)")

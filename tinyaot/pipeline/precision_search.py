@@ -30,8 +30,7 @@ from tinyaot.compress.precision import layer_names
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_onnx_model
 from tinyaot.frontend.normalize import float32_model_file
-from tinyaot.ops.s16 import S16_OPS
-from tinyaot.ops.registry import get_op
+from tinyaot.ops.registry import get_op, int16_form
 from tinyaot.toolchain.hostjit import HostModel
 
 from .compile import Echo, _quiet, compile_model, refuse_sparse16
@@ -49,10 +48,11 @@ def _const_bytes(graph) -> int:
 
 
 def candidate_layers(graph) -> list[str]:
-    """The layers the search may promote, in schedule order: every layer whose op has a 16-bit kernel (S16_OPS:
-    convolution, fully connected, pooling, Add, Mul, Concat, Softmax and the activations with s16 kernels)."""
+    """The layers the search may promote, in schedule order: every layer whose op has a 16-bit form (its 16-bit op
+    declares it: convolution, fully connected, pooling, Add, Mul, Concat, Softmax and the activations with s16
+    kernels)."""
     names = set(layer_names(graph))
-    return [n.name for n in graph.nodes if n.name in names and n.op in S16_OPS]
+    return [n.name for n in graph.nodes if n.name in names and int16_form(n.op) is not None]
 
 
 def search_precision(model, calibration, data, max_drop: float, *, input_shapes=None, calibrate=None, cle=None,

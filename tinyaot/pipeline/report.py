@@ -29,21 +29,10 @@ def macs(g: Graph) -> int:
     return int(sum(get_op(n.op).macs(n, g) for n in g.nodes))
 
 
-POOLING = ("MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean")
-
-
 def layer_class(node, graph: Graph) -> str:
-    """The layer's class for per-class speed figures: "conv 1x1", "depthwise", "conv" (other kernel sizes),
-    "fully connected", "add", "pooling", else the op name in lower case."""
-    if node.op == "Conv":
-        if node.attrs.get("depthwise"):
-            return "depthwise"
-        return "conv 1x1" if tuple(node.attrs.get("kernel_shape", ())) == (1, 1) else "conv"
-    if node.op in ("FullyConnected", "BatchMatMul"):
-        return "fully connected"
-    if node.op in POOLING:
-        return "pooling"
-    return node.op.lower()
+    """The layer's class for per-class speed figures, as its op file says: "conv 1x1", "depthwise", "conv" (other
+    kernel sizes), "fully connected", "add", "pooling", else the op name in lower case."""
+    return get_op(node.op).layer_class(node)
 
 
 def layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -> list[dict]:
