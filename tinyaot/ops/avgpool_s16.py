@@ -10,7 +10,7 @@ from tinyaot.core.errors import TinyaotError
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
 from tinyaot.core.quant16 import Q16MAX, Q16MIN, activation_clamp16
 from tinyaot.ops.common import activation_nodes, nhwc_oracle
-from tinyaot.ops.pool import _windows
+from tinyaot.ops.pool import pool_windows
 from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, OracleLayer, Traits, register
 from tinyaot.ops.s16_common import TEMPLATE, PoolS16, out16, ptr, require16
 
@@ -19,7 +19,7 @@ def avgpool_s16(x, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(0, 0), output_h
                 shift=0, act_min=Q16MIN, act_max=Q16MAX) -> np.ndarray:
     """int16 NHWC average pool. requant: full windows only, sum requantized by (mult, shift) = s_in / (s_out * k);
     otherwise sum / count of real inputs rounded half away from zero (input parameters kept)."""
-    win, valid = _windows(np.asarray(x), 0, kernel_hw, stride_hw, pad_top_left, output_hw)
+    win, valid = pool_windows(np.asarray(x), 0, kernel_hw, stride_hw, pad_top_left, output_hw)
     total = win.sum(axis=(3, 4))
     if requant:
         if not valid.all():

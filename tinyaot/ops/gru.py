@@ -22,7 +22,7 @@ from tinyaot.core.errors import TinyaotError
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier_array, rounding_divide_by_pot
 from tinyaot.ir import QuantParams
 from tinyaot.ops.common import set_const
-from tinyaot.ops.lstm import GATE_BITS, H_SCALE, _row_quant, sigmoid_q15, tanh_q15
+from tinyaot.ops.lstm import GATE_BITS, H_SCALE, row_quant, sigmoid_q15, tanh_q15
 from tinyaot.ops.registry import IN0, OUT0, SCRATCH, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
 
 KERNEL = "tinyaot_gru_s8"
@@ -114,8 +114,8 @@ class GRU(OpSpec):
         w, r = (np.asarray(graph.tensors[ins[k]].data, np.float64) for k in (1, 2))
         bias = (np.asarray(graph.tensors[ins[3]].data, np.float64).reshape(dirs, 6 * h) if ins[3]
                 else np.zeros((dirs, 6 * h)))
-        wq, sw = _row_quant(w)
-        rq, sr = _row_quant(r)
+        wq, sw = row_quant(w)
+        rq, sr = row_quant(r)
         bq = np.clip(np.round(bias * 2**GATE_BITS), -2**31, 2**31 - 1).astype(np.int32)
         mx, sx = quantize_multiplier_array((np.float64(xq.s) * sw * 2**GATE_BITS).ravel())
         mh, sh = quantize_multiplier_array((H_SCALE * sr * 2**GATE_BITS).ravel())

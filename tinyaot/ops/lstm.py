@@ -90,7 +90,7 @@ def lstm_s8(x, w, r, bias, mult_x, shift_x, mult_h, shift_h, h0, c0, *, x_offset
     return y
 
 
-def _row_quant(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_quant(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 per row of the last axis: (int8 data, float64 scale per row)."""
     amax = np.abs(w).max(axis=-1)
     scale = np.where(amax > 0, amax / 127.0, 1.0)
@@ -161,8 +161,8 @@ class LSTM(OpSpec):
         w, r = (np.asarray(graph.tensors[ins[k]].data, np.float64) for k in (1, 2))
         bias = (np.asarray(graph.tensors[ins[3]].data, np.float64).reshape(dirs, 8 * h) if ins[3]
                 else np.zeros((dirs, 8 * h)))
-        wq, sw = _row_quant(w)
-        rq, sr = _row_quant(r)
+        wq, sw = row_quant(w)
+        rq, sr = row_quant(r)
         bq = np.round((bias[:, :4 * h] + bias[:, 4 * h:]) * 2**GATE_BITS).astype(np.int64)
         mx, sx = quantize_multiplier_array((np.float64(xq.s) * sw * 2**GATE_BITS).ravel())
         mh, sh = quantize_multiplier_array((H_SCALE * sr * 2**GATE_BITS).ravel())

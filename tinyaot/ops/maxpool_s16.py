@@ -7,7 +7,7 @@ from onnx import helper
 from tinyaot.core.errors import TinyaotError
 from tinyaot.core.quant16 import Q16MAX, Q16MIN, activation_clamp16
 from tinyaot.ops.common import activation_nodes, nhwc_oracle
-from tinyaot.ops.pool import _windows
+from tinyaot.ops.pool import pool_windows
 from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, OracleLayer, Traits, register
 from tinyaot.ops.s16_common import TEMPLATE, PoolS16, ptr, require16
 
@@ -15,7 +15,7 @@ from tinyaot.ops.s16_common import TEMPLATE, PoolS16, ptr, require16
 def maxpool_s16(x, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(0, 0), output_hw, act_min=Q16MIN,
                 act_max=Q16MAX) -> np.ndarray:
     """int16 NHWC max pool (input parameters kept; padded taps never win)."""
-    win, valid = _windows(np.asarray(x), Q16MIN - 1, kernel_hw, stride_hw, pad_top_left, output_hw)
+    win, valid = pool_windows(np.asarray(x), Q16MIN - 1, kernel_hw, stride_hw, pad_top_left, output_hw)
     if not np.all(valid.any(axis=(2, 3))):
         raise ValueError("maxpool_s16: a window lies entirely in the padding")
     return np.clip(win.max(axis=(3, 4)), int(act_min), int(act_max)).astype(np.int16)

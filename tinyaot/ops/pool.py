@@ -25,7 +25,7 @@ from tinyaot.ops.registry import (GENERIC_VARIANT, KernelCall, OpSpec, OracleLay
                                   Variant, variant_of)
 
 
-def _windows(x: np.ndarray, fill: int, kernel_hw, stride_hw, pad_top_left, output_hw):
+def pool_windows(x: np.ndarray, fill: int, kernel_hw, stride_hw, pad_top_left, output_hw):
     """Gather pooling windows [N, OH, OW, KH, KW, C] (int64, padded with `fill`) and the valid mask [OH, OW, KH, KW]."""
     n, h, w, c = x.shape
     kh, kw = kernel_hw
@@ -47,7 +47,7 @@ def _windows(x: np.ndarray, fill: int, kernel_hw, stride_hw, pad_top_left, outpu
 def avgpool_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(0, 0), output_hw,
                act_min: int = -128, act_max: int = 127) -> np.ndarray:
     """int8 NHWC average pool -> int8 [N, OH, OW, C]."""
-    win, valid = _windows(np.asarray(input), 0, kernel_hw, stride_hw, pad_top_left, output_hw)
+    win, valid = pool_windows(np.asarray(input), 0, kernel_hw, stride_hw, pad_top_left, output_hw)
     total = win.sum(axis=(3, 4))  # [N, OH, OW, C]; padded entries are 0
     count = valid.sum(axis=(2, 3)).astype(np.int64)[None, :, :, None]  # [1, OH, OW, 1]
     if np.any(count == 0):
@@ -63,7 +63,7 @@ def avgpool_requant_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), output
                        act_max: int = 127) -> np.ndarray:
     """int8 NHWC average pool without padding onto new output parameters: the window sum of (x + input_offset),
     requantized by (mult, shift) = s_in / (s_out * kh * kw), plus output_offset -> int8 [N, OH, OW, C]."""
-    win, valid = _windows(np.asarray(input), 0, kernel_hw, stride_hw, (0, 0), output_hw)
+    win, valid = pool_windows(np.asarray(input), 0, kernel_hw, stride_hw, (0, 0), output_hw)
     if not valid.all():
         raise ValueError("avgpool_requant_s8: a pooling window leaves the input (this kernel has no padding)")
     acc = (win + int(input_offset)).sum(axis=(3, 4))
@@ -79,7 +79,7 @@ def avgpool_count_pad_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pads
     from zero, and the zero point added back."""
     x = np.asarray(input)
     pt, pl, pb, pr = pads
-    win, _ = _windows(x, -int(input_offset), kernel_hw, stride_hw, (pt, pl), output_hw)  # fill = zero point
+    win, _ = pool_windows(x, -int(input_offset), kernel_hw, stride_hw, (pt, pl), output_hw)  # fill = zero point
     total = (win + int(input_offset)).sum(axis=(3, 4))
     counts = []
     for a, (size, pad_lo, pad_hi) in enumerate(((x.shape[1], pt, pb), (x.shape[2], pl, pr))):
@@ -95,7 +95,7 @@ def maxpool_s8(input: np.ndarray, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(
                act_min: int = -128, act_max: int = 127) -> np.ndarray:
     """int8 NHWC max pool -> int8 [N, OH, OW, C]."""
     # fill below any int8 so padding never wins the max
-    win, valid = _windows(np.asarray(input), -129, kernel_hw, stride_hw, pad_top_left, output_hw)
+    win, valid = pool_windows(np.asarray(input), -129, kernel_hw, stride_hw, pad_top_left, output_hw)
     if not np.all(valid.any(axis=(2, 3))):
         raise ValueError("maxpool_s8: a pooling window lies entirely in the padding")
     m = win.max(axis=(3, 4))
