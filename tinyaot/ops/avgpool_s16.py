@@ -4,15 +4,13 @@ divided by the count of real inputs, rounded half away from zero, keeping the in
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
 
 from tinyaot.core.errors import TinyaotError
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
 from tinyaot.core.quant16 import Q16MAX, Q16MIN, activation_clamp16
-from tinyaot.ops.common import activation_nodes, nhwc_oracle
 from tinyaot.ops.pool import pool_windows
-from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, OracleLayer, Traits, register
-from tinyaot.ops.s16_common import TEMPLATE, PoolS16, out16, ptr, require16
+from tinyaot.ops.registry import Traits, register
+from tinyaot.ops.s16_common import PoolS16, out16, require16
 
 
 def avgpool_s16(x, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(0, 0), output_hw, requant=False, mult=0,
@@ -41,6 +39,9 @@ class AveragePoolS16(PoolS16):
     """AveragePool / GlobalAveragePool at 16 bits (node.attrs["global"] for the latter)."""
 
     internal = True
+    c_kernel = "tinyaot_avgpool_s16"
+    onnx_pool = "AveragePool"
+    oracle_attrs = {"count_include_pad": 0}
 
     def adopt(self, node):
         if node.op == "GlobalAveragePool":
@@ -87,26 +88,6 @@ class AveragePoolS16(PoolS16):
         k, _, _ = self._geometry(node, graph)
         return int(np.prod(graph.tensors[node.outputs[0]].shape) * k[0] * k[1])
 
-    def render(self, node, graph, cname):
-        k, s, p = self._geometry(node, graph)
-        x = graph.tensors[node.inputs[0]].shape
-        o = graph.tensors[node.outputs[0]].shape
+    def _requant_geometry(self, node):
         a = node.attrs
-        geom = [x[0], x[1], x[2], x[3], o[1], o[2], k[0], k[1], s[0], s[1], p[0], p[1], a["requant"], a["mult"],
-                a["shift"], a["act_min"], a["act_max"]]
-        return KernelCall("tinyaot_avgpool_s16", files=["tinyaot_avgpool_s16.c", "tinyaot_s16_support.h"],
-                          consts=[ConstArray("int32_t", f"{cname}_geom", np.asarray(geom, np.int64))],
-                          template=TEMPLATE, params={"args": [ptr("const int16_t *", IN0), f"{cname}_geom",
-                                                              ptr("int16_t *", OUT0)]})
-
-    def oracle(self, node, graph):
-        k, s, p = self._geometry(node, graph)
-
-        def core(ins):
-            pool = helper.make_node("AveragePool", ins, ["pool_out"], kernel_shape=list(k), strides=list(s),
-                                    pads=list(p), count_include_pad=0)
-            n2, i2, out = activation_nodes(node, "pool_out")
-            return [pool] + n2, i2, out
-
-        nodes, inits, out = nhwc_oracle(graph, node, core)
-        return OracleLayer(nodes, inits, out)
+        return [a["requant"], a["mult"], a["shift"]]

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
 
 from tinyaot.core.errors import TinyaotError
 from tinyaot.core.quant16 import Q16MAX, Q16MIN, activation_clamp16
-from tinyaot.ops.common import activation_nodes, nhwc_oracle
 from tinyaot.ops.pool import pool_windows
-from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, OracleLayer, Traits, register
-from tinyaot.ops.s16_common import TEMPLATE, PoolS16, ptr, require16
+from tinyaot.ops.registry import Traits, register
+from tinyaot.ops.s16_common import PoolS16, require16
 
 
 def maxpool_s16(x, *, kernel_hw, stride_hw=(1, 1), pad_top_left=(0, 0), output_hw, act_min=Q16MIN,
@@ -27,6 +25,8 @@ class MaxPoolS16(PoolS16):
     """MaxPool at 16 bits: the input's parameters kept, a fused activation as a clamp."""
 
     internal = True
+    c_kernel = "tinyaot_max_pool_s16"
+    onnx_pool = "MaxPool"
 
     def _geometry(self, node, graph):
         a = node.attrs
@@ -46,25 +46,3 @@ class MaxPoolS16(PoolS16):
         return [maxpool_s16(inputs[0], kernel_hw=k, stride_hw=s, pad_top_left=(p[0], p[1]),
                             output_hw=graph.tensors[node.outputs[0]].shape[1:3], act_min=node.attrs["act_min"],
                             act_max=node.attrs["act_max"])]
-
-    def render(self, node, graph, cname):
-        k, s, p = self._geometry(node, graph)
-        x = graph.tensors[node.inputs[0]].shape
-        o = graph.tensors[node.outputs[0]].shape
-        a = node.attrs
-        geom = [x[0], x[1], x[2], x[3], o[1], o[2], k[0], k[1], s[0], s[1], p[0], p[1], a["act_min"], a["act_max"]]
-        return KernelCall("tinyaot_max_pool_s16", files=["tinyaot_max_pool_s16.c", "tinyaot_s16_support.h"],
-                          consts=[ConstArray("int32_t", f"{cname}_geom", np.asarray(geom, np.int64))],
-                          template=TEMPLATE, params={"args": [ptr("const int16_t *", IN0), f"{cname}_geom",
-                                                              ptr("int16_t *", OUT0)]})
-
-    def oracle(self, node, graph):
-        k, s, p = self._geometry(node, graph)
-
-        def core(ins):
-            pool = helper.make_node("MaxPool", ins, ["pool_out"], kernel_shape=list(k), strides=list(s), pads=list(p))
-            n2, i2, out = activation_nodes(node, "pool_out")
-            return [pool] + n2, i2, out
-
-        nodes, inits, out = nhwc_oracle(graph, node, core)
-        return OracleLayer(nodes, inits, out)

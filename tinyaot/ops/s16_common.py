@@ -10,15 +10,15 @@ so the kernels take no input or output offsets.
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 from tinyaot.core.errors import TinyaotError
 from tinyaot.core.fixedpoint import ScaleError
 from tinyaot.core.quant import QuantParams
 from tinyaot.core.quant16 import (ACC64_LIMIT, activation_clamp16, activation_qparams16, exact_multiplier,
                                   layer_weights16, reduced_multiplier_array)
-from tinyaot.ops.common import set_const, spatial_out
-from tinyaot.ops.registry import ConstArray, OpSpec, Traits
+from tinyaot.ops.common import activation_nodes, nhwc_oracle, set_const, spatial_out
+from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, OpSpec, OracleLayer, Traits
 
 TEMPLATE = "layers/s16.c.j2"
 INT64_MAX = (1 << 63) - 1
@@ -106,12 +106,44 @@ class WeightedS16(OpSpec):
 
 class PoolS16(OpSpec):
     """A 16-bit pooling layer (NHWC, the input's channels): its `_geometry(node, graph)` gives (kernel, strides,
-    pads)."""
+    pads); `c_kernel` is its C function (templates/kernels/<c_kernel>.c), called with one int32 geometry array,
+    and `onnx_pool` (with `oracle_attrs`) the ONNX op its float oracle runs."""
+
+    c_kernel = ""
+    onnx_pool = ""
+    oracle_attrs: dict = {}
 
     def infer_shapes(self, node, graph):
         n, h, w, c = graph.tensors[node.inputs[0]].shape
         k, s, p = self._geometry(node, graph)
         return [(n, *spatial_out((h, w), k, s, p), c)]
+
+    def _requant_geometry(self, node) -> list:
+        """The geometry array's fields between the pads and the clamp (AveragePoolS16: its rescale)."""
+        return []
+
+    def render(self, node, graph, cname):
+        k, s, p = self._geometry(node, graph)
+        x = graph.tensors[node.inputs[0]].shape
+        o = graph.tensors[node.outputs[0]].shape
+        geom = [x[0], x[1], x[2], x[3], o[1], o[2], k[0], k[1], s[0], s[1], p[0], p[1],
+                *self._requant_geometry(node), node.attrs["act_min"], node.attrs["act_max"]]
+        return KernelCall(self.c_kernel, files=[f"{self.c_kernel}.c", "tinyaot_s16_support.h"],
+                          consts=[ConstArray("int32_t", f"{cname}_geom", np.asarray(geom, np.int64))],
+                          template=TEMPLATE, params={"args": [ptr("const int16_t *", IN0), f"{cname}_geom",
+                                                              ptr("int16_t *", OUT0)]})
+
+    def oracle(self, node, graph):
+        k, s, p = self._geometry(node, graph)
+
+        def core(ins):
+            pool = helper.make_node(self.onnx_pool, ins, ["pool_out"], kernel_shape=list(k), strides=list(s),
+                                    pads=list(p), **self.oracle_attrs)
+            n2, i2, out = activation_nodes(node, "pool_out")
+            return [pool] + n2, i2, out
+
+        nodes, inits, out = nhwc_oracle(graph, node, core)
+        return OracleLayer(nodes, inits, out)
 
 
 def rescaled_bound(v: int, mult, shift) -> int:
