@@ -6,6 +6,15 @@
 #include <string.h>
 
 #include "{{ header }}"
+{% macro free_all(indent) %}
+{% for p in inputs %}
+{{ indent }}free(x{{ loop.index0 }});
+{% endfor %}
+{% for p in outputs %}
+{{ indent }}free(y{{ loop.index0 }}_a);
+{{ indent }}free(y{{ loop.index0 }}_b);
+{% endfor %}
+{% endmacro %}
 
 int main(int argc, char **argv)
 {
@@ -35,13 +44,7 @@ int main(int argc, char **argv)
         }
         size_t got = fread(x0, 1, {{ PREFIX }}_{{ inputs[0] }}_SIZE, in);
         if (got == 0) {
-{% for p in inputs %}
-            free(x{{ loop.index0 }});
-{% endfor %}
-{% for p in outputs %}
-            free(y{{ loop.index0 }}_a);
-            free(y{{ loop.index0 }}_b);
-{% endfor %}
+{{ free_all("            ")|trim("\n") }}
             break;
         }
 {% for p in inputs[1:] %}
@@ -73,13 +76,7 @@ int main(int argc, char **argv)
             return 2;
         }
 {% endfor %}
-{% for p in inputs %}
-        free(x{{ loop.index0 }});
-{% endfor %}
-{% for p in outputs %}
-        free(y{{ loop.index0 }}_a);
-        free(y{{ loop.index0 }}_b);
-{% endfor %}
+{{ free_all("        ")|trim("\n") }}
     }
     fclose(in);
     return fclose(out) == 0 ? 0 : 2;

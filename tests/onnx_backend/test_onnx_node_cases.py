@@ -106,6 +106,13 @@ TINYAOT_LIMITS: list[tuple[str, str, str]] = [
      "Resize with linear or cubic interpolation: tinyaot resizes with nearest-neighbour index maps only"),
     (r"resize_.*_not_(larger|smaller)", r"keep_aspect_ratio_policy",
      "Resize with keep_aspect_ratio_policy not_larger/not_smaller: tinyaot supports 'stretch' only"),
+    (r"(depthtospace|spacetodepth).*_expanded", r"moves \d+ separate axis groups",
+     "DepthToSpace/SpaceToDepth spelled as Reshape + a 6-D Transpose (the function's expansion): tinyaot's int8 "
+     "Transpose moves at most 4 axis groups"),
+    (r"rotary_embedding.*_expanded", r"a zero-size dimension",
+     "RotaryEmbedding's expansion rotating the whole head: its pass-through part is an empty tensor"),
+    (r"(?i)softsign", r"only division of an activation by a float constant",
+     "Softsign, x / (1 + |x|): a division by an activation has no int8 kernel (tinyaot divides by constants)"),
     (r"(?i)(reflection|replication)pad|operator_pad|pad_(edge|reflect|wrap)",
      r"mode '(edge|reflect|wrap)' is not supported",
      "Pad in edge/reflect/wrap mode: tinyaot pads with a constant only"),

@@ -12,7 +12,7 @@ from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, Tensor
 from tinyaot.ops.registry import get_op, is_registered, registered_ops
 
-from .fold_shapes import fold_shape_arithmetic
+from .fold_constants import fold_constant_subgraphs
 from .normalize import check_dtype, dtype_name, float16_to_float32, unique_node_names
 
 
@@ -86,8 +86,9 @@ def _static_model(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...
             first = str(exc).strip().splitlines()[0]
             raise TinyaotError(f"ONNX shape inference failed: {first}") from None
 
-    # shape arithmetic inference could not resolve (frontend/fold_shapes.py): folded, then inferred again
-    return fold_shape_arithmetic(infer(model), infer)
+    # every constant subgraph (shape arithmetic included) evaluated by onnxruntime, then inferred again
+    # (frontend/fold_constants.py)
+    return fold_constant_subgraphs(infer(model), infer)
 
 
 def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
@@ -132,18 +133,15 @@ def import_onnx_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | Non
             shape = _dims_text(tt.shape.dim) if tt is not None and tt.HasField("shape") else "unknown"
             raise TinyaotError(f"input {inp.name!r} (shape {shape}) is {what}; tinyaot takes float32 (or float16) "
                                "model inputs")
-    # Constant nodes are not ops: they become constant tensors below.
-    unsupported = [(n.op_type, n.name or f"#{k}") for k, n in enumerate(model.graph.node)
-                   if n.domain not in ("", "ai.onnx") or not (is_registered(n.op_type) or n.op_type == "Constant")]
-    if unsupported:
-        by_op: dict[str, list[str]] = {}
-        for op, name in unsupported:
-            by_op.setdefault(op, []).append(name)
-        listed = "; ".join(f"{op} (node{'s' if len(names) > 1 else ''} "
-                           f"{', '.join(repr(n) for n in names[:3])}{', ...' if len(names) > 3 else ''})"
-                           for op, names in by_op.items())
-        raise TinyaotError(f"unsupported operator(s): {listed}. Supported: {', '.join(_onnx_ops())}")
+    # Operators of other domains first (nothing can fold them); the standard ones only once every constant
+    # subgraph is folded: an op that only computes constants (Div on shapes) is no reason to refuse a model.
+    # Names are taken before folding, which drops nodes.
+    # (nodes are named by their place in the model as given: an unnamed one as '#<index>')
+    names = {tuple(n.output): n.name or f"#{k}" for k, n in enumerate(model.graph.node)}
+    if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
+        _check_supported(model, names)
     model = _static_model(model, input_shapes or {})
+    _check_supported(model, names)
     g = model.graph
 
     tensors: dict[str, Tensor] = {}
@@ -212,6 +210,21 @@ def import_onnx_model(path: Path, input_shapes: dict[str, tuple[int, ...]] | Non
     if float16:
         graph.meta["converted_from_float16"] = len(float16)
     return graph, model
+
+
+def _check_supported(model: onnx.ModelProto, names: dict[tuple, str]) -> None:
+    """One error naming every operator tinyaot has no op for (and up to three of its nodes). Constant nodes are
+    not ops: they become constant tensors."""
+    unsupported = [(n.op_type, names.get(tuple(n.output), n.name or f"#{k}")) for k, n in enumerate(model.graph.node)
+                   if n.domain not in ("", "ai.onnx") or not (is_registered(n.op_type) or n.op_type == "Constant")]
+    if unsupported:
+        by_op: dict[str, list[str]] = {}
+        for op, name in unsupported:
+            by_op.setdefault(op, []).append(name)
+        listed = "; ".join(f"{op} (node{'s' if len(names) > 1 else ''} "
+                           f"{', '.join(repr(n) for n in names[:3])}{', ...' if len(names) > 3 else ''})"
+                           for op, names in by_op.items())
+        raise TinyaotError(f"unsupported operator(s): {listed}. Supported: {', '.join(_onnx_ops())}")
 
 
 def _onnx_ops() -> list[str]:

@@ -1,5 +1,6 @@
 """ONNX operators that tinyaot accepts but that never reach code generation: passes remove or rewrite them
 (Identity/Dropout are dropped, BatchNormalization folds into its producer, MatMul/Gemm become FullyConnected,
+Div by a constant becomes Mul by its reciprocal,
 Flatten/Squeeze/Unsqueeze become Reshape aliases, the QuantizeLinear/DequantizeLinear of a pre-quantized model are
 absorbed into tensor quantization parameters). They are registered so the import check knows them."""
 from .registry import OpSpec, Traits, register
@@ -13,6 +14,6 @@ _TRAITS = {
     "MatMul": Traits(quantized_constants=True), "Gemm": Traits(quantized_constants=True),
 }
 for _op in ("Identity", "Dropout", "BatchNormalization", "MatMul", "Gemm", "Flatten", "Squeeze", "Unsqueeze",
-            "QuantizeLinear", "DequantizeLinear"):
+            "QuantizeLinear", "DequantizeLinear", "Div"):
     register(_op, traits=_TRAITS.get(_op))(
         type(_op, (OpSpec,), {"__doc__": f"ONNX {_op}: removed or rewritten by the passes."}))

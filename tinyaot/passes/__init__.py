@@ -13,20 +13,28 @@ from tinyaot.ops.registry import infer_shapes
 
 from .absorb_qdq import absorb_qdq
 from .batchnorm_to_conv import batchnorm_to_conv
+from .div_to_mul import div_to_mul
 from .drop_identity import drop_identity
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .fold_pad import fold_pad
 from .fuse_activation import fuse_activation
 from .fuse_bias_add import fuse_bias_add
 from .fuse_fully_connected import fuse_fully_connected
+from .fuse_swish import fuse_swish
 from .index_moves import index_moves
 from .lower_1d import lower_1d
+from .mean_to_pool import mean_to_pool
 from .remove_dead import remove_dead
 from .to_nhwc import to_nhwc
 
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("drop_identity", drop_identity),
     ("fold_constants", fold_constants),
+    ("div_to_mul", div_to_mul),
+    ("fuse_swish", fuse_swish),
+    ("fold_pad", fold_pad),
+    ("mean_to_pool", mean_to_pool),
     ("index_moves", index_moves),
     ("absorb_qdq", absorb_qdq),
     ("lower_1d", lower_1d),
@@ -39,7 +47,7 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("remove_dead", remove_dead),
 ]
 # Passes the product cannot work without: disabling them would leave ONNX-only ops that have no kernel.
-REQUIRED = {"absorb_qdq", "fuse_fully_connected", "to_nhwc"}
+REQUIRED = {"absorb_qdq", "fuse_fully_connected", "to_nhwc", "div_to_mul"}
 
 
 def pass_names() -> list[str]:

@@ -25,7 +25,7 @@ from tinyaot.ir import Graph, QuantParams, Tensor
 from tinyaot.ops.registry import ops_with
 
 from ._util import replace_uses
-from .fold_constants import _evaluate
+from .fold_constants import evaluate_node
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 # Integer types each role may hold: int8/uint8 weights and activations, int32 biases (dequantized only).
@@ -43,7 +43,7 @@ def absorb_qdq(graph: Graph) -> Graph:
     for qn in [n for n in graph.nodes if n.op == "QuantizeLinear" and graph.tensors[n.inputs[0]].is_const]:
         # A weight quantized at run time (fold_constants does this too, unless disabled): the integers ONNX's
         # QuantizeLinear gives, which the DequantizeLinear below then absorbs.
-        (value,) = _evaluate(qn, {i: graph.tensors[i].data for i in qn.inputs if i})
+        (value,) = evaluate_node(qn, {i: graph.tensors[i].data for i in qn.inputs if i})
         graph.tensors[qn.outputs[0]] = Tensor(qn.outputs[0], tuple(value.shape), value.dtype.name, value)
         graph.nodes.remove(qn)
     absorbed: set[str] = set()

@@ -1,5 +1,6 @@
-"""Evaluate nodes whose inputs are all constants (e.g. Reshape of a weight) with ONNX's own reference evaluator,
-so folding follows ONNX semantics exactly for every op, not a re-implementation of each.
+"""Evaluate nodes whose inputs are all constants (e.g. Reshape of a weight) with onnxruntime, as the importer does
+for the model's constant subgraphs (frontend/fold_constants.py, which leaves little for this pass: what the passes
+before it expose), so folding follows ONNX semantics for every op, not a re-implementation of each.
 
 DequantizeLinear of a constant is left alone: it marks integer weights of a pre-quantized model, which
 `absorb_qdq` keeps as integers with their quantization instead of as the float values folding would give.
@@ -10,11 +11,10 @@ ConstantOfShape, Range, Cast, Equal/Where...) then folds like any other all-cons
 generated C never computes a shape. Nodes are evaluated under the model's own opset (Split, Slice, ReduceMean
 changed signatures across opsets)."""
 import numpy as np
-import onnx
 from onnx import helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from tinyaot.errors import TinyaotError
+from tinyaot.frontend.fold_constants import evaluate
 from tinyaot.ir import Graph, Tensor
 
 
@@ -37,7 +37,7 @@ def fold_constants(graph: Graph) -> Graph:
         ins = [i for i in node.inputs if i]
         if node.op == "DequantizeLinear" or not ins or not all(graph.tensors[i].is_const for i in ins):
             continue
-        values = _evaluate(node, {i: graph.tensors[i].data for i in ins}, opset)
+        values = evaluate_node(node, {i: graph.tensors[i].data for i in ins}, opset)
         graph.nodes.remove(node)
         for name, value in zip(node.outputs, values):
             graph.tensors[name] = Tensor(name, tuple(value.shape), _dtype(value, graph.tensors[name].dtype), value)
@@ -51,15 +51,11 @@ def fold_constants(graph: Graph) -> Graph:
     return graph
 
 
-def _evaluate(node, feeds: dict[str, np.ndarray], opset: int = 13) -> list[np.ndarray]:
+def evaluate_node(node, feeds: dict[str, np.ndarray], opset: int = 13) -> list[np.ndarray]:
     proto = helper.make_node(node.op, node.inputs, node.outputs, **node.attrs)
-    inputs = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-              for k, v in feeds.items()]
-    outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.outputs]
-    model = helper.make_model(helper.make_graph([proto], "fold", inputs, outputs),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    result = ReferenceEvaluator(model).run(None, feeds)
-    return [np.asarray(r) for r in result]
+    inits = [numpy_helper.from_array(v, k) for k, v in feeds.items()]
+    values = evaluate([proto], inits, [o for o in node.outputs if o], [helper.make_opsetid("", opset)])
+    return [values[o] for o in node.outputs if o]
 
 
 def _dtype(value: np.ndarray, declared: str) -> str:
@@ -67,4 +63,4 @@ def _dtype(value: np.ndarray, declared: str) -> str:
     return {"int64": "int64", "bool": "bool", "int32": "int32", "int8": "int8"}.get(str(value.dtype), declared)
 
 
-__all__ = ["fold_constants", "numpy_helper"]
+__all__ = ["evaluate_node", "fold_constants", "numpy_helper"]
