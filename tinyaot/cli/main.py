@@ -109,10 +109,15 @@ InputShapeOpt = Annotated[Optional[list[str]], typer.Option(
     "--input-shape", help="static shape for a dynamic input, NAME:D1,D2,... (repeatable)")]
 # Compression (tinyaot/compress/): the same flags on deploy and evaluate, so accuracy and bytes come from one run.
 PruneOpt = Annotated[Optional[float], typer.Option(
-    "--prune", help="zero this fraction of the Conv/fully connected weights by magnitude (0..1)")]
+    "--prune", help="zero this fraction of the Conv/fully connected weights (0..1); each compressed layer is then "
+    "refitted to the uncompressed model's output on the calibration data")]
 PruneScopeOpt = Annotated[Optional[str], typer.Option(
     "--prune-scope", help="'global' (default: one threshold on layer-normalised magnitudes) or 'layer' (the same "
     "fraction in every layer)")]
+PruneMethodOpt = Annotated[Optional[str], typer.Option(
+    "--prune-method", help="'obs' (default with calibration data: masks by second-order saliency, each layer's "
+    "sparsity by measured sensitivity, compress/reconstruct.py) or 'magnitude' (the smallest weights; LAMP scores "
+    "across layers)")]
 PruneExcludeOpt = Annotated[Optional[list[str]], typer.Option(
     "--prune-exclude", help="never prune layers whose name matches this fnmatch pattern (repeatable)")]
 PruneChannelsOpt = Annotated[Optional[float], typer.Option(
@@ -165,12 +170,13 @@ CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
     "--compression", help="per-layer compression spec (.toml, or .yaml with PyYAML); flags override its defaults")]
 
 
-def _compression(spec, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget):
+def _compression(spec, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget,
+                 prune_method=None):
     from tinyaot.compress.options import options_from_flags
 
     return options_from_flags(spec, prune=prune, prune_scope=prune_scope, prune_exclude=tuple(prune_exclude or ()),
                               prune_channels=prune_channels, clusters=clusters, weight_bits=weight_bits,
-                              clusters_budget=clusters_budget)
+                              clusters_budget=clusters_budget, prune_method=prune_method)
 
 
 def _board_names() -> list[str]:
@@ -196,7 +202,8 @@ def deploy(
     disable_pass: Annotated[Optional[list[str]], typer.Option(help="skip a graph pass (repeatable)")] = None,
     print_ir_after: Annotated[Optional[list[str]], typer.Option(help="print the IR after a pass (repeatable)")]
     = None,
-    prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_exclude: PruneExcludeOpt = None,
+    prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_method: PruneMethodOpt = None,
+    prune_exclude: PruneExcludeOpt = None,
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
@@ -224,7 +231,7 @@ def deploy(
     try:
         out_dir = out if out is not None else Path(f"{model.stem}_{board}")
         options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
-                               clusters_budget)
+                               clusters_budget, prune_method)
         result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
                             input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
                             print_ir_after=print_ir_after or (), compression=options, echo=_echo,
@@ -252,7 +259,8 @@ def evaluate(
     onnxruntime: Annotated[bool, typer.Option("--onnxruntime/--no-onnxruntime",
                                               help="also measure onnxruntime's quantize_static")] = True,
     input_shape: InputShapeOpt = None,
-    prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_exclude: PruneExcludeOpt = None,
+    prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_method: PruneMethodOpt = None,
+    prune_exclude: PruneExcludeOpt = None,
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
     compression: CompressionSpecOpt = None,
@@ -266,7 +274,7 @@ def evaluate(
 
     try:
         options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
-                               clusters_budget)
+                               clusters_budget, prune_method)
         r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
                          compare_onnxruntime=onnxruntime, compression=options, calibrate=calibrate,
                          cle=cle, bias_correction=bias_correction, activation_bits=int(activation_bits.value),

@@ -21,7 +21,7 @@ from tinyaot.ops.registry import get_op
 MAX_SAMPLES = 64
 
 
-def _layer_patches(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray | None:
+def layer_patches(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray | None:
     """The real-valued input patches one weighted layer's weight rows multiply, from its int8 inputs `xs` (one
     array per sample): [M, row_len], or [M, kh*kw, C] for depthwise with channel multiplier 1; None for grouped
     convolutions and depthwise with a multiplier (rows are not input channels). Its op's weight_row_inputs."""
@@ -45,7 +45,7 @@ def layer_statistics(node: Node, graph: Graph, xs: list[np.ndarray]) -> tuple[np
     counted as the kernels count it (offset-applied zero). None where layer_hessian gives None. H stays the
     uncentred second moment although bias correction takes out the mean shift: fitting to the covariance instead
     was measured worse (ic_resnet8 --clusters 16, logits noise-to-signal ratio 0.0086 -> 0.0118)."""
-    p = _layer_patches(node, graph, xs)
+    p = layer_patches(node, graph, xs)
     if p is None:
         return None
     s_in = graph.tensors[node.inputs[0]].quant.s
@@ -55,18 +55,48 @@ def layer_statistics(node: Node, graph: Graph, xs: list[np.ndarray]) -> tuple[np
     return p.T @ p / p.shape[0], m / s_in
 
 
+CHUNK = 8  # samples per block of patches when accumulating moments (bounds the im2col memory)
+
+
+def cross_moments(node: Node, graph: Graph, xs: list[np.ndarray], dense_node: Node, dense_graph: Graph,
+                  dense_xs: list[np.ndarray], channels: np.ndarray | None = None):
+    """The moments compress/reconstruct.py fits a layer with, from its int8 inputs `xs` in the compressed graph and
+    `dense_xs` of the same layer in the dense graph (same samples): (E[x' x'^T] [G, n, n], E[x' x^T] [G, n, m],
+    E[x'] [G, n], E[x] [G, m], the number of patches) over the real-valued input patches, G = 1, or one per
+    channel for depthwise (`channels`: the dense channel each compressed channel is, when channel pruning removed
+    some). None where layer_patches gives None for either."""
+    acc = None
+    count = 0
+    for s in range(0, len(xs), CHUNK):
+        p = layer_patches(node, graph, xs[s:s + CHUNK])
+        d = layer_patches(dense_node, dense_graph, dense_xs[s:s + CHUNK])
+        if p is None or d is None:
+            return None
+        if p.ndim == 3:  # depthwise [M, kk, C] -> [C, M, kk]
+            if channels is not None:
+                d = d[:, :, channels]
+            p, d = p.transpose(2, 0, 1), d.transpose(2, 0, 1)
+        else:
+            p, d = p[None], d[None]
+        pt = p.transpose(0, 2, 1)
+        parts = (pt @ p, pt @ d, p.sum(axis=1), d.sum(axis=1))
+        acc = parts if acc is None else tuple(a + b for a, b in zip(acc, parts))
+        count += p.shape[1]
+    return None if acc is None else (*(a / count for a in acc), count)
+
+
 class SampleRunner:
     """Runs the int8 graph's numpy reference node by node over several samples at once, so that a caller can
     change a layer's weights just before it runs and every later layer sees the changed activations (clustering
     each layer against the inputs the compressed model really gives it, in one pass)."""
 
-    def __init__(self, graph: Graph, inputs: list):
+    def __init__(self, graph: Graph, inputs: list, limit: int = MAX_SAMPLES):
         """`inputs`: int8 samples, each a {graph input name: values} feed (or, for a single-input model, the
-        first input's values alone)."""
+        first input's values alone); the first `limit` are run."""
         self.graph = graph
         self.values = [{name: np.asarray(q[name] if isinstance(q, dict) else q).reshape(graph.tensors[name].shape)
                         for name in (graph.inputs if isinstance(q, dict) else graph.inputs[:1])}
-                       for q in inputs[:MAX_SAMPLES]]
+                       for q in inputs[:limit]]
 
     def inputs_of(self, node: Node) -> list[np.ndarray]:
         return [v[node.inputs[0]] for v in self.values]
@@ -80,4 +110,4 @@ class SampleRunner:
                 v[name] = np.asarray(value)
 
 
-__all__ = ["MAX_SAMPLES", "layer_hessian", "layer_statistics", "SampleRunner"]
+__all__ = ["MAX_SAMPLES", "layer_patches", "layer_hessian", "layer_statistics", "cross_moments", "SampleRunner"]

@@ -33,6 +33,7 @@ from tinyaot.errors import TinyaotError
 
 KINDS = ("conv", "depthwise", "fully_connected")
 SCOPES = ("global", "layer")
+PRUNE_METHODS = ("obs", "magnitude")
 
 
 def _fraction(value, what: str) -> float:
@@ -111,6 +112,8 @@ class LayerSettings:
 class CompressionOptions:
     prune: float = 0.0  # fraction of Conv/FullyConnected weights zeroed by magnitude
     prune_scope: str = "global"  # "global": one threshold over all layers; "layer": the fraction in each layer
+    prune_method: str = "obs"  # "obs": masks by second-order saliency on the calibration data (compress/
+    # reconstruct.py), the layers' sparsities by measured sensitivity; "magnitude": smallest |w| (LAMP across layers)
     prune_exclude: tuple[str, ...] = ()  # fnmatch patterns of layers never pruned
     prune_channels: float = 0.0  # fraction of output channels removed in eligible layers (see compress/prune.py)
     clusters: int | None = None  # K, 2..256: int8 codebook clustering after quantization
@@ -123,6 +126,8 @@ class CompressionOptions:
     def __post_init__(self):
         object.__setattr__(self, "prune", _fraction(self.prune, "--prune"))
         object.__setattr__(self, "prune_channels", _fraction(self.prune_channels, "--prune-channels"))
+        if self.prune_method not in PRUNE_METHODS:
+            raise TinyaotError(f"--prune-method must be 'obs' or 'magnitude', got {self.prune_method!r}")
         if self.prune_scope not in SCOPES:
             raise TinyaotError(f"--prune-scope must be 'global' or 'layer', got {self.prune_scope!r}")
         excl = (self.prune_exclude,) if isinstance(self.prune_exclude, str) else tuple(self.prune_exclude)
@@ -233,7 +238,8 @@ def options_from_flags(spec: str | Path | None = None, **flags) -> CompressionOp
     return CompressionOptions(**given)
 
 
-_TOP_KEYS = {"prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits", "clusters_budget"}
+_TOP_KEYS = {"prune", "prune_scope", "prune_method", "prune_exclude", "prune_channels", "clusters", "weight_bits",
+             "clusters_budget"}
 _RULE_KEYS = {f.name for f in fields(LayerRule)}
 
 

@@ -256,14 +256,16 @@ def _slice_consumer(graph: Graph, c: Node, ch: int, keep: np.ndarray, gone: np.n
     _replace(graph, c, 2, cb, c.name + "_pruned_bias")
 
 
-def prune_group(graph: Graph, group: ChannelGroup, fraction: float) -> np.ndarray:
-    """Remove floor(fraction * C) channels of the group (lowest `group_scores`, at least one channel kept) from
-    every producer's outputs, every tie and every consumer's inputs. Returns the removed channel indices."""
+def prune_group(graph: Graph, group: ChannelGroup, fraction: float, choose=None) -> np.ndarray:
+    """Remove floor(fraction * C) channels of the group (at least one channel kept) from every producer's outputs,
+    every tie and every consumer's inputs: those `choose(graph, group, count)` names, else the lowest
+    `group_scores`. Returns the removed channel indices."""
     ch = group.channels
     remove = min(int(np.floor(fraction * ch + 1e-9)), ch - 1)
     if remove <= 0:
         return np.zeros(0, int)
-    gone = np.sort(np.argsort(group_scores(graph, group), kind="stable")[:remove])
+    gone = np.sort(np.argsort(group_scores(graph, group), kind="stable")[:remove]) if choose is None else \
+        np.sort(np.asarray(choose(graph, group, remove), np.int64))
     keep = np.setdiff1d(np.arange(ch), gone)
     v = _removed_constants(graph, group, gone)
     axes = {p.name: _out_axis(graph, p) for p in group.producers}  # before slicing changes the weights' shapes
@@ -285,12 +287,13 @@ def prune_group(graph: Graph, group: ChannelGroup, fraction: float) -> np.ndarra
 
 
 def prune_channels(graph: Graph, fraction: dict[str, float], kept: dict[str, np.ndarray] | None = None,
-                   consumers: set[str] | None = None) -> dict[str, int]:
+                   consumers: set[str] | None = None, choose=None) -> dict[str, int]:
     """Structured pruning of the channel groups whose producers are all named in `fraction` (node name ->
     fraction of output channels); a group takes the smallest fraction among its producers, and a group with a
     producer not named (excluded) is left whole. Returns the channels removed per producer; `kept`, if given,
-    receives each pruned producer's remaining output channel indices and `consumers` the names of the layers
-    that lost input channels (what compress/refit.py refits)."""
+    receives each pruned producer's (and depthwise tie's) remaining output channel indices and `consumers` the
+    names of the layers that lost input channels (what compress/refit.py refits). `choose`: which channels go
+    (see prune_group; default: by magnitude)."""
     removed = {}
     kept = {} if kept is None else kept
     consumers = set() if consumers is None else consumers
@@ -308,10 +311,11 @@ def prune_channels(graph: Graph, fraction: dict[str, float], kept: dict[str, np.
         f = min(fraction.get(p.name, 0.0) for p in group.producers)
         if f <= 0:
             continue
-        gone = prune_group(graph, group, f)
+        gone = prune_group(graph, group, f, choose)
         if len(gone):
             removed.update({p.name: int(len(gone)) for p in group.producers})
-            kept.update({p.name: np.setdiff1d(np.arange(group.channels), gone) for p in group.producers})
+            kept.update({p.name: np.setdiff1d(np.arange(group.channels), gone)
+                         for p in group.producers + [t for t in group.ties if t.op in LAYER_OPS]})
             consumers.update(c.name for c in group.consumers)
     graph.remove_unused_tensors()
     verify(graph, "prune_channels", infer=infer_shapes)

@@ -6,6 +6,7 @@ is written.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -157,13 +158,19 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
                 "percentile": pct if chosen.get(n) == "percentile" else None} for n in samples if n in ranges}
     _share_ranges_across_moves(graph, ranges)
     options = CompressionOptions.coerce(compression)
+    dense = None
     if options is not None and options.active:
+        if samples is not None and not prequantized and activation_bits == 8:
+            # the same model uncompressed: compression refits each layer to its output (compress/reconstruct.py)
+            dense = copy.deepcopy(graph)
         graph = prune_step(graph, options, samples)
     float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
     if activation_bits != 8:  # 16-bit activations, all layers or {node name: bits} (compress/precision.py)
         refuse_sparse16(options, "--activation-bits 16")
         graph = apply_precision(graph, ranges, activation_bits)
     graph = quantize_graph(graph, ranges)
+    if dense is not None:
+        dense = quantize_graph(dense, ranges)
     if (not prequantized and samples is not None and not _fits_weights(options)
             and (DEFAULT_BIAS_CORRECTION if bias_correction is None else bias_correction)):
         # compression's own fitting corrects its layers' biases (compress/pipeline.storage_step); --prune-channels
@@ -173,7 +180,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     if options is not None and options.active:
         # the calibration samples, quantized as the deployed model will see them, let clustering weigh each
         # layer's errors by its real inputs
-        graph = storage_step(graph, None if samples is None else _quantized_feeds(graph, samples))
+        graph = storage_step(graph, None if samples is None else _quantized_feeds(graph, samples), dense, ranges)
     if not prequantized:  # report.json quantization.calibration, evaluate's result
         graph.meta["calibration"] = calibration_record(graph.meta, calibrate, DEFAULT_CLE if cle is None else cle)
     source = "calibration data" if not prequantized else "--calibration samples (used for verification only)"

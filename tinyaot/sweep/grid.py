@@ -5,10 +5,10 @@
     flags = { clusters = 16, prune = 0.3 }
 
 `flags` takes the compression flags of `deploy` / `evaluate` by their Python names (prune, prune_scope,
-prune_exclude, prune_channels, clusters, weight_bits, clusters_budget) and `compression`, a per-layer spec file
-(relative paths are relative to the grid file), and the quantization settings calibrate ("mse", "minmax",
-"percentile:99.9", ...), cle and bias_correction (true/false), activation_bits (8 or 16), and optimize ("speed" or "size": the kernel
-variants deploy chooses). An empty table is plain int8 with the defaults.
+prune_method, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget) and `compression`, a per-layer
+spec file (relative paths are relative to the grid file), and the quantization settings calibrate ("mse", "minmax",
+"percentile:99.9", ...), cle and bias_correction (true/false), activation_bits (8 or 16), and optimize ("speed" or
+"size": the kernel variants deploy chooses). An empty table is plain int8 with the defaults.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from tinyaot.compress.ranges import parse_method
 from tinyaot.errors import TinyaotError
 from tinyaot.files import check_name
 
-FLAG_KEYS = ("prune", "prune_scope", "prune_exclude", "prune_channels", "clusters", "weight_bits", "clusters_budget",
-             "compression", "calibrate", "cle", "bias_correction", "optimize", "activation_bits")
+FLAG_KEYS = ("prune", "prune_scope", "prune_method", "prune_exclude", "prune_channels", "clusters", "weight_bits",
+             "clusters_budget", "compression", "calibrate", "cle", "bias_correction", "optimize", "activation_bits")
 # quantization settings (compress/ranges.py, equalize.py; activation_bits 8 or 16: compress/precision.py)
 QUANT_KEYS = ("calibrate", "cle", "bias_correction", "activation_bits")
 DEPLOY_KEYS = ("optimize",)  # deploy only: which kernel variants (pipeline/variants.py)
