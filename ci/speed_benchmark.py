@@ -41,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from datasets import model_path, write_calibration  # noqa: E402
 
-from tinyaot.api import compile_model, deploy, tune_variants  # noqa: E402
+from tinyaot.api import Options, compile_model, deploy  # noqa: E402
 from tinyaot.boards import load_board  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
+from tinyaot.pipeline.tune import tune_variants  # noqa: E402
 from tinyaot.toolchain.firmware import compile_flags, find_tool  # noqa: E402
 
 MODELS = ["kws_dscnn", "ic_resnet8", "vww_mobilenetv1_025", "ad_fc_autoencoder"]
@@ -133,7 +134,7 @@ def variant_check(model: str, board: str, cal: Path) -> list[dict]:
     b = load_board(board)
     target = b.target("speed")
     compiled = compile_model(model_path(model), cal, target=target)
-    _, section = tune_variants(compiled, b, target, measure=True)
+    _, section = tune_variants(compiled, b, target, Options.of(tune=True))
     flagged = []
     for layer in section["layers"]:
         measured = {v: n for v, n in layer["instructions"].items() if n is not None and v not in layer["rejected"]}

@@ -1,6 +1,7 @@
 """The package's dependency graph, read from the source with `ast` (every `import`/`from ... import` of a tinyaot
 module, module level or inside a function): it is acyclic, and the low layers import only what is below them:
-the numerics core (tinyaot/core) nothing of tinyaot, the IR only the core, the ops only the core and the IR."""
+the numerics core (tinyaot/core) nothing of tinyaot, the IR only the core, the ops only the core and the IR; at the
+top, the CLI (tinyaot/cli) imports tinyaot.api and nothing else of tinyaot."""
 from __future__ import annotations
 
 import ast
@@ -112,6 +113,21 @@ def test_the_checker_finds_a_cycle_and_a_layer_breach():
 def test_no_import_cycles_even_through_function_level_imports():
     cycle = _cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def cli_breaches(graph: dict[str, set[str]]) -> list[str]:
+    """Imports by the CLI's modules of any tinyaot module but tinyaot.api (and the CLI's own)."""
+    return sorted(f"{mod} imports {d}" for mod, deps in graph.items() if mod.startswith("tinyaot.cli")
+                  for d in deps if d != "tinyaot.api" and not d.startswith("tinyaot.cli"))
+
+
+def test_the_cli_imports_only_the_api():
+    # the check can fail: a CLI that reaches around the API is caught
+    assert cli_breaches({"tinyaot.cli.main": {"tinyaot.api", "tinyaot.sweep.grid"}}) == [
+        "tinyaot.cli.main imports tinyaot.sweep.grid"]
+    graph = import_graph()
+    assert graph["tinyaot.cli.main"] == {"tinyaot.api"}
+    assert not cli_breaches(graph), "\n".join(cli_breaches(graph))
 
 
 def test_layers_import_only_below():

@@ -1,132 +1,160 @@
-"""tinyaot's Python API: what the CLI calls, and what tests and scripts call directly.
+"""tinyaot's Python API: what the CLI calls (it imports nothing else of tinyaot), and what tests and scripts call.
 
     compiled = compile_model("kws.onnx", "cal.npz")          # import, passes, calibrate, quantize
     compiled = compile_model("kws.onnx", "cal.npz", compression=CompressionOptions(clusters=16))  # + compression
     report = deploy("kws.onnx", "stm32", "cal.npz", "out/")   # + plan, emit C, build, verify under QEMU
     figures = evaluate("kws.onnx", "cal.npz", "data.npz")     # accuracy: float vs tinyaot int8 vs onnxruntime int8
 
-A facade: the work is done by the pipeline's stages (tinyaot/pipeline/), one module each:
-compile (ONNX -> quantized graph + memory plan), stage (the vendorable folder), build (the verification firmware),
-verify (QEMU vs numpy reference vs onnxruntime), report (report.json, report.md), and evaluate (accuracy).
+Options. Every function takes its options either as keyword arguments or as one `Options` object (or both: the
+keywords then change the object's fields). `Options` (tinyaot/options.py) is frozen and holds every option of a
+run in groups; each keyword is one field's name:
+
+    compile       input_shapes, disable_passes, print_ir_after, optimize ("speed"|"size"), tune, tuning_log
+    quantization  calibrate, cle, bias_correction, activation_bits (8, 16 or {layer: bits}), max_accuracy_drop
+    compression   a CompressionOptions (tinyaot/compress/options.py), a dict of its fields, or a spec file path
+    verification  verify, verify_samples, qemu_timeout_s, limit, compare_onnxruntime
+    output        echo (a function taking each progress line), quiet
+    sweep         workers, executor, cache
+
+    opts = Options.of(calibrate="mse", cle=False)
+    deploy("kws.onnx", "stm32", "cal.npz", "out/", opts)                 # the same as passing the keywords
+    deploy("kws.onnx", "stm32", "cal.npz", "out/", opts, verify=False)   # opts with verify changed
+
+A facade: the work is done by the pipeline's stages (tinyaot/pipeline/), one module each: deploy (the stages in
+order), compile (ONNX -> quantized graph + memory plan), stage (the vendorable folder), build (the verification
+firmware), verify (QEMU vs numpy reference vs onnxruntime), report (report.json, report.md), evaluate (accuracy),
+analyze (per-layer sensitivity); and by tinyaot/sweep/ (sweeps over compression settings and the regression gate).
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tinyaot.boards import load_board
+from tinyaot import __version__
+from tinyaot.boards import Board, list_boards, load_board
+from tinyaot.compress.options import CompressionOptions, LayerRule, options_from_flags as compression_options
+from tinyaot.core.target import Target
 from tinyaot.errors import TinyaotError
-from tinyaot.files import check_output_folder
-from tinyaot.pipeline.build import build_verification_firmware, firmware_sizes, tidy_firmware_dir
-from tinyaot.pipeline.compile import (RANDOM_SAMPLES, RANDOM_SEED, Compiled, Echo, _quiet,  # noqa: F401
-                                      board_budget, check_fits, compile_model, with_budget, with_variants)
-from tinyaot.pipeline.analyze import analyze  # noqa: F401 (tinyaot analyze)
-from tinyaot.pipeline.evaluate import evaluate, load_labelled  # noqa: F401
-from tinyaot.pipeline.precision_search import resolve_activation_bits
-from tinyaot.pipeline.report import build_report, compression_line, report_md, summary, weights_bytes  # noqa: F401
-from tinyaot.pipeline.stage import FIRMWARE_DIR, clear_staging, folder_files, stage_model, staging
-from tinyaot.pipeline.timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
-from tinyaot.pipeline.tune import (check_log as check_tuning_log, finish as finish_tuning, public as public_tuning,
-                                  tune_variants)
-from tinyaot.pipeline.verify import check_verification, not_verified, uncompressed_costs, verify_under_qemu
+from tinyaot.options import (CompileOptions, OutputOptions, Options, QuantizationOptions, SweepOptions,
+                             VerificationOptions, parse_input_shapes)
+from tinyaot.sweep.compare import gate, load_report, load_tolerances, tolerances_help
+from tinyaot.sweep.grid import Config, load_grid
 
-# The names tests and scripts used before the pipeline was split into modules.
-_verify = verify_under_qemu
-_report_md = report_md
+if TYPE_CHECKING:
+    from tinyaot.frontend import ImportedModel
+    from tinyaot.pipeline.compile import Compiled
+    from tinyaot.pipeline.deploy import DeployResult
 
-
-@dataclass
-class DeployResult:
-    out_dir: Path
-    report: dict
-    summary: list[str] = field(default_factory=list)
+# This module is cheap to import (no onnx, onnxruntime or pipeline): the CLI imports it before it knows which
+# command runs, and `tinyaot --help`, `version` or `boards` should not wait for the compiler. The functions below
+# import their stage when called, and the pipeline's names this module offers load on first use (`__getattr__`).
+_LAZY = {
+    "Compiled": "compile", "RANDOM_SAMPLES": "compile", "RANDOM_SEED": "compile", "check_fits": "compile",
+    "with_variants": "compile", "DeployResult": "deploy", "ImportedModel": "frontend", "import_model": "frontend",
+    "load_labelled": "labelled", "bits_line": "precision_search", "compression_line": "report",
+    "report_md": "report", "summary": "report", "weights_bytes": "report",
+}
 
 
-def deploy(model: str | Path, board: str, calibration: str | Path | None, out_dir: str | Path, *,
-           verify: bool = True, verify_samples: int = 8, input_shapes=None, disable_passes=(), print_ir_after=(),
-           qemu_timeout_s: float = 120.0, compression=None, echo: Echo = _quiet,
-           calibrate: str | None = None, cle: bool | None = None,
-           bias_correction: bool | None = None, optimize: str = "speed", tune: bool = False,
-           tuning_log: str | Path | None = None, activation_bits=8, max_accuracy_drop: float | None = None,
-           data: str | Path | None = None, arena_budget: int | None = None,
-           label_output: str | None = None) -> DeployResult:
-    """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False
-    build the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs.
-    `optimize`: "speed" (each layer's cheapest kernel variant on the board's core, by the cost model) or "size" (the
-    generic kernels). `tune`: measure the layers' candidate variants under QEMU and keep the fastest bit-exact one
-    (pipeline/tune.py; results cached, so a second deploy measures nothing); `tuning_log`: a file of tuning records
-    to read choices from (and, with `tune`, to write the measured ones to). `arena_budget`: the arena bytes the
-    schedule must fit (default: the board's RAM minus its stack); a model that does not fit layer by layer runs a
-    prefix of its layers patch by patch (pipeline/schedule.py)."""
-    b = load_board(board)
-    target = b.target(optimize)
-    model = Path(model)
-    check_output_folder(Path(out_dir))  # a folder holding the user's files is refused before minutes of work
-    check_tuning_log(tuning_log, writing=tune)
-    # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
-    bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
-                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo,
-                                          compression=compression, bias_correction=bias_correction,
-                                          label_output=label_output)
-    compiled = compile_model(model, calibration, input_shapes=input_shapes, disable_passes=disable_passes,
-                             print_ir_after=print_ir_after, compression=compression, echo=echo, calibrate=calibrate,
-                             cle=cle, bias_correction=bias_correction, target=target, activation_bits=bits)
-    if mixed is not None:
-        compiled.graph.meta["mixed_precision"] = mixed  # report.json quantization.activation_bits.search
-    compiled = with_budget(compiled, *board_budget(b, arena_budget, compiled))
-    tuning = None
-    if tune or tuning_log is not None:
-        compiled, tuning = tune_variants(compiled, b, target, measure=tune, log=tuning_log, timeout=qemu_timeout_s,
-                                         echo=echo)
-    check_fits(compiled, b)
-    with staging(Path(out_dir)) as tmp:
-        emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, verify, verify_samples,
-                                                               qemu_timeout_s)
-        uncompressed = None
-        if tuning is not None and finish_tuning(tuning, section["instructions"]):
-            # the tuned firmware as a whole ran more instructions than the default did (layer counts are measured
-            # one round at a time): deploy the default choice instead, so tuning is never slower
-            clear_staging(tmp)
-            compiled = with_variants(compiled, target, tuning["_default"])
-            emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, verify, verify_samples,
-                                                                   qemu_timeout_s)
-            tuning["reverted_to_default"] = True
-            tuning["instructions_tuned"] = section["instructions"]
-        if verify:
-            if compiled.compressed:
-                uncompressed = uncompressed_costs(model, calibration, b, qemu_timeout_s, input_shapes=input_shapes,
-                                                  disable_passes=disable_passes, calibrate=calibrate, cle=cle,
-                                                  bias_correction=bias_correction, target=target,
-                                                  activation_bits=bits,  # the same widths, uncompressed
-                                                  arena_budget=arena_budget)
-        tidy_firmware_dir(tmp)
-        report = build_report(compiled, b, model, emitted, per_layer, sizes, section, uncompressed,
-                              folder_files(tmp, emitted),
-                              tuning=public_tuning(tuning) if tuning is not None else None)
-        report["memory"]["timeline"] = timeline(compiled)  # the memory plan as text in report.md, and a PNG
-        timeline_png(report["memory"]["timeline"], tmp / TIMELINE_PNG, f"{model.name} on {b.name}: arena timeline")
-        report["files"]["report"].append(TIMELINE_PNG)
-        (tmp / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-        (tmp / "report.md").write_text(report_md(report))
-    return DeployResult(Path(out_dir), report, summary(report, Path(out_dir)))
-
-
-def _stage_and_verify(compiled: Compiled, b, tmp: Path, verify: bool, samples: int, timeout: float):
-    """Stage the folder into `tmp` and, with `verify`, build the firmware and hold it to the reference under QEMU
-    (raises on a mismatch). Returns (emitted, verify section, per-layer instructions or None, sizes or None)."""
-    emitted = stage_model(compiled, b, tmp)
-    section, per_layer, sizes = not_verified(b), None, None
-    if verify:
-        elf = build_verification_firmware(emitted, b, tmp)
-        sizes = firmware_sizes(elf)
-        section, per_layer = verify_under_qemu(compiled, b, elf, tmp / FIRMWARE_DIR, samples, timeout,
-                                               len(emitted.coded()), emitted)
-        check_verification(section)
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where == "compile":
+        from tinyaot.pipeline import compile as module
+    elif where == "deploy":
+        from tinyaot.pipeline import deploy as module
+    elif where == "frontend":
+        from tinyaot import frontend as module
+    elif where == "labelled":
+        from tinyaot.pipeline import labelled as module
+    elif where == "precision_search":
+        from tinyaot.pipeline import precision_search as module
+    elif where == "report":
+        from tinyaot.pipeline import report as module
     else:
-        # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
-        try:
-            sizes = firmware_sizes(build_verification_firmware(emitted, b, tmp, trace=False, werror=False))
-        except TinyaotError:
-            pass
-    return emitted, section, per_layer, sizes
+        raise AttributeError(f"module 'tinyaot.api' has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def compile_model(model: str | Path | ImportedModel, calibration: str | Path | None, options: Options | None = None,
+                  *, target: Target | None = None, variant_choices: dict[str, str] | None = None,
+                  **keywords) -> Compiled:
+    """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize (and compress),
+    plan memory (pipeline/compile.py). `target` (None: generic kernels) and `variant_choices` ({node: variant})
+    choose the kernel variants."""
+    from tinyaot.pipeline.compile import compile_model as compile_stage
+
+    return compile_stage(model, calibration, Options.of(options, **keywords), target=target,
+                         variant_choices=variant_choices)
+
+
+def deploy(model: str | Path | ImportedModel, board: str, calibration: str | Path | None, out_dir: str | Path,
+           options: Options | None = None, *, data: str | Path | None = None, **keywords) -> DeployResult:
+    """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless verify=False build
+    the firmware and prove it under QEMU. Raises TinyaotError for any problem with the inputs. `optimize`: "speed"
+    (each layer's cheapest kernel variant on the board's core, by the cost model) or "size" (the generic kernels).
+    `tune`: measure the layers' candidate variants under QEMU and keep the fastest bit-exact one (pipeline/tune.py;
+    results cached); `tuning_log`: a file of tuning records to read choices from (and, with `tune`, to write the
+    measured ones to). `data`: labelled samples for `max_accuracy_drop`."""
+    from tinyaot.pipeline.deploy import deploy as deploy_stage
+
+    return deploy_stage(model, board, calibration, out_dir, Options.of(options, **keywords), data=data)
+
+
+def evaluate(model: str | Path | ImportedModel, calibration: str | Path | None, data: str | Path,
+             options: Options | None = None, *, target: Target | None = None, **keywords) -> dict:
+    """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled) and of
+    onnxruntime's quantize_static, on the labelled `data` (pipeline/evaluate.py)."""
+    from tinyaot.pipeline.evaluate import evaluate as evaluate_stage
+
+    return evaluate_stage(model, calibration, data, Options.of(options, **keywords), target=target)
+
+
+def analyze(model: str | Path | ImportedModel, calibration: str | Path, data: str | Path, out_dir: str | Path,
+            options: Options | None = None, **keywords) -> dict:
+    """Per layer: SQNR of its int8 output and top-1 with only that layer quantized, written to `out_dir`
+    (pipeline/analyze.py)."""
+    from tinyaot.pipeline.analyze import analyze as analyze_stage
+
+    return analyze_stage(model, calibration, data, out_dir, Options.of(options, **keywords))
+
+
+def sweep(model: str | Path, board: str, calibration: str | Path, data: str | Path, out: str | Path,
+          grid: str | Path | list[Config] | None = None, options: Options | None = None, *,
+          baseline: dict | None = None, tolerances: dict | None = None, baseline_name: str = "the baseline",
+          **keywords) -> dict:
+    """Every setting of `grid` (a grid file, a list of Config, or None: the default grid) measured, reports written
+    to `out` (tinyaot/sweep/sweep.py); returns the sweep's report. With `baseline` (a sweep report, load_report) the
+    gate's verdict within `tolerances` (load_tolerances) goes into the report."""
+    from tinyaot.sweep.sweep import run_sweep
+
+    configs = grid if isinstance(grid, list) else load_grid(grid)
+    return run_sweep(model, board, calibration, data, out, configs, Options.of(options, **keywords),
+                     baseline=baseline, tolerances=tolerances, baseline_name=baseline_name)
+
+
+def compare(baseline: str | Path | dict, current: str | Path | dict,
+            tolerances: str | Path | None = None) -> tuple[bool, str]:
+    """(passed, the verdict text) of holding the sweep report `current` to `baseline` (reports or their paths)
+    within `tolerances` (a TOML file; None: the defaults)."""
+    base = baseline if isinstance(baseline, dict) else load_report(baseline)
+    cur = current if isinstance(current, dict) else load_report(current)
+    name = str(baseline) if not isinstance(baseline, dict) else "baseline"
+    return gate(base, cur, load_tolerances(tolerances), name)
+
+
+def graph_passes() -> list[tuple[str, bool, str]]:
+    """The graph passes in the order they run: (name, required, the first line of its module's docstring)."""
+    from tinyaot.passes import PIPELINE, REQUIRED
+
+    return [(name, name in REQUIRED, (sys.modules[fn.__module__].__doc__ or "").strip().splitlines()[0])
+            for name, fn in PIPELINE]
+
+
+__all__ = ["Board", "CompileOptions", "CompressionOptions", "Config", "LayerRule", "Options", "OutputOptions",
+           "QuantizationOptions", "SweepOptions", "Target", "TinyaotError", "VerificationOptions", "__version__",
+           "analyze", "compare", "compile_model", "compression_options", "deploy", "evaluate", "gate",
+           "graph_passes", "list_boards", "load_board", "load_grid", "load_report", "load_tolerances",
+           "parse_input_shapes", "sweep", "tolerances_help", *_LAZY]

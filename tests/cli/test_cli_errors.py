@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tinyaot.api import compile_model
 from tinyaot.cli.main import app
-from tinyaot.frontend import parse_input_shapes
+from tinyaot.options import parse_input_shapes
 
 from shared_data import DATA, MODELS
 

@@ -258,12 +258,12 @@ def test_clustering_requantizes_consistently(small):
 
 
 def test_int4_weights(small):
-    from tinyaot.frontend import import_onnx
+    from tinyaot.frontend import import_model
     from tinyaot.passes import run_passes
 
     path, cal = small
     c = compile_model(path, cal, compression=dict(weight_bits=4))
-    f = run_passes(import_onnx(path, None), echo=lambda _: None)
+    f = run_passes(import_model(path, None).graph, echo=lambda _: None)
     for name, n in _layers(c).items():
         w = c.graph.tensors[n.inputs[1]]
         assert w.data.min() >= -7 and w.data.max() <= 7 and w.storage.kind == "int4"

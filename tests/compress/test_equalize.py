@@ -15,7 +15,7 @@ from tinyaot.compress.refit import run_node, snapshot
 from tinyaot.frontend import import_onnx_model
 from tinyaot.oracle.reference import run_reference
 from tinyaot.passes import run_passes
-from tinyaot.pipeline.compile import compile_model
+from tinyaot.api import compile_model
 
 
 def _conv(name, x, y, w, b, group=1, pads=(0, 0, 0, 0)):

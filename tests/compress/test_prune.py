@@ -14,7 +14,7 @@ from tinyaot.compress.prune import (channel_group, eligible_producers, group_sco
                                     magnitude_prune, prune_channels, prune_smallest)
 from tinyaot.compress.refit import pre_activation, refit_consumers, ridge_fit, run_node, snapshot
 from tinyaot.errors import TinyaotError
-from tinyaot.frontend import import_onnx
+from tinyaot.frontend import import_model
 from tinyaot.passes import run_passes
 
 from compress_models import calibration, conv_dw_conv, conv_relu_conv_gap_gemm, float_forward
@@ -22,7 +22,7 @@ from shared_data import MODELS, calibration_file, write_evaluation
 
 
 def _float_graph(path):
-    return run_passes(import_onnx(path, None), echo=lambda _: None)
+    return run_passes(import_model(path, None).graph, echo=lambda _: None)
 
 
 def _node(graph, name):

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from op_models import calibration, const, deploy_verified, save_model
 from tinyaot.api import compile_model
 from tinyaot.errors import TinyaotError
-from tinyaot.frontend import import_onnx
+from tinyaot.frontend import import_model
 
 
 def _conv(x: str, y: str, c_in: int, c_out: int, seed: int = 0):
@@ -39,7 +39,7 @@ def test_shape_arithmetic_with_div_folds_at_import(tmp_path):
              helper.make_node("Relu", ["b"], ["rb"]), helper.make_node("Concat", ["rb", "a"], ["y"], axis=1)]
     inits = [i64("one", 1), i64("two", 2), i64("ax0", [0]), i64("zero1", [0]), i64("ax1", [1]), i64("two1", [2])]
     path = save_model(tmp_path / "chunk.onnx", nodes, [1, 8, 3, 3], [1, 8, 3, 3], inits)
-    g = import_onnx(path)
+    g = import_model(path).graph
     assert {n.op for n in g.nodes} == {"Slice", "Relu", "Concat"}  # no Shape, Gather, Div, Unsqueeze, Mul left
     deploy_verified(path, calibration(tmp_path / "cal.npz", [1, 8, 3, 3]), tmp_path / "out")
 
@@ -138,4 +138,4 @@ def test_a_constant_graph_output_is_refused_at_import(tmp_path):
     path = save_model(tmp_path / "const.onnx", nodes, [1, 4], [2])
     with pytest.raises(TinyaotError, match=r"graph output 'y' does not depend on the input data \(it folds to "
                                            r"the constant \[1\.0, 4\.0\]"):
-        import_onnx(path)
+        import_model(path)

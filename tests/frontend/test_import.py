@@ -10,7 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tinyaot.errors import TinyaotError
-from tinyaot.frontend import import_onnx, load_onnx, parse_input_shapes
+from tinyaot.frontend import import_model, load_onnx
+from tinyaot.options import parse_input_shapes
 
 from shared_data import MODELS
 
@@ -63,7 +64,7 @@ def test_shared_models_present():
 
 @pytest.mark.parametrize("path", SHARED, ids=[p.stem for p in SHARED])
 def test_import_shared_model_static(path):
-    g = import_onnx(path)
+    g = import_model(path).graph
     onnx_model = onnx.load(str(path))
     init = {i.name for i in onnx_model.graph.initializer}
     onnx_inputs = [i for i in onnx_model.graph.input if i.name not in init]
@@ -89,7 +90,7 @@ def test_import_shared_model_static(path):
 def test_import_leaves_file_alone():
     path = MODELS / "kws_dscnn.onnx"
     before = path.read_bytes()
-    import_onnx(path, {"input_1": (1, 49, 10, 1)})
+    import_model(path, {"input_1": (1, 49, 10, 1)})
     assert path.read_bytes() == before
 
 
@@ -105,7 +106,7 @@ def test_unsupported_ops_grouped_per_op(tmp_path):
                  helper.make_node("Cos", ["e"], ["y"], name="c4")],
                 [vi("x", [1, 4])], [vi("y", [1, 4])])
     with pytest.raises(TinyaotError) as e:
-        import_onnx(path)
+        import_model(path)
     msg = str(e.value)
     assert "\n" not in msg
     # One group per op type, in order of first appearance, plural when several, at most three names listed.
@@ -126,7 +127,7 @@ def test_unsupported_op_without_name_and_custom_domain(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     with pytest.raises(TinyaotError) as e:
-        import_onnx(path)
+        import_model(path)
     msg = str(e.value)
     # An unnamed node is located by its index; a same-named op from another domain is not ONNX's Relu.
     assert "Erf (node '#0')" in msg
@@ -144,7 +145,7 @@ def dynamic_model(path: Path, dims=("batch", 4)) -> Path:
 def test_dynamic_dim_names_the_fix(tmp_path):
     path = dynamic_model(tmp_path / "d.onnx")
     with pytest.raises(TinyaotError) as e:
-        import_onnx(path)
+        import_model(path)
     msg = str(e.value)
     assert "'x'" in msg and "axis [0]" in msg and "--input-shape x:N,4" in msg
 
@@ -152,12 +153,12 @@ def test_dynamic_dim_names_the_fix(tmp_path):
 def test_unknown_dim_without_param(tmp_path):
     path = dynamic_model(tmp_path / "d.onnx", (None, 4))
     with pytest.raises(TinyaotError, match="--input-shape"):
-        import_onnx(path)
+        import_model(path)
 
 
 def test_input_shape_makes_it_static(tmp_path):
     path = dynamic_model(tmp_path / "d.onnx")
-    g = import_onnx(path, parse_input_shapes(["x:2,4"]))
+    g = import_model(path, parse_input_shapes(["x:2,4"])).graph
     assert g.tensors["x"].shape == (2, 4)
     assert g.tensors["y"].shape == (2, 3)
     assert g.meta["inputs"] == [{"name": "x", "shape": [2, 4], "dtype": "float32"}]
@@ -166,13 +167,13 @@ def test_input_shape_makes_it_static(tmp_path):
 def test_input_shape_wrong_rank(tmp_path):
     path = dynamic_model(tmp_path / "d.onnx")
     with pytest.raises(TinyaotError, match="rank 2, got 3"):
-        import_onnx(path, {"x": (1, 4, 1)})
+        import_model(path, {"x": (1, 4, 1)})
 
 
 def test_input_shape_unknown_name(tmp_path):
     path = dynamic_model(tmp_path / "d.onnx")
     with pytest.raises(TinyaotError) as e:
-        import_onnx(path, {"X": (1, 4)})
+        import_model(path, {"X": (1, 4)})
     assert "['X']" in str(e.value) and "['x']" in str(e.value)
 
 
@@ -180,7 +181,7 @@ def test_input_shape_contradicting_the_model(tmp_path):
     # Overriding a fixed dimension with one the graph cannot take fails in shape inference, as one line.
     path = dynamic_model(tmp_path / "d.onnx", (1, 4))
     with pytest.raises(TinyaotError) as e:
-        import_onnx(path, {"x": (1, 5)})
+        import_model(path, {"x": (1, 5)})
     assert "\n" not in str(e.value)
 
 
@@ -209,5 +210,5 @@ def test_checker_failure_is_one_line(tmp_path):
     path = tmp_path / "bad.onnx"
     onnx.save(model, str(path))
     with pytest.raises(TinyaotError) as e:
-        import_onnx(path)
+        import_model(path)
     assert "not a valid ONNX model" in str(e.value) and "\n" not in str(e.value)

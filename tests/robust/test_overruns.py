@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyaot.api import _verify, compile_model, deploy, evaluate
+from tinyaot.api import compile_model, deploy, evaluate
+from tinyaot.pipeline.verify import verify_under_qemu
 from tinyaot.boards import load_board
 from tinyaot.toolchain.firmware import build_firmware, render_harness
 from tinyaot.toolchain.qemu import read_stats
@@ -65,7 +66,7 @@ def _broken_sine(tmp_path: Path, extra: int):
 def test_a_kernel_writing_past_the_arena_fails_verification(tmp_path):
     compiled, board, elf, fw, layers = _broken_sine(tmp_path, extra=3)
     with pytest.raises(TinyaotError) as err:
-        _verify(compiled, board, elf, fw, 8, 30, layers)
+        verify_under_qemu(compiled, board, elf, fw, 8, 30, layers)
     msg = str(err.value)
     assert "\n" not in msg
     assert re.search(r"verification failed under QEMU netduinoplus2: arena overrun: the model wrote [1-3] byte\(s\) "
@@ -95,12 +96,12 @@ def test_a_stack_too_small_for_the_model_fails_verification(tmp_path):
         elf = build_firmware([harness, *sources], [out], board, fw, defines=["TINYAOT_TRACE"],
                              stack_bytes=stack_bytes)
         if stack is None:
-            v, _ = _verify(compiled, board, elf, fw, 2, 30, layers)
+            v, _ = verify_under_qemu(compiled, board, elf, fw, 2, 30, layers)
             assert v["stack_canary_intact"] is True
             needs.append(v["stack_high_water_bytes"])
             continue
         with pytest.raises(TinyaotError) as err:
-            _verify(compiled, board, elf, fw, 2, 30, layers)
+            verify_under_qemu(compiled, board, elf, fw, 2, 30, layers)
         assert (f"stack overrun: the program used {needs[0]} B of stack, more than the {stack_bytes} B reserved"
                 in str(err.value)), str(err.value)
         assert read_stats(fw)["stack_canary_intact"] == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import tinyaot.boards
+import tinyaot.api
 from tinyaot.boards import load_board
 from tinyaot.toolchain.firmware import build_firmware
 from tinyaot.toolchain.proc import run_tool
@@ -75,7 +75,7 @@ def test_internal_error_is_one_line_with_a_traceback_file(tmp_path, monkeypatch)
     def broken():
         raise ZeroDivisionError("division by zero\nsecond line")
 
-    monkeypatch.setattr(tinyaot.boards, "list_boards", broken)
+    monkeypatch.setattr(tinyaot.api, "list_boards", broken)
     r = CliRunner().invoke(app, ["boards"])
     assert r.exit_code == 3 and r.stdout == ""
     lines = r.stderr.splitlines()
@@ -93,6 +93,6 @@ def test_tinyaot_error_outside_a_command_handler_is_a_plain_error(monkeypatch):
     def refuses():
         raise TinyaotError("boards folder unreadable")
 
-    monkeypatch.setattr(tinyaot.boards, "list_boards", refuses)
+    monkeypatch.setattr(tinyaot.api, "list_boards", refuses)
     r = CliRunner().invoke(app, ["boards"])
     assert r.exit_code == 1 and r.stderr == "Error: boards folder unreadable\n"

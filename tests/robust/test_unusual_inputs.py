@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tinyaot.api import compile_model, deploy, evaluate
 from tinyaot.errors import TinyaotError
-from tinyaot.frontend import import_onnx
+from tinyaot.frontend import import_model
 from tinyaot.frontend.normalize import float16_to_float32
 from tinyaot.ir import IRError, verify
 from tinyaot.passes import run_passes
@@ -75,7 +75,7 @@ def conv_cal(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("casts", [False, True], ids=["float16-io", "float32-io-with-casts"])
 def test_float16_model_imports_as_the_float32_model(tmp_path, casts):
-    half = import_onnx(save(conv_model(TensorProto.FLOAT16, casts), tmp_path / "half.onnx"))
+    half = import_model(save(conv_model(TensorProto.FLOAT16, casts), tmp_path / "half.onnx")).graph
     assert half.meta["converted_from_float16"] > 0
     assert half.meta["inputs"] == [{"name": "x", "shape": [1, 3, 8, 8], "dtype": "float32"}]
     assert {t.dtype for t in half.tensors.values()} == {"float32"}
@@ -101,8 +101,8 @@ def test_float16_kws_matches_float32_kws(tmp_path):
     for vi in list(model.graph.input) + list(model.graph.output) + list(model.graph.value_info):
         if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
             vi.type.tensor_type.elem_type = TensorProto.FLOAT16
-    half = import_onnx(save(model, tmp_path / "kws_fp16.onnx"))
-    full = import_onnx(KWS)
+    half = import_model(save(model, tmp_path / "kws_fp16.onnx")).graph
+    full = import_model(KWS).graph
     assert [(n.op, n.name) for n in half.nodes] == [(n.op, n.name) for n in full.nodes]
     for name, t in full.tensors.items():
         h = half.tensors[name]
@@ -147,7 +147,7 @@ def test_cast_of_a_shape_is_folded_and_a_constant_output_refused(tmp_path):
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, 4])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2])])
     with pytest.raises(TinyaotError, match=r"graph output 'y' does not depend on the input data .*\[1\.0, 4\.0\]"):
-        import_onnx(save(m, tmp_path / "m.onnx"))
+        import_model(save(m, tmp_path / "m.onnx"))
 
 
 # ---- node names -------------------------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_empty_and_repeated_node_names_are_made_unique(tmp_path):
     # Exporters leave names empty or repeat them; "Relu_1" is also both a real name and what an unnamed node at
     # index 1 would have been called.
     names = ["a", "", "a", "Relu_1", "a_1", ""]
-    g = import_onnx(save(relu_chain(names), tmp_path / "m.onnx"))
+    g = import_model(save(relu_chain(names), tmp_path / "m.onnx")).graph
     got = [n.name for n in g.nodes]
     assert len(set(got)) == len(got) and all(got)
     assert got[0] == "a" and got[3] == "Relu_1" and got[4] == "a_1"  # real, first-seen names are kept
@@ -172,7 +172,7 @@ def test_empty_and_repeated_node_names_are_made_unique(tmp_path):
 
 
 def test_verify_catches_duplicate_and_empty_names(tmp_path):
-    g = import_onnx(save(relu_chain(["p", "q", "r"]), tmp_path / "m.onnx"))
+    g = import_model(save(relu_chain(["p", "q", "r"]), tmp_path / "m.onnx")).graph
     g.nodes[2].name = "p"
     with pytest.raises(IRError, match=r"node name 'p' is used by more than one node"):
         verify(g, "some_pass")
@@ -216,7 +216,7 @@ def test_unsupported_input_types_are_named(tmp_path, elem, dtype_name):
                  [helper.make_tensor_value_info("tokens", elem, [1, 7])],
                  [helper.make_tensor_value_info("y", elem, [1, 7])])
     with pytest.raises(TinyaotError) as err:
-        import_onnx(save(m, tmp_path / "m.onnx"))
+        import_model(save(m, tmp_path / "m.onnx"))
     msg = str(err.value)
     assert "'tokens'" in msg and dtype_name in msg and "[1, 7]" in msg and "\n" not in msg
 
@@ -234,7 +234,7 @@ def test_unsupported_constant_types_are_named(tmp_path, make, dtype_name):
     path = tmp_path / "m.onnx"
     onnx.save(m, str(path))  # the checker passes it (it does not infer types); shape inference would complain
     with pytest.raises(TinyaotError) as err:
-        import_onnx(path)
+        import_model(path)
     msg = str(err.value)
     assert "'weird_const'" in msg and dtype_name in msg and "[1, 4]" in msg and "\n" not in msg
 
@@ -244,7 +244,7 @@ def test_zero_size_input_is_refused_with_its_shape(tmp_path):
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 0
     m.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 0
     with pytest.raises(TinyaotError) as err:
-        import_onnx(save(m, tmp_path / "m.onnx"))
+        import_model(save(m, tmp_path / "m.onnx"))
     msg = str(err.value)
     assert "'x'" in msg and "[1, 0]" in msg and "zero-size" in msg and "axis [1]" in msg
 
@@ -257,6 +257,6 @@ def test_zero_size_intermediate_is_refused_with_its_name(tmp_path):
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 0])], [pads])
     with pytest.raises(TinyaotError) as err:
-        import_onnx(save(m, tmp_path / "m.onnx"))
+        import_model(save(m, tmp_path / "m.onnx"))
     msg = str(err.value)
     assert "'cropped'" in msg and "[1, 0]" in msg and "zero-size" in msg

@@ -31,7 +31,7 @@ from tinyaot.frontend import import_onnx_model
 from tinyaot.oracle.onnxruntime_layers import check_layers
 from tinyaot.oracle.reference import run_reference
 from tinyaot.passes import run_passes
-from tinyaot.pipeline.compile import compile_model
+from tinyaot.api import compile_model
 from tinyaot.toolchain.hostjit import HostModel
 
 FRAC = 0.3  # every weight but one per channel sits FRAC of a unit above an integer: rounding loses FRAC

@@ -9,6 +9,7 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from tinyaot.api import compile_model, evaluate
+from tinyaot.options import Options
 from tinyaot.pipeline.precision_search import search_precision
 
 
@@ -39,7 +40,7 @@ def test_search_promotes_until_within_budget(tmp_path):
     drop8, drop16 = 100 * (1 - r8["int8_top1"]), 100 * (1 - r16["int8_top1"])
     assert drop8 > drop16  # int8 loses samples that 16x8 keeps
     budget = (drop8 + drop16) / 2
-    rec = search_precision(model, tmp_path / "cal.npz", tmp_path / "data.npz", budget, cle=False)
+    rec = search_precision(model, tmp_path / "cal.npz", tmp_path / "data.npz", budget, Options.of(cle=False))
     assert rec["drop_points"] <= budget + 1e-9 and 16 in rec["bits"].values()
     assert len(rec["sensitivity"]) == 3 and len(rec["measurements"]) >= 5  # Gemm, Gemm (Relu fused), Softmax
     c = compile_model(model, tmp_path / "cal.npz", activation_bits=rec["bits"], cle=False)
@@ -74,7 +75,7 @@ def test_sweep_grid_takes_activation_bits(tmp_path):
 
     from tinyaot.errors import TinyaotError
     from tinyaot.sweep.grid import QUANT_KEYS, Config
-    from tinyaot.sweep.sweep import run_sweep
+    from tinyaot.api import sweep as run_sweep
 
     assert "activation_bits" in QUANT_KEYS
     assert Config("a16", {"activation_bits": 16}).command_line == "--activation-bits 16"
@@ -84,7 +85,7 @@ def test_sweep_grid_takes_activation_bits(tmp_path):
     np.savez(tmp_path / "data.npz", x=np.zeros((2, 1, 12), np.float32), y=np.zeros(2, np.int64))
     with pytest.raises(TinyaotError, match="setting a12: activation_bits must be 8 or 16"):
         run_sweep(model, "mps2-an386", tmp_path / "cal.npz", tmp_path / "data.npz", tmp_path / "sw2",
-                  [Config("a12", {"activation_bits": 12})], workers=1, qemu=False, use_cache=False, quiet=True)
+                  [Config("a12", {"activation_bits": 12})], workers=1, verify=False, cache=False, quiet=True)
 
 
 def test_bounds_refuse_an_int64_accumulator_past_2_47(tmp_path):

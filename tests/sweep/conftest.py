@@ -11,7 +11,7 @@ import pytest
 from shared_data import FIXTURE_SETS
 from tinyaot.sweep.grid import Config
 from tinyaot.sweep.run import ResultCache
-from tinyaot.sweep.sweep import run_sweep
+from tinyaot.api import sweep as run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "examples" / "kws_dscnn.onnx"

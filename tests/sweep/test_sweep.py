@@ -12,7 +12,7 @@ from tinyaot.compress.options import CompressionOptions
 from tinyaot.sweep.grid import DEFAULT_GRID, load_grid
 from tinyaot.sweep.report import pareto
 from tinyaot.sweep.run import ResultCache
-from tinyaot.sweep.sweep import run_sweep
+from tinyaot.api import sweep as run_sweep
 
 from .conftest import CALIBRATION, GRID, MODEL, ROOT, SAMPLES
 
@@ -122,7 +122,7 @@ def test_interrupted_sweep_measures_only_what_is_missing(small_sweep, tmp_path):
     shutil.copytree(small_sweep["out"], out)  # the folder with its manifest: tinyaot's own output
     (out / "configs" / "clusters16.json").unlink()
     lines = []
-    r = run_sweep(MODEL, "stm32", CALIBRATION, small_sweep["data"], out, GRID, use_cache=False, echo=lines.append)
+    r = run_sweep(MODEL, "stm32", CALIBRATION, small_sweep["data"], out, GRID, cache=False, echo=lines.append)
     assert lines[0] == f"1 settings already in {out / 'configs'}, 0 from the cache; measuring 1"
     # no terminal: one line per finished setting (name, figures, seconds, elapsed, how many left)
     assert len(lines) == 2 and lines[1].startswith("[2/2] clusters16: top-1 ") and lines[1].endswith(", 0 left")

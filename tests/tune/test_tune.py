@@ -19,7 +19,7 @@ from tinyaot.errors import TinyaotError
 from tinyaot.ops.conv import Conv
 from tinyaot.ops.registry import Variant
 from tinyaot.pipeline import tune as tune_mod
-from tinyaot.pipeline.compile import compile_model
+from tinyaot.api import compile_model
 from tinyaot.pipeline.tune import layer_signature, read_log, write_log
 
 from tests.op_models import calibration, conv_node, save_model

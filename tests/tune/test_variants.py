@@ -14,7 +14,7 @@ from tinyaot.ir.graph import Tensor
 from tinyaot.ops import registry
 from tinyaot.ops.conv import Conv
 from tinyaot.ops.registry import OpSpec, Variant
-from tinyaot.pipeline.compile import compile_model, with_variants
+from tinyaot.api import compile_model, with_variants
 from tinyaot.pipeline.stage import stage_model
 from tinyaot.pipeline.variants import choose_variants, cost_choice
 
@@ -135,7 +135,7 @@ def test_sweep_grid_takes_optimize(tmp_path):
     """A grid's `optimize` (and the quantization keys beside it) pass the up-front flag check; a bad value fails
     it in one line naming the setting, before any setting runs."""
     from tinyaot.sweep.grid import Config
-    from tinyaot.sweep.sweep import run_sweep
+    from tinyaot.api import sweep as run_sweep
 
     assert Config("s", {"optimize": "size", "clusters": 16}).command_line == "--clusters 16 --optimize size"
     configs = [Config("size", {"optimize": "size", "calibrate": "mse", "cle": True}),

@@ -3,8 +3,12 @@ one line `Error: ...` on stderr and a non-zero exit code (1 for bad input, 2 for
 An unexpected exception (a tinyaot bug) is one line too, exit code 3, with the traceback in a log file it names."""
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import sys
+import tempfile
+import traceback
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -17,9 +21,8 @@ try:  # typer >= 0.20 vendors click: its parsing errors are typer._click's class
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import exceptions as _click_exc
 
-from tinyaot import __version__
-from tinyaot.errors import TinyaotError
-from tinyaot.sweep.compare import tolerances_help
+from tinyaot import api
+from tinyaot.api import TinyaotError, __version__
 
 
 class _PoliteGroup(TyperGroup):
@@ -58,11 +61,6 @@ class _PoliteGroup(TyperGroup):
 def _internal_error(exc: Exception) -> str:
     """The one line for an unexpected exception; its traceback goes to a log file whose path the line gives, so a
     bug report can carry it without the user meeting a traceback."""
-    import datetime
-    import os
-    import tempfile
-    import traceback
-
     text = (f"tinyaot {__version__}, {datetime.datetime.now(datetime.timezone.utc).isoformat()}\n"
             f"command: {' '.join(sys.argv)}\n\n" + "".join(traceback.format_exception(exc)))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -172,20 +170,10 @@ CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
 
 def _compression(spec, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget,
                  prune_method=None):
-    from tinyaot.compress.options import options_from_flags
-
-    return options_from_flags(spec, prune=prune, prune_scope=prune_scope, prune_exclude=tuple(prune_exclude or ()),
-                              prune_channels=prune_channels, clusters=clusters, weight_bits=weight_bits,
-                              clusters_budget=clusters_budget, prune_method=prune_method)
-
-
-def _board_names() -> list[str]:
-    from tinyaot.boards import list_boards
-
-    names = []
-    for b in list_boards():
-        names += [b.name, *b.aliases]
-    return names
+    return api.compression_options(spec, prune=prune, prune_scope=prune_scope,
+                                   prune_exclude=tuple(prune_exclude or ()), prune_channels=prune_channels,
+                                   clusters=clusters, weight_bits=weight_bits, clusters_budget=clusters_budget,
+                                   prune_method=prune_method)
 
 
 @app.command()
@@ -225,28 +213,24 @@ def deploy(
     label_output: LabelOutputOpt = None,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
-    from tinyaot.api import deploy as api_deploy
-    from tinyaot.frontend import parse_input_shapes
-
     try:
         out_dir = out if out is not None else Path(f"{model.stem}_{board}")
-        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
-                               clusters_budget, prune_method)
-        result = api_deploy(model, board, calibration, out_dir, verify=verify, verify_samples=verify_samples,
-                            input_shapes=parse_input_shapes(input_shape), disable_passes=disable_pass or (),
-                            print_ir_after=print_ir_after or (), compression=options, echo=_echo,
-                            calibrate=calibrate, cle=cle, bias_correction=bias_correction, optimize=optimize,
-                            tune=tune, tuning_log=tuning_log, activation_bits=int(activation_bits.value),
-                            max_accuracy_drop=max_accuracy_drop, data=data, arena_budget=arena_budget,
-                            label_output=label_output)
+        options = api.Options.of(
+            input_shapes=api.parse_input_shapes(input_shape), disable_passes=disable_pass,
+            print_ir_after=print_ir_after,
+            optimize=optimize, tune=tune, tuning_log=tuning_log, arena_budget=arena_budget,
+            calibrate=calibrate, cle=cle, bias_correction=bias_correction,
+            activation_bits=int(activation_bits.value), max_accuracy_drop=max_accuracy_drop,
+            compression=_compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters,
+                                     weight_bits, clusters_budget, prune_method),
+            verify=verify, verify_samples=verify_samples, label_output=label_output, echo=_echo)
+        result = api.deploy(model, board, calibration, out_dir, options, data=data)
     except TinyaotError as exc:
         _fail(exc)
     for line in result.summary:
         typer.echo(line)
     if activation_bits != ActivationBits.eight or max_accuracy_drop is not None:
-        from tinyaot.pipeline.precision_search import bits_line
-
-        typer.echo(bits_line(result.report["quantization"]["activation_bits"]))
+        typer.echo(api.bits_line(result.report["quantization"]["activation_bits"]))
 
 
 @app.command()
@@ -269,16 +253,15 @@ def evaluate(
     label_output: LabelOutputOpt = None,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
-    from tinyaot.api import evaluate as api_evaluate
-    from tinyaot.frontend import parse_input_shapes
-
     try:
-        options = _compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
-                               clusters_budget, prune_method)
-        r = api_evaluate(model, calibration, data, input_shapes=parse_input_shapes(input_shape), limit=limit,
-                         compare_onnxruntime=onnxruntime, compression=options, calibrate=calibrate,
-                         cle=cle, bias_correction=bias_correction, activation_bits=int(activation_bits.value),
-                         max_accuracy_drop=max_accuracy_drop, label_output=label_output)
+        options = api.Options.of(
+            input_shapes=api.parse_input_shapes(input_shape),
+            calibrate=calibrate, cle=cle, bias_correction=bias_correction,
+            activation_bits=int(activation_bits.value), max_accuracy_drop=max_accuracy_drop,
+            compression=_compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters,
+                                     weight_bits, clusters_budget, prune_method),
+            limit=limit, compare_onnxruntime=onnxruntime, label_output=label_output)
+        r = api.evaluate(model, calibration, data, options)
         if json_out is not None:
             try:
                 json_out.write_text(json.dumps(r, indent=2) + "\n")
@@ -306,22 +289,16 @@ def evaluate(
                + (f", onnxruntime int8 {100 * ort:.2f} %" if ort is not None else "")
                + f"; {label} agrees with float on {100 * r['agreement']:.2f} %")
     if activation_bits != ActivationBits.eight or max_accuracy_drop is not None:
-        from tinyaot.pipeline.precision_search import bits_line
-
-        typer.echo(bits_line(r["activation_bits"]))
+        typer.echo(api.bits_line(r["activation_bits"]))
     if "options" in r.get("compression", {}):  # what the compressed weights cost, from the same compilation
-        from tinyaot.api import compression_line
-
-        typer.echo(f"compression: {compression_line(r['compression'])}")
+        typer.echo(f"compression: {api.compression_line(r['compression'])}")
 
 
 @app.command()
 def boards() -> None:
     """List the boards tinyaot can target."""
-    from tinyaot.boards import list_boards
-
     rows = [("name", "aliases", "core", "qemu machine", "flash", "RAM")]
-    for b in list_boards():
+    for b in api.list_boards():
         rows.append((b.name, ",".join(b.aliases) or "-", b.core, b.qemu_machine, f"{b.flash_bytes // 1024} KB",
                      f"{b.ram_bytes // 1024} KB"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -332,11 +309,8 @@ def boards() -> None:
 @app.command()
 def passes() -> None:
     """List the graph passes in the order they run (names for --disable-pass and --print-ir-after)."""
-    from tinyaot.passes import PIPELINE, REQUIRED
-
-    for name, fn in PIPELINE:
-        doc = (fn.__module__ and sys.modules[fn.__module__].__doc__ or "").strip().splitlines()[0]
-        typer.echo(f"{name:<22} {'(required) ' if name in REQUIRED else ''}{doc}")
+    for name, required, doc in api.graph_passes():
+        typer.echo(f"{name:<22} {'(required) ' if required else ''}{doc}")
 
 
 @app.command()
@@ -351,13 +325,11 @@ def analyze(
     label_output: LabelOutputOpt = None,
 ) -> None:
     """Per layer: SQNR of its int8 output and the top-1 with only that layer quantized, worst first."""
-    from tinyaot.frontend import parse_input_shapes
-    from tinyaot.pipeline.analyze import analyze as run_analyze
-
     try:
-        r = run_analyze(model, calibration, data, out, input_shapes=parse_input_shapes(input_shape),
-                        calibrate=calibrate, cle=cle, bias_correction=bias_correction, limit=limit,
-                        label_output=label_output)
+        options = api.Options.of(input_shapes=api.parse_input_shapes(input_shape), calibrate=calibrate, cle=cle,
+                                 bias_correction=bias_correction, limit=limit,
+                                 label_output=label_output)
+        r = api.analyze(model, calibration, data, out, options)
     except TinyaotError as exc:
         _fail(exc)
     typer.echo(f"{r['samples']} samples, float top-1 {100 * r['float_top1']:.2f} %; worst layers:")
@@ -395,15 +367,12 @@ def sweep(
 ) -> None:
     """Measure MODEL over a grid of compression settings: top-1, weights, flash, arena, instructions; reports and
     Pareto plots in --out."""
-    from tinyaot.sweep.compare import gate, load_report, load_tolerances
-    from tinyaot.sweep.grid import load_grid
-    from tinyaot.sweep.sweep import run_sweep
-
     try:
-        base = load_report(baseline) if baseline is not None else None
-        tol = load_tolerances(tolerances)
-        report = run_sweep(model, board, calibration, data, out, load_grid(grid), workers=workers, qemu=qemu,
-                           executor=executor, limit=limit, use_cache=cache, echo=_echo, label_output=label_output)
+        base = api.load_report(baseline) if baseline is not None else None
+        tol = api.load_tolerances(tolerances)
+        options = api.Options.of(workers=workers, executor=executor, cache=cache, verify=qemu, limit=limit,
+                                 label_output=label_output, echo=_echo)
+        report = api.sweep(model, board, calibration, data, out, api.load_grid(grid), options)
     except TinyaotError as exc:
         _fail(exc)
     for c in report["configs"]:
@@ -420,7 +389,7 @@ def sweep(
         typer.echo(f"Error: {len(failed)} setting(s) failed: {', '.join(failed)}", err=True)
         code = 1
     if base is not None:
-        passed, text = gate(base, report, tol, str(baseline))
+        passed, text = api.gate(base, report, tol, str(baseline))
         typer.echo(text)
         code = code if passed else 1
     if code:
@@ -429,17 +398,15 @@ def sweep(
 
 @app.command(help="Compare two sweep reports config by config; exit 1 with a table naming the config and metric "
              "when top-1 drops or flash, arena, instructions or weights grow beyond the tolerances. Defaults: "
-             + tolerances_help()
+             + api.tolerances_help()
              + ". A TOML file overrides them: [top1] max_drop = 0.01, [flash_bytes] max_growth = 0.02, ...")
 def compare(
     baseline: Annotated[Path, typer.Argument(help="the baseline sweep report (report.json)", show_default=False)],
     current: Annotated[Path, typer.Argument(help="the current sweep report (report.json)", show_default=False)],
     tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances (.toml)")] = None,
 ) -> None:
-    from tinyaot.sweep.compare import gate, load_report, load_tolerances
-
     try:
-        passed, text = gate(load_report(baseline), load_report(current), load_tolerances(tolerances), str(baseline))
+        passed, text = api.compare(baseline, current, tolerances)
     except TinyaotError as exc:
         _fail(exc)
     typer.echo(text)

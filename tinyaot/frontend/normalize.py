@@ -8,6 +8,8 @@ intermediate results to float32 instead of float16; int8 quantization error is o
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper, shape_inference
@@ -116,11 +118,9 @@ def unique_node_names(nodes) -> list[str]:
     return names
 
 
-def float32_model_file(path, folder) -> "Path":
+def float32_model_file(path, folder) -> Path:
     """`path` itself for a float32 model; for a float16 one, its float32 rewrite (float16_to_float32) saved in
     `folder`, so onnxruntime's float baseline runs the same float32 model tinyaot compiled."""
-    from pathlib import Path
-
     model = onnx.load(str(path))
     if not float16_to_float32(model):
         return Path(path)

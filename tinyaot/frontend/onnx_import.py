@@ -16,21 +16,6 @@ from .fold_constants import fold_constant_subgraphs
 from .normalize import check_dtype, dtype_name, float16_to_float32, unique_node_names
 
 
-def parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
-    """`["input_1:1,49,10,1"]` -> {"input_1": (1, 49, 10, 1)}. The name may itself contain ':'."""
-    out: dict[str, tuple[int, ...]] = {}
-    for spec in specs or []:
-        name, sep, dims = spec.rpartition(":")
-        try:
-            shape = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            shape = ()
-        if not sep or not name or not shape or min(shape) < 1:
-            raise TinyaotError(f"--input-shape {spec!r} is not NAME:D1,D2,... with positive integers")
-        out[name] = shape
-    return out
-
-
 def load_onnx(path: Path) -> onnx.ModelProto:
     path = Path(path)
     if not path.exists():
@@ -89,10 +74,6 @@ def _static_model(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...
     # every constant subgraph (shape arithmetic included) evaluated by onnxruntime, then inferred again
     # (frontend/fold_constants.py)
     return fold_constant_subgraphs(infer(model), infer)
-
-
-def import_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
-    return import_onnx_model(path, input_shapes)[0]
 
 
 def is_prequantized(graph) -> bool:

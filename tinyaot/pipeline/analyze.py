@@ -29,13 +29,14 @@ from tinyaot.core.quant import dequantize_values, quantize_values
 from tinyaot import __version__
 from tinyaot.errors import TinyaotError
 from tinyaot.files import check_output_folder, output_folder
+from tinyaot.frontend import ImportedModel, import_model
+from tinyaot.options import Options, silent
 from tinyaot.toolchain.versions import versions
-from tinyaot.frontend import import_onnx_model
 from tinyaot.oracle.fake_quant import qdq_model
 from tinyaot.oracle.reference import run_reference
 from tinyaot.passes import run_passes
 
-from .compile import _quiet, compile_model
+from .compile import compile_model
 from .labelled import label_output as label_output_of, load_labelled, take
 
 SQNR_SAMPLES = 100  # samples for the SQNR columns (the int8 reference runs in numpy, per sample)
@@ -82,16 +83,16 @@ def _cle_units(v: np.ndarray, transform) -> np.ndarray:
     return out if offset is None else out - np.asarray(offset, np.float64).reshape(shape)
 
 
-def _cle_transforms(model: Path, calibration, input_shapes, cle, compiled) -> dict:
+def _cle_transforms(model: ImportedModel, calibration, options: Options, compiled) -> dict:
     """{tensor: (divisor, offset)} of the tensors CLE changed in `compiled`, made again as compile_model made them
     (the same passes, samples and mode: deterministic; compile_model keeps only their names)."""
     eq = compiled.graph.meta.get("equalization")
     if not eq or not eq.get("tensors"):
         return {}
-    graph, onnx_model = import_onnx_model(model, input_shapes)
-    samples = load_samples(Path(calibration), graph.meta["inputs"])
-    graph = run_passes(graph, set(), set(), _quiet)
-    transforms = equalize_for_calibration(graph, onnx_model, samples, DEFAULT_CLE if cle is None else cle)
+    samples = load_samples(Path(calibration), model.inputs)
+    graph = run_passes(model.fresh_graph(), set(options.compile.disable_passes), set(), silent)
+    cle = options.quantization.cle
+    transforms = equalize_for_calibration(graph, model.onnx_model, samples, DEFAULT_CLE if cle is None else cle)
     if sorted(transforms) != sorted(eq["tensors"]):
         raise TinyaotError("analyze could not reproduce the model's cross-layer equalization; run it with --no-cle")
     return transforms
@@ -103,27 +104,27 @@ def _predict(sess, xs: dict[str, np.ndarray], output: str) -> np.ndarray:
     return np.stack([np.asarray(sess.run([output], {n: a[k] for n, a in xs.items()})[0]) for k in range(count)])
 
 
-def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_dir: str | Path, *,
-            input_shapes=None, calibrate: str | None = None, cle: bool | None = None,
-            bias_correction: bool | None = None, limit: int | None = None,
-            label_output: str | None = None) -> dict:
-    """The per-layer table for `model` quantized as `tinyaot deploy` would with the same `calibrate`, `cle` and
-    `bias_correction`, written to `out_dir` (report.json, report.md, sqnr.png) only once all of it is measured: a
-    failure leaves no half-written folder and an existing one untouched, as deploy's --out (an output folder
-    tinyaot owns: one holding other files is refused, tinyaot/files.py)."""
-    model = Path(model)
+def analyze(model: str | Path | ImportedModel, calibration: str | Path, data: str | Path, out_dir: str | Path,
+            options: Options | None = None) -> dict:
+    """The per-layer table for `model` quantized as `tinyaot deploy` would with the same `options` (calibration
+    method, CLE, bias correction), on the first `verification.limit` samples of `data`, written to `out_dir`
+    (report.json, report.md, sqnr.png) only once all of it is measured: a failure leaves no half-written folder and
+    an existing one untouched, as deploy's --out (an output folder tinyaot owns: one holding other files is refused,
+    tinyaot/files.py)."""
+    options = Options() if options is None else options
     out = Path(out_dir)
     check_output_folder(out)  # before the minutes of measuring, not after
-    compiled = compile_model(model, calibration, input_shapes=input_shapes, calibrate=calibrate, cle=cle,
-                             bias_correction=bias_correction)
+    imported = import_model(model, options.compile.input_shapes)
+    model, onnx_model = imported.path, imported.onnx_model
+    compiled = compile_model(imported, calibration, options)
     if compiled.graph.meta.get("format") == "tflite":
         raise TinyaotError("analyze needs a float ONNX model: an int8 .tflite model has no float tensors to compare "
                            "(`tinyaot evaluate` holds it to TFLite Micro's interpreter)")
     if compiled.prequantized:
         raise TinyaotError("analyze needs a float model (a pre-quantized model has no float tensors to compare)")
     g = compiled.graph
-    _, onnx_model = import_onnx_model(model, input_shapes)
-    scored = label_output_of(g.outputs, label_output)
+    limit = options.verification.limit
+    scored = label_output_of(g.outputs, options.verification.label_output)
     xs, y = load_labelled(data, g.meta["inputs"])
     xs, y = take(xs, limit), y if limit is None else y[:limit]
     produced = {o for n in onnx_model.graph.node for o in n.output}
@@ -132,7 +133,7 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
     if not layers:
         raise TinyaotError("analyze found no layer whose output is a tensor of the float model")
     names = [t for _, t in layers]
-    transforms = _cle_transforms(model, calibration, input_shapes, cle, compiled)
+    transforms = _cle_transforms(imported, calibration, options, compiled)
     ndims: dict[str, int] = {}
     sess = float_session(onnx_model, names)
     outs = [o.name for o in sess.get_outputs()]
@@ -174,7 +175,7 @@ def analyze(model: str | Path, calibration: str | Path, data: str | Path, out_di
     rows.sort(key=lambda r: (r["top1_only_this_layer"], _key(r["sqnr_db_this_layer"])))
     report = {"tinyaot_version": __version__, "versions": versions(), "model": str(model),
               "calibration": str(calibration), "data": str(data), "samples": int(len(y)), "label_output": scored,
-              "sqnr_samples": n_sqnr, "calibrate": calibrate or DEFAULT_METHOD,
+              "sqnr_samples": n_sqnr, "calibrate": options.quantization.calibrate or DEFAULT_METHOD,
               # what ran, as deploy's report.json says it (method, CLE pairs, input ranges, bias correction)
               "quantization": {"calibration": g.meta.get("calibration")},
               "float_top1": float_top1, "layers": rows}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -26,8 +25,9 @@ from tinyaot.compress.precision import apply_precision
 from tinyaot.compress.quantize import quantize_graph, quantize_values
 from tinyaot.core.target import GENERIC, Target
 from tinyaot.errors import TinyaotError
-from tinyaot.frontend import import_model, is_prequantized
+from tinyaot.frontend import ImportedModel, import_model, is_prequantized
 from tinyaot.ir import Graph
+from tinyaot.options import Options
 from tinyaot.ops.registry import traits_of
 from tinyaot.passes import run_passes
 from tinyaot.plan import Plan
@@ -35,13 +35,6 @@ from tinyaot.plan.patch import PatchStage
 
 from .schedule import MISS, exact, fit_budget
 from .variants import choose_variants
-
-Echo = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    pass
-
 
 @dataclass
 class Compiled:
@@ -117,22 +110,25 @@ class Compiled:
         return self.dequantize(self.output, q)
 
 
-def compile_model(model: str | Path, calibration: str | Path | None, *, input_shapes=None,
-                  disable_passes=(), print_ir_after=(), compression=None, echo: Echo = _quiet,
-                  calibrate: str | None = None, cle: bool | None = None,
-                  bias_correction: bool | None = None, target: Target | None = None,
-                  variant_choices: dict[str, str] | None = None, activation_bits=8) -> Compiled:
+def compile_model(model: str | Path | ImportedModel, calibration: str | Path | None, options: Options | None = None,
+                  *, target: Target | None = None, variant_choices: dict[str, str] | None = None) -> Compiled:
     """Import, run the passes, calibrate with onnxruntime over the calibration samples, quantize, plan memory.
 
-    `compression` (CompressionOptions, a dict of its fields, or a spec file path; None: none) prunes the float
-    graph after the passes and clusters/packs the int8 weights after quantization (compress/pipeline.py).
+    `model`: a file, or the model already imported (frontend.import_model; each compilation works on its own copy of
+    the graph). `options` (tinyaot/options.py; None: the defaults): `compile` (input shapes, passes),
+    `quantization` (method, CLE, bias correction, activation bits) and `compression`, which prunes the float graph
+    after the passes and clusters/packs the int8 weights after quantization (compress/pipeline.py).
 
     A pre-quantized (QDQ) model needs no calibration: its own scales and zero points are used, and the samples,
     if given, only feed verification; without them verification uses random int8 inputs (fixed seed).
 
     `target` (None: GENERIC, every layer its generic kernel) and `variant_choices` ({node name: variant}, e.g. from
     tuning) choose each layer's kernel variant (pipeline/variants.py) before the plan, which depends on them."""
-    graph, onnx_model = import_model(Path(model), input_shapes)
+    options = Options() if options is None else options
+    c, q = options.compile, options.quantization
+    calibrate, cle, bias_correction = q.calibrate, q.cle, q.bias_correction
+    imported = import_model(model, c.input_shapes)
+    graph, onnx_model = imported.fresh_graph(), imported.onnx_model
     # QDQ ONNX (passes/absorb_qdq.py) or an int8 TFLite model (frontend/tflite_import.py): its own parameters
     prequantized = is_prequantized(graph)
     if calibration is None and not prequantized:
@@ -141,7 +137,7 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
     samples = load_samples(Path(calibration), graph.meta["inputs"]) if calibration is not None else None
     ranges: dict[str, tuple[float, float]] = {}
     names = [n for n, t in graph.tensors.items() if not t.is_const]
-    graph = run_passes(graph, set(disable_passes), set(print_ir_after), echo)
+    graph = run_passes(graph, set(c.disable_passes), set(c.print_ir_after), options.output.echo)
     if not prequantized:
         # cross-layer equalization on the float graph (compress/equalize.py); calibration then measures the
         # equalized tensors through the exact per-channel change it made
@@ -157,27 +153,27 @@ def compile_model(model: str | Path, calibration: str | Path | None, *, input_sh
             n: {"method": chosen.get(n, "minmax"), "range": [float(v) for v in ranges[n]],
                 "percentile": pct if chosen.get(n) == "percentile" else None} for n in samples if n in ranges}
     _share_ranges_across_moves(graph, ranges)
-    options = CompressionOptions.coerce(compression)
+    compression = options.compression
     dense = None
-    if options is not None and options.active:
-        if samples is not None and not prequantized and activation_bits == 8:
+    if compression is not None and compression.active:
+        if samples is not None and not prequantized and q.activation_bits == 8:
             # the same model uncompressed: compression refits each layer to its output (compress/reconstruct.py)
             dense = copy.deepcopy(graph)
-        graph = prune_step(graph, options, samples)
+        graph = prune_step(graph, compression, samples)
     float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
-    if activation_bits != 8:  # 16-bit activations, all layers or {node name: bits} (compress/precision.py)
-        refuse_sparse16(options, "--activation-bits 16")
-        graph = apply_precision(graph, ranges, activation_bits)
+    if q.activation_bits != 8:  # 16-bit activations, all layers or {node name: bits} (compress/precision.py)
+        refuse_sparse16(compression, "--activation-bits 16")
+        graph = apply_precision(graph, ranges, q.activation_bits)
     graph = quantize_graph(graph, ranges)
     if dense is not None:
         dense = quantize_graph(dense, ranges)
-    if (not prequantized and samples is not None and not _fits_weights(options)
+    if (not prequantized and samples is not None and not _fits_weights(compression)
             and (DEFAULT_BIAS_CORRECTION if bias_correction is None else bias_correction)):
         # compression's own fitting corrects its layers' biases (compress/pipeline.storage_step); --prune-channels
         # alone fits none, so these layers are corrected here (8- and 16-bit, compress/equalize.correct_biases)
         graph.meta["bias_corrected"] = correct_biases(graph, float_weights,
                                                       _quantized_feeds(graph, samples, MAX_SAMPLES))
-    if options is not None and options.active:
+    if compression is not None and compression.active:
         # the calibration samples, quantized as the deployed model will see them, let clustering weigh each
         # layer's errors by its real inputs
         graph = storage_step(graph, None if samples is None else _quantized_feeds(graph, samples), dense, ranges)

@@ -14,42 +14,41 @@ from tinyaot.compress.ort_baseline import (float_predictions, ort_int8_predictio
                                            is_probability, predicted_class, top1)
 from tinyaot.compress.pipeline import compression_report
 from tinyaot.compress.precision import precision_report
-from tinyaot.errors import TinyaotError, VerificationError
+from tinyaot.errors import VerificationError
+from tinyaot.frontend import ImportedModel, import_model
 from tinyaot.frontend.normalize import float32_model_file
+from tinyaot.options import Options
 from tinyaot.oracle.reference import run_reference
 from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.hostjit import HostModel
 
-from .compile import Compiled, Echo, _quiet, compile_model
+from .compile import Compiled, compile_model
 from .labelled import label_output as label_output_of, load_labelled, take
 from .precision_search import resolve_activation_bits
 from .report import weights_bytes
 
 
-def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path, *, input_shapes=None,
-             limit: int | None = None, compare_onnxruntime: bool = True, compression=None,
-             echo: Echo = _quiet, calibrate: str | None = None, cle: bool | None = None,
-             bias_correction: bool | None = None, target=None, activation_bits=8,
-             max_accuracy_drop: float | None = None, label_output: str | None = None) -> dict:
+def evaluate(model: str | Path | ImportedModel, calibration: str | Path | None, data: str | Path,
+             options: Options | None = None, *, target=None) -> dict:
     """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled), and of
     onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples.
-    `compression` as for compile_model: the int8 figure is then the compressed model's, and `weights_bytes` /
-    `compression` say what it costs in flash. `target` (a tinyaot.core.target.Target; None: generic kernels) picks
-    the kernel variants the host-compiled C runs: every variant is bit-exact, so top-1 does not depend on it.
-    A model of several inputs takes one array per input name in `data`; one of several outputs is scored on its
-    first output unless `label_output` names another."""
+    `options` as for compile_model (with compression the int8 figure is the compressed model's, and `weights_bytes` /
+    `compression` say what it costs in flash), and `verification.limit` (the first N samples),
+    `verification.compare_onnxruntime` and `verification.label_output`. `target` (a tinyaot.core.target.Target;
+    None: generic kernels) picks the kernel variants the host-compiled C runs: every variant is bit-exact, so top-1
+    does not depend on it. A model of several inputs takes one array per input name in `data`; one of several
+    outputs is scored on its first output unless `verification.label_output` names another."""
+    options = Options() if options is None else options
+    imported = import_model(model, options.compile.input_shapes)
+    model = imported.path if isinstance(model, ImportedModel) else model  # as given, for the result's "model"
     # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
-    bits, mixed = resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data,
-                                          input_shapes=input_shapes, calibrate=calibrate, cle=cle, echo=echo,
-                                          compression=compression, bias_correction=bias_correction,
-                                          label_output=label_output)
-    compiled = compile_model(model, calibration, input_shapes=input_shapes, compression=compression, echo=echo,
-                             calibrate=calibrate, cle=cle, bias_correction=bias_correction, target=target,
-                             activation_bits=bits)
+    bits, mixed = resolve_activation_bits(imported, calibration, data, options)
+    compiled = compile_model(imported, calibration, options.with_(activation_bits=bits), target=target)
     if mixed is not None:
         compiled.graph.meta["mixed_precision"] = mixed
     g = compiled.graph
-    scored = label_output_of(g.outputs, label_output)
+    limit = options.verification.limit
+    scored = label_output_of(g.outputs, options.verification.label_output)
     xs, y = load_labelled(data, g.meta["inputs"])
     xs, y = take(xs, limit), y if limit is None else y[:limit]
     count = len(y)
@@ -74,7 +73,8 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
     x_ort = {n: a.reshape((count,) + shapes[n][1:]) for n, a in xs.items()}
     if compiled.prequantized:
         return _evaluate_prequantized(model, calibration, data, compiled, int8_logits, x_ort, y, checked,
-                                      compare_onnxruntime, host_matches, scored, q_out, q_in)
+                                      options.verification.compare_onnxruntime, host_matches, scored, q_out,
+                                      q_in)
     cal_ort = {n: compiled.samples[n].reshape((-1,) + shapes[n][1:]) for n in g.inputs}
     with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
         # onnxruntime runs the float32 model tinyaot compiled (a float16 model's float32 rewrite)
@@ -82,7 +82,7 @@ def evaluate(model: str | Path, calibration: str | Path | None, data: str | Path
         float_out = float_predictions(source, x_ort, scored).reshape(count, -1)
         binary = is_probability(float_out)  # a sigmoid head: class 1 above 0.5
         ort_out = None
-        if compare_onnxruntime:
+        if options.verification.compare_onnxruntime:
             qdq = ort_quantize_static(source, cal_ort, Path(tmp) / "model_qdq.onnx")
             ort_out = ort_int8_predictions(qdq, x_ort, scored).reshape(count, -1)
     result = {

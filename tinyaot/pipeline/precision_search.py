@@ -24,16 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.ort_baseline import float_predictions, is_probability, top1
 from tinyaot.compress.precision import layer_names
 from tinyaot.errors import TinyaotError
-from tinyaot.frontend import import_onnx_model
+from tinyaot.frontend import ImportedModel, import_model
 from tinyaot.frontend.normalize import float32_model_file
 from tinyaot.ops.registry import get_op, int16_form
+from tinyaot.options import Options
 from tinyaot.toolchain.hostjit import HostModel
 
-from .compile import Echo, _quiet, compile_model, refuse_sparse16
+from .compile import compile_model, refuse_sparse16
 from .labelled import label_output as label_output_of, load_labelled, take
 
 
@@ -55,24 +55,29 @@ def candidate_layers(graph) -> list[str]:
     return [n.name for n in graph.nodes if n.name in names and int16_form(n.op) is not None]
 
 
-def search_precision(model, calibration, data, max_drop: float, *, input_shapes=None, calibrate=None, cle=None,
-                     limit: int | None = None, compression=None, bias_correction=None, echo: Echo = _quiet,
-                     label_output: str | None = None) -> dict:
-    """The per-layer widths within `max_drop` top-1 points of float (see the module docstring). Returns the record
-    report.json keeps: `bits` {layer: 8|16}, `top1`, `float_top1`, `drop_points`, `arena_bytes`, `const_bytes`,
-    `measurements` (every configuration measured) and `sensitivity` (per candidate layer)."""
+def search_precision(model: str | Path | ImportedModel, calibration, data, max_drop: float,
+                     options: Options | None = None) -> dict:
+    """The per-layer widths within `max_drop` top-1 points of float (see the module docstring), each configuration
+    compiled with `options` (its activation bits replaced), measured on the first `verification.limit` samples of
+    `data`. Returns the record report.json keeps: `bits` {layer: 8|16}, `top1`, `float_top1`, `drop_points`,
+    `arena_bytes`, `const_bytes`, `measurements` (every configuration measured) and `sensitivity` (per candidate
+    layer)."""
     _check_budget(max_drop)
-    kw = dict(input_shapes=input_shapes, calibrate=calibrate, cle=cle, compression=compression,
-              bias_correction=bias_correction)
-    base = compile_model(model, calibration, **kw)
+    options = Options() if options is None else options
+    echo = options.output.echo
+    imported = import_model(model, options.compile.input_shapes)
+    # the IR is printed by deploy's own compilation, not by each of the search's
+    options = options.with_(print_ir_after=(), activation_bits=8)
+    base = compile_model(imported, calibration, options)
     # the checks `tinyaot evaluate --data` makes (x of the model's input shape, y integer labels, one per sample)
-    scored = label_output_of(base.graph.outputs, label_output)
+    scored = label_output_of(base.graph.outputs, options.verification.label_output)
     xs, y = load_labelled(data, base.graph.meta["inputs"])
+    limit = options.verification.limit
     xs, y = take(xs, limit), y if limit is None else y[:limit]
     shapes = {i["name"]: tuple(i["shape"]) for i in base.graph.meta["inputs"]}
     x_ort = {n: a.reshape((len(y),) + shapes[n][1:]) for n, a in xs.items()}
     with tempfile.TemporaryDirectory(prefix="tinyaot-ort-") as tmp:
-        float_out = float_predictions(float32_model_file(model, Path(tmp)), x_ort, scored).reshape(len(y), -1)
+        float_out = float_predictions(float32_model_file(imported.path, Path(tmp)), x_ort, scored).reshape(len(y), -1)
     binary = is_probability(float_out)  # a sigmoid head: class 1 above 0.5
     float_top1 = top1(float_out, y, binary)
     names = layer_names(base.graph)
@@ -82,7 +87,7 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
         key = tuple(sorted(sixteen))
         if key not in measured:
             bits = {n: (16 if n in sixteen else 8) for n in names}
-            c = compile_model(model, calibration, activation_bits=bits, **kw) if sixteen else base
+            c = compile_model(imported, calibration, options.with_(activation_bits=bits)) if sixteen else base
             host = HostModel(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, c.patch)
             logits = np.stack([c.dequantize(scored, host.run(c.quantize_inputs(c.feed(k, xs)))[scored]).reshape(-1)
                                for k in range(len(y))])
@@ -129,12 +134,12 @@ def search_precision(model, calibration, data, max_drop: float, *, input_shapes=
             "sensitivity": sensitivity, "measurements": list(measured.values())}
 
 
-def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_drop, data, *, input_shapes=None,
-                            calibrate=None, cle=None, compression=None, bias_correction=None,
-                            echo: Echo = _quiet, label_output: str | None = None):
-    """What deploy and evaluate compile with: `activation_bits` (8, 16 or {layer: bits}) as given, or with
-    `max_accuracy_drop` the searched per-layer widths (needs `data`). Returns (bits, the search record or None).
-    Everything that would refuse the search's choice is refused here, before the search spends its minutes."""
+def resolve_activation_bits(model: ImportedModel, calibration, data, options: Options):
+    """What deploy and evaluate compile with: `quantization.activation_bits` (8, 16 or {layer: bits}) as given, or
+    with `quantization.max_accuracy_drop` the searched per-layer widths (needs `data`). Returns (bits, the search
+    record or None). Everything that would refuse the search's choice is refused here, before the search spends
+    its minutes."""
+    activation_bits, max_accuracy_drop = options.quantization.activation_bits, options.quantization.max_accuracy_drop
     if max_accuracy_drop is None:
         return activation_bits, None
     if data is None:
@@ -145,14 +150,12 @@ def resolve_activation_bits(model, calibration, activation_bits, max_accuracy_dr
                            "--activation-bits")
     # compressed weight storage is int8-only (compile_model refuses it for 16-bit layers); --prune-channels and
     # --bias-correction are measured by the search as the final model will have them
-    refuse_sparse16(CompressionOptions.coerce(compression), "--max-accuracy-drop")
-    graph, _ = import_onnx_model(Path(model), input_shapes)
-    load_labelled(data, graph.meta["inputs"])  # a bad data file fails now, not after the first compile
-    label_output_of(graph.outputs, label_output)
-    echo(f"choosing activation widths within {max_accuracy_drop} top-1 points of float on {data}")
-    record = search_precision(model, calibration, data, float(max_accuracy_drop), input_shapes=input_shapes,
-                              calibrate=calibrate, cle=cle, compression=compression,
-                              bias_correction=bias_correction, echo=echo, label_output=label_output)
+    refuse_sparse16(options.compression, "--max-accuracy-drop")
+    load_labelled(data, model.inputs)  # a bad data file fails now, not after the first compile
+    label_output_of(model.graph.outputs, options.verification.label_output)
+    options.output.echo(f"choosing activation widths within {max_accuracy_drop} top-1 points of float on {data}")
+    # the search measures on every sample of `data` (evaluate's --limit is for evaluate's own figures)
+    record = search_precision(model, calibration, data, float(max_accuracy_drop), options.with_(limit=None))
     return record["bits"], record
 
 

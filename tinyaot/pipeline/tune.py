@@ -36,6 +36,7 @@ from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.ir import Graph, Node
 from tinyaot.oracle.reference import run_reference
 from tinyaot.ops.registry import get_op, variant_of
+from tinyaot.options import Options
 from tinyaot.paths import TEMPLATES
 from tinyaot.toolchain.firmware import compile_flags
 from tinyaot.cache import CHECKSUM, read_record, seal, unsealed, warn, write_record
@@ -43,7 +44,7 @@ from tinyaot.files import check_file_target, write_file
 from tinyaot.toolchain.qemu import cache_dir, run_qemu, split_segments
 
 from .build import build_verification_firmware
-from .compile import Compiled, Echo, _quiet, with_variants
+from .compile import Compiled, with_variants
 from .stage import FIRMWARE_DIR, stage_model
 from .variants import candidates
 
@@ -279,12 +280,13 @@ def _round(compiled: Compiled, board: Board, target: Target, choices: dict[str, 
     return dict(zip([layer.node for layer in emitted.coded()], counts)), int(sum(first)), ""
 
 
-def tune_variants(compiled: Compiled, board: Board, target: Target, *, measure: bool = True,
-                  log: str | Path | None = None, timeout: float = 120.0,
-                  echo: Echo = _quiet) -> tuple[Compiled, dict]:
+def tune_variants(compiled: Compiled, board: Board, target: Target, options: Options) -> tuple[Compiled, dict]:
     """Choose the variants of `compiled` (already chosen by the cost model for `target`) from measurements:
-    records from the cache and `log`, and with `measure` QEMU rounds for the layers they do not cover. Returns the
-    re-planned Compiled and report.json's `tuning` section (its `instructions_tuned` is filled in by deploy)."""
+    records from the cache and `compile.tuning_log`, and with `compile.tune` QEMU rounds for the layers they do not
+    cover. Returns the re-planned Compiled and report.json's `tuning` section (its `instructions_tuned` is filled in
+    by deploy)."""
+    measure, log = options.compile.tune, options.compile.tuning_log
+    timeout, echo = options.verification.qemu_timeout_s, options.output.echo
     g = compiled.graph
     default = {n.name: variant_of(n) for n in g.nodes}
     section = {"enabled": bool(measure), "log": str(log) if log is not None else None, "layers_tuned": 0,

@@ -11,8 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from tinyaot.boards import Board
+from tinyaot.core.target import Target
 from tinyaot.errors import TinyaotError, VerificationError
+from tinyaot.frontend import ImportedModel
 from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
+from tinyaot.options import Options
 from tinyaot.oracle.reference import run_reference
 from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
@@ -141,15 +144,14 @@ def check_verification(section: dict) -> None:
                            f"onnxruntime by {worst.max_abs_diff} LSB (allowed {worst.tolerance})")
 
 
-def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, arena_budget: int | None = None,
-                       **compile_args) -> dict:
+def uncompressed_costs(model: ImportedModel, calibration, b: Board, options: Options, target: Target) -> dict:
     """What the same model costs on the same board without its compression options, measured the same way: the
     same calibration and passes, staged and built by the same functions with the same flags and run under QEMU on
     the first calibration sample (the sample whose counts the compressed report gives). Per layer by node name:
     compression keeps layer names, and a layer it did not change costs the same instructions both ways. Built in a
     temporary folder, not vendored."""
-    base = compile_model(model, calibration, **compile_args)
-    base = with_budget(base, *board_budget(b, arena_budget, base))
+    base = compile_model(model, calibration, options.with_(compression=None, print_ir_after=()), target=target)
+    base = with_budget(base, *board_budget(b, options.compile.arena_budget, base))
     g = base.graph
     with tempfile.TemporaryDirectory(prefix="tinyaot-uncompressed-") as tmp:
         tmp = Path(tmp)
@@ -159,7 +161,7 @@ def uncompressed_costs(model: Path, calibration, b: Board, timeout: float, arena
         fw = tmp / FIRMWARE_DIR
         q0 = base.quantize_inputs(base.feed(0))
         (fw / "input.bin").write_bytes(b"".join(q0[name].tobytes() for name in base.inputs))
-        result = run_qemu(elf, b, fw, timeout_s=timeout)
+        result = run_qemu(elf, b, fw, timeout_s=options.verification.qemu_timeout_s)
     if result.exit_code != 0 or not result.segments:
         raise VerificationError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "
                            f"(exit code {result.exit_code}; a tinyaot bug)")

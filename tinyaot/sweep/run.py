@@ -27,10 +27,15 @@ from typing import Callable
 
 from tinyaot import __version__
 from tinyaot.cache import cache_root, read_record, warn, write_record
+from tinyaot.compress.options import options_from_flags
 from tinyaot.errors import InternalError, TinyaotError, VerificationError
 from tinyaot.files import env_error, sha256_file
+from tinyaot.frontend import import_model
 from tinyaot.interrupt import run_job, worker_setup
+from tinyaot.options import Options
 from tinyaot.paths import TEMPLATES
+from tinyaot.pipeline.deploy import deploy
+from tinyaot.pipeline.evaluate import evaluate
 from tinyaot.toolchain.versions import versions
 
 from .grid import QUANT_KEYS, Config
@@ -121,12 +126,10 @@ class ResultCache:
 
 
 def measure(job: dict) -> dict:
-    """One setting's figures, from the public API: top-1 from `evaluate` (host-compiled C, as `tinyaot evaluate`),
-    bytes and instructions from `deploy` (arm-none-eabi-size, QEMU). Never raises: a failure is the result's
-    `error`. Runs in a worker process (or a Ray task): `job` is plain data."""
-    from tinyaot.api import deploy, evaluate
-    from tinyaot.compress.options import options_from_flags
-
+    """One setting's figures, from the functions `tinyaot evaluate` and `tinyaot deploy` run: top-1 from `evaluate`
+    (host-compiled C), bytes and instructions from `deploy` (arm-none-eabi-size, QEMU), the model imported once.
+    Never raises: a failure is the result's `error`. Runs in a worker process (or a Ray task): `job` is plain
+    data."""
     flags = dict(job["flags"])
     result = {"name": job["name"], "flags": job["flags"], "command_line": job["command_line"], "key": job["key"],
               "top1": None, "float_top1": None, "weights_bytes": None, "flash_bytes": None, "arena_bytes": None,
@@ -141,13 +144,13 @@ def measure(job: dict) -> dict:
             spec = files.get("compression", spec)
         quant = {k: flags.pop(k) for k in QUANT_KEYS if k in flags}
         optimize = flags.pop("optimize", "speed")  # the kernel variants deploy chooses (evaluate's C is generic)
-        options = options_from_flags(spec, **flags)
-        ev = evaluate(files["model"], files["calibration"], files["data"], limit=job["limit"],
-                      compare_onnxruntime=False, compression=options, label_output=job.get("label_output"),
-                      **quant)
+        options = Options.of(compression=options_from_flags(spec, **flags), optimize=optimize, limit=job["limit"],
+                             compare_onnxruntime=False, verify=job["qemu"], label_output=job.get("label_output"),
+                             **quant)
+        model = import_model(files["model"])
+        ev = evaluate(model, files["calibration"], files["data"], options)
         out = Path(job["deploy_dir"]) if job.get("deploy_dir") else Path(scratch) / "deploy"
-        dep = deploy(files["model"], job["board"], files["calibration"], out, verify=job["qemu"],
-                     compression=options, optimize=optimize, **quant)
+        dep = deploy(model, job["board"], files["calibration"], out, options)
         r = dep.report
         result.update(top1=ev["int8_top1"], float_top1=ev["float_top1"], samples=ev["samples"],
                       weights_bytes=r["memory"]["weights_bytes"], flash_bytes=r["memory"]["flash_bytes"],

@@ -14,7 +14,6 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 from tinyaot import __version__
 from tinyaot.boards import load_board
@@ -23,6 +22,7 @@ from tinyaot.compress.options import options_from_flags
 from tinyaot.errors import TinyaotError
 from tinyaot.files import check_output_folder, link_tree, output_folder, write_file
 from tinyaot.interrupt import Interrupted, stop_on_signals
+from tinyaot.options import Options
 from tinyaot.toolchain.versions import versions
 
 from .compare import DEFAULT_TOLERANCES, flags_digest, judge
@@ -76,15 +76,22 @@ def check_configs(configs: list[Config]) -> None:
 
 
 def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str | Path, out: str | Path,
-              configs: list[Config], *, workers: int | None = None, qemu: bool = True, executor: str = "process",
-              limit: int | None = None, cache: ResultCache | None = None, use_cache: bool = True,
-              quiet: bool = False, echo: Callable[[str], None] | None = None, baseline: dict | None = None,
-              tolerances: dict | None = None, baseline_name: str = "the baseline",
-              label_output: str | None = None) -> dict:
+              configs: list[Config], options: Options | None = None, *, baseline: dict | None = None,
+              tolerances: dict | None = None, baseline_name: str = "the baseline") -> dict:
     """Measure every config; write DIR/report.json, report.md, report.html and the Pareto PNGs; return the report.
+    `options`: `sweep` (workers, executor, cache: True, False or the ResultCache to use), `verification.verify`
+    (each firmware run under QEMU), `verification.limit` (the first N labelled samples), `verification.label_output`
+    (the output top-1 is scored on, for a model of several outputs; default its first), `output` (echo, quiet: no
+    progress bar). Each setting's own options come from its flags (sweep/run.py `measure`).
     With `baseline` (a sweep report) the gate's verdict goes into the report (`gate`) and its .md and .html.
-    `label_output`: the output top-1 is scored on (a model of several outputs; default its first).
     Interrupted (SIGINT/SIGTERM) propagates with `kept` saying which results stay."""
+    options = Options() if options is None else options
+    workers, executor = options.sweep.workers, options.sweep.executor
+    qemu, limit = options.verification.verify, options.verification.limit
+    label_output = options.verification.label_output
+    use_cache = options.sweep.cache is not False
+    cache = options.sweep.cache if isinstance(options.sweep.cache, ResultCache) else None
+    quiet, echo = options.output.quiet, options.output.echo
     if executor not in EXECUTORS:
         raise TinyaotError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     b = load_board(board)  # a bad board name fails before any work
