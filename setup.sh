@@ -13,6 +13,7 @@ command -v arm-none-eabi-gcc >/dev/null 2>&1 || need_apt+=(gcc-arm-none-eabi lib
 command -v qemu-system-arm >/dev/null 2>&1 || need_apt+=(qemu-system-arm)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)  # examples/two_models and its test build with CMake
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)  # the generated C is also held to Clang (--target=arm-none-eabi)
 command -v make >/dev/null 2>&1 || need_apt+=(make)    # CMake's default generator; the generated Makefile
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 # the sweep's report.html is checked in a real headless browser (playwright drives this chromium, not its own)

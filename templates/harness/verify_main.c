@@ -39,6 +39,27 @@
 /* Declared again (compatibly) so the harness also builds against a header that only exposes it as an object. */
 extern int8_t tinyaot_{{ name }}_arena[];
 
+/* A build for aligned access only (-mno-unaligned-access on a core that allows unaligned access), or one asked to by
+ * -DTINYAOT_HAL_UNALIGN_TRP, runs invoke with CCR.UNALIGN_TRP set, as a safety-minded product does: an unaligned
+ * access in the model faults (UsageFault) instead of passing unnoticed. Only around invoke: the prebuilt C library
+ * the harness's own file I/O uses may make unaligned accesses. */
+#if defined(__ARM_ARCH_ISA_THUMB) && __ARM_ARCH_ISA_THUMB >= 2 && \
+    (!defined(__ARM_FEATURE_UNALIGNED) || defined(TINYAOT_HAL_UNALIGN_TRP))
+static void unaligned_trap(int on)
+{
+    volatile uint32_t *const ccr = (volatile uint32_t *)0xE000ED14u;
+    *ccr = on ? (*ccr | 8u) : (*ccr & ~8u);
+#if defined(__GNUC__)
+    __asm__ volatile("dsb\n\tisb" ::: "memory");
+#endif
+}
+#else
+static void unaligned_trap(int on)
+{
+    (void)on;
+}
+#endif
+
 /* Outside the arena on purpose: the model must copy its inputs in and its outputs out, as it will in a product.
  * One sample's inputs (outputs) back to back, as input.bin (output.bin) holds them. */
 static int8_t input_buffer[INPUT_SIZE];
@@ -204,9 +225,11 @@ int main(void)
         }
         caller_sp = tinyaot_hal_stack_paint();
 
+        unaligned_trap(1);
         tinyaot_mark();
         rc = tinyaot_{{ name }}_invoke({% for p in inputs %}input_buffer{% for q in inputs[:loop.index0] %} + TINYAOT_{{ NAME }}_{{ q }}_SIZE{% endfor %}, {% endfor %}{% for p in outputs %}output_buffer{% for q in outputs[:loop.index0] %} + TINYAOT_{{ NAME }}_{{ q }}_SIZE{% endfor %}{{ ", " if not loop.last }}{% endfor %});
         tinyaot_mark();
+        unaligned_trap(0);
 
         deepest = tinyaot_hal_stack_lowest();
         st.lowest = deepest < st.lowest ? deepest : st.lowest;

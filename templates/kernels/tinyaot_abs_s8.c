@@ -6,15 +6,15 @@
  * left_shift (<= 23) before the fixed-point multiply so the product keeps fractional bits and is rounded once:
  * 255 * 2^23 < 2^31, and the multiplier is below 2^31, so tinyaot_requantize's 64-bit product cannot overflow.
  * Element i is read before output[i] is written, so output may equal input.
- * Returns -1 (and writes nothing) for a negative size or a left shift outside [0, 23].
+ * Returns TINYAOT_ARG_ERROR (and writes nothing) for a negative size or a left shift outside [0, 23].
  */
 #include "tinyaot_nn.h"
 
-int tinyaot_abs_s8(const int8_t *input, int8_t *output, int32_t size, int32_t input_offset, int32_t output_offset,
-                   int32_t left_shift, int32_t mult, int32_t shift, int32_t act_min, int32_t act_max)
+tinyaot_status tinyaot_abs_s8(const int8_t *input, int8_t *output, int32_t size, int32_t input_offset, int32_t output_offset,
+                              int32_t left_shift, int32_t mult, int32_t shift, int32_t act_min, int32_t act_max)
 {
     if (size < 0 || left_shift < 0 || left_shift > 23) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t scale_up = (int32_t)1 << left_shift;
     int32_t i;
@@ -24,5 +24,5 @@ int tinyaot_abs_s8(const int8_t *input, int8_t *output, int32_t size, int32_t in
         const int32_t y = tinyaot_requantize(v * scale_up, mult, shift);
         output[i] = (int8_t)tinyaot_clamp_i32(y + output_offset, act_min, act_max);
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -11,9 +11,9 @@
  */
 #include "tinyaot_nn.h"
 
-int tinyaot_avgpool_count_pad_s8(const tinyaot_pool_params *pool_params, const tinyaot_tile *pad_end,
-                                 int32_t input_offset, const tinyaot_dims *input_dims, const int8_t *input,
-                                 const tinyaot_dims *filter_dims, const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_avgpool_count_pad_s8(const tinyaot_pool_params *pool_params, const tinyaot_tile *pad_end,
+                                            int32_t input_offset, const tinyaot_dims *input_dims, const int8_t *input,
+                                            const tinyaot_dims *filter_dims, const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -32,7 +32,7 @@ int tinyaot_avgpool_count_pad_s8(const tinyaot_pool_params *pool_params, const t
     const int32_t row_skip = in_w * ch;
 
     if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0 || k_h <= 0 || k_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t b;
     for (b = 0; b < batches; b++) {
@@ -53,7 +53,7 @@ int tinyaot_avgpool_count_pad_s8(const tinyaot_pool_params *pool_params, const t
                 /* every real cell carries input_offset once: add it per window, not per tap */
                 const int32_t window_offset = input_offset * (ky1 - ky0) * (kx1 - kx0);
                 if (count <= 0) {
-                    return -1; /* pads or output size inconsistent with the input */
+                    return TINYAOT_ARG_ERROR; /* pads or output size inconsistent with the input */
                 }
                 int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
                 /* a window wholly in the padding reads nothing (and forms no pointer past the input) */
@@ -69,5 +69,5 @@ int tinyaot_avgpool_count_pad_s8(const tinyaot_pool_params *pool_params, const t
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -51,14 +51,14 @@ static void pool_rq_init(pool_rq *r, int32_t mult, int32_t shift, int32_t out_of
 }
 
 /* `fast` is r->fast, passed separately so that a caller may make it a constant */
-static inline __attribute__((always_inline)) int8_t pool_requant_k(int32_t acc, const pool_rq *r, int32_t fast)
+static TINYAOT_ALWAYS_INLINE int8_t pool_requant_k(int32_t acc, const pool_rq *r, int32_t fast)
 {
     if (fast == 0) {
         return tinyaot_requantize_s8(acc, r->mult, r->shift, r->out_off, r->act_min, r->act_max);
     }
     const int32_t acc2 = (int32_t)((uint32_t)acc << 1);
     const int32_t t = fast == 1 ? r->radd + (acc >> 31) : r->radd;
-#if TINYAOT_USE_DSP && defined(__GNUC__)
+#if TINYAOT_USE_DSP && TINYAOT_GNU
     int32_t v;
     __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(acc2), "r"(r->mult), "r"(t));
 #else
@@ -106,10 +106,10 @@ static void sum8_dsp(const int8_t *r, int32_t k_h, int32_t k_w, int32_t row_skip
 }
 #endif
 
-int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tinyaot_dims *input_dims,
-                               const int8_t *input, const tinyaot_dims *filter_dims, const tinyaot_dims *output_dims,
-                               int32_t input_offset, int32_t output_offset, int32_t mult, int32_t shift,
-                               int8_t *output)
+tinyaot_status tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tinyaot_dims *input_dims,
+                                          const int8_t *input, const tinyaot_dims *filter_dims, const tinyaot_dims *output_dims,
+                                          int32_t input_offset, int32_t output_offset, int32_t mult, int32_t shift,
+                                          int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -128,7 +128,7 @@ int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tin
 
     if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0 || pool_params->padding.h != 0 ||
         pool_params->padding.w != 0 || (out_h - 1) * stride_h + k_h > in_h || (out_w - 1) * stride_w + k_w > in_w) {
-        return -1; /* a window would leave the input: this kernel has no padding */
+        return TINYAOT_ARG_ERROR; /* a window would leave the input: this kernel has no padding */
     }
     pool_rq rq;
     pool_rq_init(&rq, mult, shift, output_offset, act_min, act_max, k_h * k_w);
@@ -191,5 +191,5 @@ int tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params, const tin
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -9,14 +9,14 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_avgpool_s16(const int16_t *input, const int32_t *geom, int16_t *output)
+tinyaot_status tinyaot_avgpool_s16(const int16_t *input, const int32_t *geom, int16_t *output)
 {
     const int32_t batches = geom[0], in_h = geom[1], in_w = geom[2], ch = geom[3], out_h = geom[4], out_w = geom[5];
     const int32_t k_h = geom[6], k_w = geom[7], stride_h = geom[8], stride_w = geom[9], pad_t = geom[10];
     const int32_t pad_l = geom[11], requant = geom[12], mult = geom[13], shift = geom[14];
     const int32_t act_min = geom[15], act_max = geom[16];
     if (stride_h <= 0 || stride_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t b, oy, ox, c, ky, kx;
     for (b = 0; b < batches; b++) {
@@ -41,12 +41,12 @@ int tinyaot_avgpool_s16(const int16_t *input, const int32_t *geom, int16_t *outp
                     }
                     if (requant) {
                         if (count != k_h * k_w) {
-                            return -1; /* a requantizing pool has no padding */
+                            return TINYAOT_ARG_ERROR; /* a requantizing pool has no padding */
                         }
                         out[c] = tinyaot_clamp_s16(tinyaot_requantize(sum, mult, shift), act_min, act_max);
                     } else {
                         if (count == 0) {
-                            return -1;
+                            return TINYAOT_ARG_ERROR;
                         }
                         out[c] = tinyaot_clamp_s16(tinyaot_div_round_away(sum, count), act_min, act_max);
                     }
@@ -54,5 +54,5 @@ int tinyaot_avgpool_s16(const int16_t *input, const int32_t *geom, int16_t *outp
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

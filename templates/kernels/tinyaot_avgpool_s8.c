@@ -21,9 +21,9 @@ static int8_t average(int32_t sum, int32_t count, int32_t act_min, int32_t act_m
     return (int8_t)tinyaot_clamp_i32(tinyaot_div_round_away(sum, count), act_min, act_max);
 }
 
-int tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *pool_params,
-                       const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
-                       const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *pool_params,
+                                  const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
+                                  const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -42,7 +42,7 @@ int tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *po
     (void)ctx;
 
     if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t b;
     for (b = 0; b < batches; b++) {
@@ -59,7 +59,7 @@ int tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *po
                 tinyaot_valid_taps(base_x, k_w, 1, in_w, &kx0, &kx1);
                 const int32_t count = (ky1 - ky0) * (kx1 - kx0);
                 if (count == 0) {
-                    return -1; /* window entirely in the padding: no average exists */
+                    return TINYAOT_ARG_ERROR; /* window entirely in the padding: no average exists */
                 }
                 int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
                 const int8_t *win = in_b + ((base_y + ky0) * in_w + base_x + kx0) * ch;
@@ -91,5 +91,5 @@ int tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *po
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -17,7 +17,7 @@
 
 #if TINYAOT_USE_MVE
 /* requant + output offset + clamp of four int32 window sums (offset not yet added) */
-static inline __attribute__((always_inline)) int32x4_t avgm_out(int32x4_t s, int32_t window_offset, int32_t mult,
+static TINYAOT_ALWAYS_INLINE int32x4_t avgm_out(int32x4_t s, int32_t window_offset, int32_t mult,
                                                                   int32_t shift, int32_t out_off, int32_t act_min,
                                                                   int32_t act_max)
 {
@@ -26,10 +26,10 @@ static inline __attribute__((always_inline)) int32x4_t avgm_out(int32x4_t s, int
 }
 #endif
 
-int tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_params, const tinyaot_dims *input_dims,
-                                   const int8_t *input, const tinyaot_dims *filter_dims,
-                                   const tinyaot_dims *output_dims, int32_t input_offset, int32_t output_offset,
-                                   int32_t mult, int32_t shift, int8_t *output)
+tinyaot_status tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_params, const tinyaot_dims *input_dims,
+                                              const int8_t *input, const tinyaot_dims *filter_dims,
+                                              const tinyaot_dims *output_dims, int32_t input_offset, int32_t output_offset,
+                                              int32_t mult, int32_t shift, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -48,7 +48,7 @@ int tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_params, const
 
     if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0 || pool_params->padding.h != 0 ||
         pool_params->padding.w != 0 || (out_h - 1) * stride_h + k_h > in_h || (out_w - 1) * stride_w + k_w > in_w) {
-        return -1; /* a window would leave the input: this kernel has no padding */
+        return TINYAOT_ARG_ERROR; /* a window would leave the input: this kernel has no padding */
     }
     const int32_t row_skip = in_w * ch;
     const int32_t narrow = k_h * k_w <= 256; /* int16 sums are exact */
@@ -125,5 +125,5 @@ int tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_params, const
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -9,11 +9,11 @@
  */
 #include "tinyaot_nn.h"
 
-void tinyaot_batch_matmul_s8(const int8_t *lhs, const int8_t *rhs, int8_t *out, int32_t d0, int32_t d1, int32_t m_size,
-                             int32_t n_size, int32_t k_size, int32_t l_b0, int32_t l_b1, int32_t l_m, int32_t l_k,
-                             int32_t r_b0, int32_t r_b1, int32_t r_k, int32_t r_n, int32_t lhs_offset,
-                             int32_t rhs_offset, int32_t out_offset, int32_t mult, int32_t shift, int32_t act_min,
-                             int32_t act_max)
+tinyaot_status tinyaot_batch_matmul_s8(const int8_t *lhs, const int8_t *rhs, int8_t *out, int32_t d0, int32_t d1, int32_t m_size,
+                                       int32_t n_size, int32_t k_size, int32_t l_b0, int32_t l_b1, int32_t l_m, int32_t l_k,
+                                       int32_t r_b0, int32_t r_b1, int32_t r_k, int32_t r_n, int32_t lhs_offset,
+                                       int32_t rhs_offset, int32_t out_offset, int32_t mult, int32_t shift, int32_t act_min,
+                                       int32_t act_max)
 {
     int32_t b0, b1, m, n, k;
     for (b0 = 0; b0 < d0; b0++) {
@@ -33,4 +33,5 @@ void tinyaot_batch_matmul_s8(const int8_t *lhs, const int8_t *rhs, int8_t *out, 
             }
         }
     }
+    return TINYAOT_OK;
 }

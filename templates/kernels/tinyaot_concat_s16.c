@@ -9,13 +9,13 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_concat_s16(const int16_t *input, int32_t outer, int32_t in_inner, int32_t out_inner, int32_t out_pos,
-                       int32_t requantize, int32_t mult, int32_t shift, int16_t *output)
+tinyaot_status tinyaot_concat_s16(const int16_t *input, int32_t outer, int32_t in_inner, int32_t out_inner, int32_t out_pos,
+                                  int32_t requantize, int32_t mult, int32_t shift, int16_t *output)
 {
     int32_t o, i;
     if (outer < 0 || in_inner < 0 || out_pos < 0 || out_pos + in_inner > out_inner || mult < 0 || shift < 1 ||
         shift > 62) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     output += out_pos;
     for (o = 0; o < outer; o++) {
@@ -29,5 +29,5 @@ int tinyaot_concat_s16(const int16_t *input, int32_t outer, int32_t in_inner, in
         input += in_inner;
         output += out_inner;
     }
-    return 0;
+    return TINYAOT_OK;
 }

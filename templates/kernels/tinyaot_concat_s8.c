@@ -12,13 +12,13 @@
  */
 #include "tinyaot_nn.h"
 
-int tinyaot_concat_s8(const int8_t *input, int32_t outer, int32_t in_inner, int32_t out_inner, int32_t out_pos,
-                      int32_t requantize, int32_t input_offset, int32_t left_shift, int32_t mult, int32_t shift,
-                      int32_t output_offset, int8_t *output)
+tinyaot_status tinyaot_concat_s8(const int8_t *input, int32_t outer, int32_t in_inner, int32_t out_inner, int32_t out_pos,
+                                 int32_t requantize, int32_t input_offset, int32_t left_shift, int32_t mult, int32_t shift,
+                                 int32_t output_offset, int8_t *output)
 {
     if (outer < 0 || in_inner < 0 || out_pos < 0 || out_pos + in_inner > out_inner || left_shift < 0 ||
         left_shift > 23) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t scale_up = (int32_t)1 << left_shift;
     int32_t o, i;
@@ -35,5 +35,5 @@ int tinyaot_concat_s8(const int8_t *input, int32_t outer, int32_t in_inner, int3
         input += in_inner;
         output += out_inner;
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -19,11 +19,11 @@ static const int8_t *pixel_in(const int8_t *input, const tinyaot_dims *in, const
     return input + ((b * in->h + y * cp->stride.h) * in->w + x * cp->stride.w) * in->c;
 }
 
-int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                int8_t *output)
+tinyaot_status tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                           const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                           const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                           const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                           int8_t *output)
 {
     const int32_t in_c = input_dims->c;
     const int32_t out_c = output_dims->c;
@@ -38,7 +38,7 @@ int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_p
         conv_params->padding.h != 0 || conv_params->padding.w != 0 || output_dims->n != input_dims->n ||
         out_h < 1 || out_w < 1 || (out_h - 1) * conv_params->stride.h >= input_dims->h ||
         (out_w - 1) * conv_params->stride.w >= input_dims->w || bias == NULL) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     q.bias = bias;
     q.mult = quant_params->multiplier;
@@ -55,7 +55,7 @@ int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_p
         if (pixels % 2) {
             tinyaot_mve_gemm1_s8(input + (pixels - 1) * in_c, in_c, filter, out_c, &q, output + (pixels - 1) * out_c);
         }
-        return 0;
+        return TINYAOT_OK;
     }
     /* strided: output row by row, the row's pixels in pairs (input pixels stride.w * in_c apart), an odd last one
        alone */
@@ -70,5 +70,5 @@ int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_p
                                  output + (p + out_w - 1) * out_c);
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

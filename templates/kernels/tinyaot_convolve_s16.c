@@ -9,7 +9,7 @@
  * once per pixel. Each tap's filter_c products are summed in int32 runs of at most TINYAOT_S16_INT32_TERMS (no
  * int32 overflow, tinyaot_s16_support.h) and added to an int64 accumulator, whose bound |bias| + sum|w| * 32768
  * < 2^47 is checked per layer at compile time (tinyaot/compress/bounds.py), the range the int64 requantization
- * needs. Returns -1 for inconsistent geometry.
+ * needs. Returns TINYAOT_ARG_ERROR for inconsistent geometry.
  */
 #include "tinyaot_s16_support.h"
 
@@ -84,8 +84,8 @@ static void block4(const int16_t *in_b, int32_t in_w, int32_t in_c, const int8_t
     out[3] = tinyaot_requantize_s16(a3 + s3, mult[3], shift[3], act_min, act_max);
 }
 
-int tinyaot_convolve_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
-                         const int32_t *shift, const int32_t *geom, int16_t *output)
+tinyaot_status tinyaot_convolve_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
+                                    const int32_t *shift, const int32_t *geom, int16_t *output)
 {
     const int32_t batches = geom[0], in_h = geom[1], in_w = geom[2], in_c = geom[3];
     const int32_t out_h = geom[4], out_w = geom[5], out_c = geom[6], k_h = geom[7], k_w = geom[8];
@@ -93,7 +93,7 @@ int tinyaot_convolve_s16(const int16_t *input, const int8_t *filter, const int64
     const int32_t dil_h = geom[13], dil_w = geom[14], act_min = geom[15], act_max = geom[16], filter_c = geom[17];
     if (filter_c <= 0 || in_c % filter_c != 0 || out_c % (in_c / filter_c) != 0 || stride_h <= 0 || stride_w <= 0 ||
         dil_h <= 0 || dil_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t out_per_group = out_c / (in_c / filter_c);
     const int32_t filter_row = k_h * k_w * filter_c; /* one output channel's weights */
@@ -134,5 +134,5 @@ int tinyaot_convolve_s16(const int16_t *input, const int8_t *filter, const int64
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -161,10 +161,10 @@ static TINYAOT_NOINLINE void col_mac_2x2(const int16_t *ca, const int16_t *cb, c
     acc[3] = a11;
 }
 
-static int conv_im2col(const conv_geom *g, int16_t *col_a, const tinyaot_conv_params *conv_params,
-                       const tinyaot_per_channel_quant_params *quant_params, int32_t batches, const int8_t *input,
-                       const int8_t *filter, const int32_t *bias, int32_t out_h, int32_t out_w, int32_t out_c,
-                       int8_t *output)
+static tinyaot_status conv_im2col(const conv_geom *g, int16_t *col_a, const tinyaot_conv_params *conv_params,
+                                  const tinyaot_per_channel_quant_params *quant_params, int32_t batches, const int8_t *input,
+                                  const int8_t *filter, const int32_t *bias, int32_t out_h, int32_t out_w, int32_t out_c,
+                                  int8_t *output)
 {
     const int32_t groups = g->in_c / g->ker_c;
     const int32_t out_c_g = out_c / groups;
@@ -221,14 +221,14 @@ static int conv_im2col(const conv_geom *g, int16_t *col_a, const tinyaot_conv_pa
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }
 
-int tinyaot_convolve_s8(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                        const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                        int8_t *output)
+tinyaot_status tinyaot_convolve_s8(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                   const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                   const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                   const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                   int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -256,11 +256,11 @@ int tinyaot_convolve_s8(const tinyaot_context *ctx, const tinyaot_conv_params *c
 
     if (ker_c <= 0 || in_c % ker_c != 0 || output_dims->c != out_c || stride_h <= 0 || stride_w <= 0 ||
         dil_h <= 0 || dil_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t groups = in_c / ker_c;
     if (out_c % groups != 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t out_c_g = out_c / groups;
 
@@ -402,5 +402,5 @@ int tinyaot_convolve_s8(const tinyaot_context *ctx, const tinyaot_conv_params *c
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -41,10 +41,12 @@
 #include "tinyaot_fold_support.h"
 
 /* The assembly needs r7, so GCC must not keep a frame pointer there: the functions that hold it ask for none, which
-   GCC honours at -O1..-O3 even under -fno-omit-frame-pointer, but not at -Os (so no assembly there) nor at -Og with
-   -fno-omit-frame-pointer (build such a debug configuration with -DTINYAOT_FOLD_NO_ASM). */
-#if TINYAOT_USE_DSP && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
-    !defined(TINYAOT_FOLD_NO_ASM)
+   GCC honours at -O1..-O3 and -Og even under -fno-omit-frame-pointer, but not at -Os (so no assembly there); the
+   one function GCC could not give its 14 registers at -Og with -fno-omit-frame-pointer is written out whole
+   (naked). -DTINYAOT_FOLD_NO_ASM still selects the C, and so does an aligned-only build (its LDRs read the
+   input at any byte address). */
+#if TINYAOT_USE_DSP && TINYAOT_GCC && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
+    !TINYAOT_ALIGNED_ONLY && !defined(TINYAOT_FOLD_NO_ASM)
 #define FOLD_ASM 1
 #else
 #define FOLD_ASM 0
@@ -155,7 +157,7 @@ static void fold_fill(int16_t *col, const fold_geom *g, const int8_t *input, int
 /* acc[c] (pixel a) and acc[4 + c] (pixel b) += column . filter of channel c, for the block of four channels at w. */
 #if FOLD_ASM
 /* the assembly needs 14 registers (r7 too: no frame pointer), which GCC finds only in a small function */
-__attribute__((noinline, optimize("omit-frame-pointer")))
+TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER
 #endif
 static void fold_col_4x2(const int16_t *col, const int8_t *w, const fold_geom *g, int32_t acc[8])
 {
@@ -289,48 +291,49 @@ static void fold_col_2x1(const int16_t *col, const int8_t *w, const fold_geom *g
 
 #if FOLD_ASM
 /* One group of four inputs of the 4x2 block (fold_mac_4x2_s8): lanes (0, 2) of both pixels against SXTB16 of the
-   four filter words, then lanes (1, 3) against SXTB16 ROR 8; xa, xb advance by 4 and w by 16. */
+   four filter words, then lanes (1, 3) against SXTB16 ROR 8; xa (r0), xb (r1) advance by 4 and w (r2) by 16.
+   Accumulators a0..a3 in r4..r7, b0..b3 in r8..r11, temporaries r3, r12, lr. */
 #define FOLD_4X2_STEP                                                                                                  \
-    "ldr %[t1], [%[xa]]\n\t"                                                                                           \
-    "ldr %[t2], [%[xb]]\n\t"                                                                                           \
-    "sxtb16 %[t1], %[t1]\n\t"                                                                                          \
-    "sxtb16 %[t2], %[t2]\n\t"                                                                                          \
-    "ldr %[t3], [%[w]]\n\t"                                                                                            \
-    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
-    "smlad %[a0], %[t1], %[t3], %[a0]\n\t"                                                                             \
-    "smlad %[b0], %[t2], %[t3], %[b0]\n\t"                                                                             \
-    "ldr %[t3], [%[w], #4]\n\t"                                                                                        \
-    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
-    "smlad %[a1], %[t1], %[t3], %[a1]\n\t"                                                                             \
-    "smlad %[b1], %[t2], %[t3], %[b1]\n\t"                                                                             \
-    "ldr %[t3], [%[w], #8]\n\t"                                                                                        \
-    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
-    "smlad %[a2], %[t1], %[t3], %[a2]\n\t"                                                                             \
-    "smlad %[b2], %[t2], %[t3], %[b2]\n\t"                                                                             \
-    "ldr %[t3], [%[w], #12]\n\t"                                                                                       \
-    "sxtb16 %[t3], %[t3]\n\t"                                                                                          \
-    "smlad %[a3], %[t1], %[t3], %[a3]\n\t"                                                                             \
-    "smlad %[b3], %[t2], %[t3], %[b3]\n\t"                                                                             \
-    "ldr %[t1], [%[xa]], #4\n\t"                                                                                       \
-    "ldr %[t2], [%[xb]], #4\n\t"                                                                                       \
-    "sxtb16 %[t1], %[t1], ror #8\n\t"                                                                                  \
-    "sxtb16 %[t2], %[t2], ror #8\n\t"                                                                                  \
-    "ldr %[t3], [%[w], #4]\n\t"                                                                                        \
-    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
-    "smlad %[a1], %[t1], %[t3], %[a1]\n\t"                                                                             \
-    "smlad %[b1], %[t2], %[t3], %[b1]\n\t"                                                                             \
-    "ldr %[t3], [%[w], #8]\n\t"                                                                                        \
-    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
-    "smlad %[a2], %[t1], %[t3], %[a2]\n\t"                                                                             \
-    "smlad %[b2], %[t2], %[t3], %[b2]\n\t"                                                                             \
-    "ldr %[t3], [%[w], #12]\n\t"                                                                                       \
-    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
-    "smlad %[a3], %[t1], %[t3], %[a3]\n\t"                                                                             \
-    "smlad %[b3], %[t2], %[t3], %[b3]\n\t"                                                                             \
-    "ldr %[t3], [%[w]], #16\n\t"                                                                                       \
-    "sxtb16 %[t3], %[t3], ror #8\n\t"                                                                                  \
-    "smlad %[a0], %[t1], %[t3], %[a0]\n\t"                                                                             \
-    "smlad %[b0], %[t2], %[t3], %[b0]\n\t"
+    "ldr r3, [r0]\n\t"                                                                                                 \
+    "ldr r12, [r1]\n\t"                                                                                                \
+    "sxtb16 r3, r3\n\t"                                                                                                \
+    "sxtb16 r12, r12\n\t"                                                                                              \
+    "ldr lr, [r2]\n\t"                                                                                                 \
+    "sxtb16 lr, lr\n\t"                                                                                                \
+    "smlad r4, r3, lr, r4\n\t"                                                                                         \
+    "smlad r8, r12, lr, r8\n\t"                                                                                        \
+    "ldr lr, [r2, #4]\n\t"                                                                                             \
+    "sxtb16 lr, lr\n\t"                                                                                                \
+    "smlad r5, r3, lr, r5\n\t"                                                                                         \
+    "smlad r9, r12, lr, r9\n\t"                                                                                        \
+    "ldr lr, [r2, #8]\n\t"                                                                                             \
+    "sxtb16 lr, lr\n\t"                                                                                                \
+    "smlad r6, r3, lr, r6\n\t"                                                                                         \
+    "smlad r10, r12, lr, r10\n\t"                                                                                      \
+    "ldr lr, [r2, #12]\n\t"                                                                                            \
+    "sxtb16 lr, lr\n\t"                                                                                                \
+    "smlad r7, r3, lr, r7\n\t"                                                                                         \
+    "smlad r11, r12, lr, r11\n\t"                                                                                      \
+    "ldr r3, [r0], #4\n\t"                                                                                             \
+    "ldr r12, [r1], #4\n\t"                                                                                            \
+    "sxtb16 r3, r3, ror #8\n\t"                                                                                        \
+    "sxtb16 r12, r12, ror #8\n\t"                                                                                      \
+    "ldr lr, [r2, #4]\n\t"                                                                                             \
+    "sxtb16 lr, lr, ror #8\n\t"                                                                                        \
+    "smlad r5, r3, lr, r5\n\t"                                                                                         \
+    "smlad r9, r12, lr, r9\n\t"                                                                                        \
+    "ldr lr, [r2, #8]\n\t"                                                                                             \
+    "sxtb16 lr, lr, ror #8\n\t"                                                                                        \
+    "smlad r6, r3, lr, r6\n\t"                                                                                         \
+    "smlad r10, r12, lr, r10\n\t"                                                                                      \
+    "ldr lr, [r2, #12]\n\t"                                                                                            \
+    "sxtb16 lr, lr, ror #8\n\t"                                                                                        \
+    "smlad r7, r3, lr, r7\n\t"                                                                                         \
+    "smlad r11, r12, lr, r11\n\t"                                                                                      \
+    "ldr lr, [r2], #16\n\t"                                                                                            \
+    "sxtb16 lr, lr, ror #8\n\t"                                                                                        \
+    "smlad r4, r3, lr, r4\n\t"                                                                                         \
+    "smlad r8, r12, lr, r8\n\t"
 #endif
 
 /*
@@ -338,39 +341,44 @@ static void fold_col_2x1(const int16_t *col, const int8_t *w, const fold_geom *g
  * (xa, xb contiguous int8; w the quad layout of a block of four channels).
  */
 #if FOLD_ASM
-/* the assembly needs 14 registers (r7 too: no frame pointer), which GCC finds only in a small function */
-__attribute__((noinline, optimize("omit-frame-pointer")))
-#endif
+/* The whole function in assembly (naked: no prologue of GCC's), so that its 14 registers (8 accumulators, 3 pointers,
+   3 temporaries: r7 too) never depend on GCC's register allocation: it builds at every optimisation level and with
+   -fno-omit-frame-pointer (r7 is saved and restored here like the other callee-saved registers). Per group of four
+   inputs: 4 input loads (each word twice: no register is left to keep it), 4 filter loads, 12 SXTB16, 16 SMLAD:
+   40 instructions for 32 multiply-adds; two groups per loop pass, whose end is compared from the stack. */
+static TINYAOT_NAKED void fold_mac_4x2_s8(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED const int8_t *xb,
+                                          TINYAOT_UNUSED const int8_t *w, TINYAOT_UNUSED int32_t n4,
+                                          TINYAOT_UNUSED int32_t acc[8])
+{
+    __asm__ volatile("push {r4-r11, lr}\n\t"
+                     "ldr r12, [sp, #36]\n\t" /* acc, the fifth argument */
+                     "ldm r12, {r4-r11}\n\t"
+                     "sub sp, sp, #8\n\t"
+                     "str r12, [sp, #4]\n\t"
+                     "add r12, r0, r3, lsl #2\n\t" /* the end of xa */
+                     "str r12, [sp]\n\t"
+                     "tst r3, #1\n\t"
+                     "beq 2f\n\t" FOLD_4X2_STEP
+                     "2:\n\t"
+                     "ldr r3, [sp]\n\t"
+                     "cmp r0, r3\n\t"
+                     "beq 3f\n\t"
+                     "1:\n\t" FOLD_4X2_STEP FOLD_4X2_STEP
+                     "ldr r3, [sp]\n\t"
+                     "cmp r0, r3\n\t"
+                     "bne 1b\n\t"
+                     "3:\n\t"
+                     "ldr r12, [sp, #4]\n\t"
+                     "stm r12, {r4-r11}\n\t"
+                     "add sp, sp, #8\n\t"
+                     "pop {r4-r11, pc}\n\t");
+}
+#else
 static void fold_mac_4x2_s8(const int8_t *xa, const int8_t *xb, const int8_t *w, int32_t n4, int32_t acc[8])
 {
     int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
     int32_t b0 = acc[4], b1 = acc[5], b2 = acc[6], b3 = acc[7];
-#if FOLD_ASM
-    /* 14 registers: 8 accumulators, 3 pointers, 3 temporaries. Per group of four inputs: 4 input loads (each word
-       twice: no register is left to keep it), 4 filter loads, 12 SXTB16, 16 SMLAD: 40 instructions for 32
-       multiply-adds; two groups per loop pass, whose end is compared from memory (3 more per pass). */
-    int32_t t1, t2, t3;
-    if (n4 & 1) {
-        __asm__(FOLD_4X2_STEP
-                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
-                  [b2] "+r"(b2), [b3] "+r"(b3), [xa] "+r"(xa), [xb] "+r"(xb), [w] "+r"(w), [t1] "=&r"(t1),
-                  [t2] "=&r"(t2), [t3] "=&r"(t3)
-                :
-                : "memory");
-    }
-    if (n4 >= 2) {
-        const int8_t *const end = xa + 4 * (n4 & ~1);
-        __asm__("1:\n\t" FOLD_4X2_STEP FOLD_4X2_STEP
-                "ldr %[t1], %[end]\n\t"
-                "cmp %[xa], %[t1]\n\t"
-                "bne 1b\n\t"
-                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [b0] "+r"(b0), [b1] "+r"(b1),
-                  [b2] "+r"(b2), [b3] "+r"(b3), [xa] "+r"(xa), [xb] "+r"(xb), [w] "+r"(w), [t1] "=&r"(t1),
-                  [t2] "=&r"(t2), [t3] "=&r"(t3)
-                : [end] "m"(end)
-                : "cc", "memory");
-    }
-#elif TINYAOT_USE_DSP
+#if TINYAOT_USE_DSP
     for (; n4 > 0; n4--) {
         int32_t xa02 = tinyaot_read_s8x4(xa);
         int32_t xb02 = tinyaot_read_s8x4(xb);
@@ -423,6 +431,7 @@ static void fold_mac_4x2_s8(const int8_t *xa, const int8_t *xb, const int8_t *w,
     acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
     acc[4] = b0, acc[5] = b1, acc[6] = b2, acc[7] = b3;
 }
+#endif
 
 /* One pixel, one channel in order (a channel after the last block): acc + x . w over n4 groups of four. */
 static int32_t fold_dot_s8(const int8_t *x, const int8_t *w, int32_t n4, int32_t acc)
@@ -634,11 +643,11 @@ static void fold_in_place(const fold_geom *g, const int8_t *input, const int8_t 
     }
 }
 
-int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                             const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                             const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                             const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                             int8_t *output)
+tinyaot_status tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                        const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                        int8_t *output)
 {
     const int32_t out_c = filter_dims->n;
     const int32_t out_h = output_dims->h;
@@ -648,7 +657,7 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
     /* one group only, the folded bias given, and (in_ch not a multiple of 4) the whole scratch, 4-byte aligned */
     if (filter_dims->c != input_dims->c || output_dims->c != out_c || conv_params->stride.h <= 0 ||
         conv_params->stride.w <= 0 || conv_params->dilation.h <= 0 || conv_params->dilation.w <= 0 || bias == NULL) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     fold_out q;
     q.bias = bias;
@@ -676,14 +685,14 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
     const int32_t n_pix = input_dims->n * out_h * out_w;
     if (g.in_c % 4 == 0) {
         if (g.in_c > FOLD_ZP_BYTES) {
-            return -1; /* a padded tap reads in_ch zero points from the stack */
+            return TINYAOT_ARG_ERROR; /* a padded tap reads in_ch zero points from the stack */
         }
         fold_in_place(&g, input, filter, &q, n_pix, out_h, out_w, output);
-        return 0;
+        return TINYAOT_OK;
     }
     if (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
         ctx->size < tinyaot_convolve_s8_fold_get_buffer_size(input_dims, filter_dims)) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int16_t *col = (int16_t *)ctx->buf;
     int32_t p;
@@ -713,5 +722,5 @@ int tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_para
             out_b[o] = tinyaot_fold_rq(acc_b, q.mr + 2 * o, tinyaot_fold_e(q.e, o), q.act_min, q.act_max);
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

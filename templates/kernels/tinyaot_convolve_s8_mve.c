@@ -45,7 +45,7 @@ int32_t tinyaot_convolve_s8_mve_get_buffer_size(const tinyaot_dims *input_dims, 
 
 #if TINYAOT_USE_MVE
 /* dst[0..n) = src[0..n), n >= 1: 16-byte moves, the last one predicated (it writes only its lanes). */
-static inline __attribute__((always_inline)) void col_copy(int8_t *dst, const int8_t *src, int32_t n)
+static TINYAOT_ALWAYS_INLINE void col_copy(int8_t *dst, const int8_t *src, int32_t n)
 {
     while (n > 16) {
         vst1q_s8(dst, vld1q_s8(src));
@@ -60,7 +60,7 @@ static inline __attribute__((always_inline)) void col_copy(int8_t *dst, const in
 }
 
 /* dst[0..n) = v's bytes (the zero point), n >= 1. */
-static inline __attribute__((always_inline)) void col_set(int8_t *dst, int8x16_t v, int32_t n)
+static TINYAOT_ALWAYS_INLINE void col_set(int8_t *dst, int8x16_t v, int32_t n)
 {
     while (n > 16) {
         vst1q_s8(dst, v);
@@ -93,7 +93,7 @@ typedef int8_t zp_fill;
 
 /* GCC 12 models a predicated store as writing all 16 bytes, so a zero-point fill followed by a copy over part of
    it could be judged dead; the barrier keeps the fill (it emits no instruction). */
-#if defined(__GNUC__)
+#if TINYAOT_GNU
 #define COL_BARRIER() __asm__ volatile("" ::: "memory")
 #else
 #define COL_BARRIER() ((void)0)
@@ -236,7 +236,7 @@ static int col_fill_thin(int8_t *col, const conv_geom *g, const int8_t *input, c
    with a tail predicate (VCTP.8: the lanes past the run read no memory; their weights are zero). The inline
    assembly below uses every low register, r7 included, so GCC must keep no frame pointer here even in a build with
    -fno-omit-frame-pointer (found building with it: "asm operand has impossible constraints"). */
-static inline __attribute__((always_inline)) void direct_pairs_body(const int8_t *w0, int32_t n_pairs,
+static TINYAOT_ALWAYS_INLINE void direct_pairs_body(const int8_t *w0, int32_t n_pairs,
                                                                     int32_t pix_step, const conv_geom *g,
                                                                     const int8_t *filter, int32_t n_out,
                                                                     const tinyaot_mve_requant *q, int8_t *out,
@@ -260,7 +260,7 @@ static inline __attribute__((always_inline)) void direct_pairs_body(const int8_t
             const int8_t *xb = wb;
             int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
             int32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-#if defined(__OPTIMIZE__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__OPTIMIZE__) && TINYAOT_GCC
             /* All kernel rows in one loop nest, the row loop's constants in memory (loop[]): the eight even-register
                accumulators and the three pointers leave no register for them (see TINYAOT_MVE_MAC4X2). */
             int32_t loop[4];
@@ -347,20 +347,14 @@ static inline __attribute__((always_inline)) void direct_pairs_body(const int8_t
     }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("omit-frame-pointer")))
-#endif
-static TINYAOT_NOINLINE void direct_pairs(const int8_t *w0, int32_t n_pairs, int32_t pix_step, const conv_geom *g,
+static TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER void direct_pairs(const int8_t *w0, int32_t n_pairs, int32_t pix_step, const conv_geom *g,
                                           const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
                                           int8_t *out)
 {
     direct_pairs_body(w0, n_pairs, pix_step, g, filter, n_out, q, out, 0);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("omit-frame-pointer")))
-#endif
-static TINYAOT_NOINLINE void direct_pairs_tail(const int8_t *w0, int32_t n_pairs, int32_t pix_step,
+static TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER void direct_pairs_tail(const int8_t *w0, int32_t n_pairs, int32_t pix_step,
                                                const conv_geom *g, const int8_t *filter, int32_t n_out,
                                                const tinyaot_mve_requant *q, int8_t *out)
 {
@@ -577,7 +571,7 @@ static int direct_ok(const tinyaot_dims *input_dims, const tinyaot_dims *filter_
 /* Every pixel of the direct path, row by row in raster order: the output columns whose windows lie horizontally
    inside the input, [x_lo, x_hi), in pairs (rows whose windows are vertically inside too), every other pixel
    alone. `whole` (a constant where this is inlined): in_c is a multiple of 16, every chunk within one tap. */
-static inline __attribute__((always_inline)) void direct_all(const conv_geom *g, const int8_t *input,
+static TINYAOT_ALWAYS_INLINE void direct_all(const conv_geom *g, const int8_t *input,
                                                              const int8_t *filter, const tinyaot_mve_requant *q,
                                                              int8_t *output, int32_t batches, int32_t out_c,
                                                              const int whole)
@@ -625,11 +619,11 @@ static inline __attribute__((always_inline)) void direct_all(const conv_geom *g,
     }
 }
 
-int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                            const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                            const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                            const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                            int8_t *output)
+tinyaot_status tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                       const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                       const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                       const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                       int8_t *output)
 {
     const int32_t out_c = output_dims->c;
     const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
@@ -643,7 +637,7 @@ int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_param
     (void)bias_dims;
     if (filter_dims->c != input_dims->c || filter_dims->n != out_c || output_dims->n != input_dims->n ||
         in_off < -127 || in_off > 128 || k < 1 || bias == NULL) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     g.in_h = input_dims->h;
     g.in_w = input_dims->w;
@@ -677,10 +671,10 @@ int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_param
             direct_all(&g, input, filter, &q, output, output_dims->n, out_c, 0);
         }
         (void)p;
-        return 0;
+        return TINYAOT_OK;
     }
     if (ctx == NULL || ctx->buf == NULL || ctx->size < k) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     col = (int8_t *)ctx->buf;
     {
@@ -712,5 +706,5 @@ int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_param
         }
 #undef COL_FILL
     }
-    return 0;
+    return TINYAOT_OK;
 }

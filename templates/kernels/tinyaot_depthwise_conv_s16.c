@@ -8,21 +8,21 @@
  * channels at a time, tap by tap, so the weights and inputs of a tap are read contiguously: with ch_mult 1 and at
  * most TINYAOT_S16_INT32_TERMS taps, four channels in int32 registers, otherwise up to 8 in int64. Products
  * |in * w| <= 32768 * 127 fit int32 and go into int64 accumulators, whose bound |bias| + sum|w| * 32768 < 2^47 is
- * checked per layer at compile time (tinyaot/compress/bounds.py). Returns -1 for inconsistent geometry.
+ * checked per layer at compile time (tinyaot/compress/bounds.py). Returns TINYAOT_ARG_ERROR for inconsistent geometry.
  */
 #include "tinyaot_s16_support.h"
 
 #define TINYAOT_DW_S16_BLOCK 8
 
-int tinyaot_depthwise_conv_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
-                               const int32_t *shift, const int32_t *geom, int16_t *output)
+tinyaot_status tinyaot_depthwise_conv_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
+                                          const int32_t *shift, const int32_t *geom, int16_t *output)
 {
     const int32_t batches = geom[0], in_h = geom[1], in_w = geom[2], in_c = geom[3];
     const int32_t out_h = geom[4], out_w = geom[5], out_c = geom[6], k_h = geom[7], k_w = geom[8];
     const int32_t stride_h = geom[9], stride_w = geom[10], pad_t = geom[11], pad_l = geom[12];
     const int32_t dil_h = geom[13], dil_w = geom[14], act_min = geom[15], act_max = geom[16], ch_mult = geom[17];
     if (ch_mult <= 0 || out_c != in_c * ch_mult || stride_h <= 0 || stride_w <= 0 || dil_h <= 0 || dil_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int64_t acc[TINYAOT_DW_S16_BLOCK];
     int32_t b, oy, ox, o0, j, ky, kx;
@@ -92,5 +92,5 @@ int tinyaot_depthwise_conv_s16(const int16_t *input, const int8_t *filter, const
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -144,11 +144,11 @@ int32_t tinyaot_depthwise_conv_s8_get_buffer_size(const tinyaot_dims *input_dims
     return 0;
 }
 
-int tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                              const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                              const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                              const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                              int8_t *output)
+tinyaot_status tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
+                                         const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                         const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                         const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                         int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -177,7 +177,7 @@ int tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinyaot_dw_conv_
 
     if (ch_mult <= 0 || out_c != in_c * ch_mult || output_dims->c != out_c || stride_h <= 0 || stride_w <= 0 ||
         dil_h <= 0 || dil_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t in_row = in_w * in_c;
 
@@ -235,5 +235,5 @@ int tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinyaot_dw_conv_
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

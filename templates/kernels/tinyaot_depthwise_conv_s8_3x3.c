@@ -39,7 +39,7 @@
 
 #define DW3_GROUP_BYTES 36 /* nine taps of four channels */
 
-#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+#if defined(__ARM_FEATURE_SAT) && TINYAOT_GNU
 #define DW3_HAS_SSAT 1 /* SSAT: ARMv7-M and up, DSP or not */
 #include <arm_acle.h>
 #else
@@ -61,7 +61,7 @@ typedef struct {
 #define DW3_TAP(p, t) TINYAOT_DW3_MAC4((p), w + (t) * 4)
 
 /* Clamp to the activation range; `full` (a constant after inlining) when it is all of int8: one SSAT. */
-static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int full, int32_t act_min,
+static TINYAOT_ALWAYS_INLINE int32_t dw3_clamp(int32_t v, int full, int32_t act_min,
                                                                int32_t act_max)
 {
 #if DW3_HAS_SSAT
@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) int32_t dw3_clamp(int32_t v, int fu
 
 /* Channel j of a group: its requantization (see the header comment; tinyaot_dw3_support.h, shared with the
    compressed weights' 3x3 path), q the group's table values, e its right shift. */
-static inline __attribute__((always_inline)) int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int32_t e,
+static TINYAOT_ALWAYS_INLINE int8_t dw3_out(int32_t acc, const int32_t *q, int32_t j, int32_t e,
                                                             int full, int32_t act_min, int32_t act_max)
 {
     return (int8_t)dw3_clamp(tinyaot_dw3_short_rq(acc, q[4 + j], q[8 + j], e), full, act_min, act_max);
@@ -145,7 +145,7 @@ static int8_t dw3_out1(int32_t acc, const int32_t *q, int32_t j, const dw3_layer
 /* All channel groups of `npix` interior pixels in a row (nine taps each, no bounds checks, requantized as they
    finish), the next pixel's window `x_step` bytes on. x: the first window's top-left tap, channel 0. When the
    channel count is not a multiple of four the caller passes one pixel at a time and does its last channels. */
-static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t *x, const int8_t *w0,
+static TINYAOT_ALWAYS_INLINE void dw3_interior_body(const int8_t *x, const int8_t *w0,
                                                                    const int32_t *q0, int8_t *out,
                                                                    const dw3_layer *L, int32_t npix,
                                                                    int32_t x_step, int full, int folded)
@@ -190,7 +190,7 @@ static inline __attribute__((always_inline)) void dw3_interior_body(const int8_t
 
 /* All channel groups of one border pixel: `rows` x `cols` valid taps (each 1..3), x at the first valid tap and
    w0 the offset of its filter word in a group. Taps in the padding hold the zero point and are skipped. */
-static inline __attribute__((always_inline)) void dw3_border_body(const int8_t *x, const int8_t *w, int32_t w0,
+static TINYAOT_ALWAYS_INLINE void dw3_border_body(const int8_t *x, const int8_t *w, int32_t w0,
                                                                  const int32_t *q, int8_t *out, const dw3_layer *L,
                                                                  int32_t rows, int32_t cols, int full)
 {
@@ -299,18 +299,18 @@ static TINYAOT_NOINLINE void dw3_border(const int8_t *x, const int8_t *w, int32_
     }
 }
 
-int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, const int32_t *qtab, int8_t *output,
-                                  int32_t batches, int32_t in_h, int32_t in_w, int32_t channels, int32_t out_h,
-                                  int32_t out_w, int32_t stride_h, int32_t stride_w, int32_t pad_t, int32_t pad_l,
-                                  int32_t input_offset, int32_t output_offset, int32_t act_min, int32_t act_max,
-                                  int32_t folded)
+tinyaot_status tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, const int32_t *qtab, int8_t *output,
+                                             int32_t batches, int32_t in_h, int32_t in_w, int32_t channels, int32_t out_h,
+                                             int32_t out_w, int32_t stride_h, int32_t stride_w, int32_t pad_t, int32_t pad_l,
+                                             int32_t input_offset, int32_t output_offset, int32_t act_min, int32_t act_max,
+                                             int32_t folded)
 {
     if (channels <= 0 || stride_h <= 0 || stride_w <= 0 || pad_t < 0 || pad_l < 0 || (folded != 0 && folded != 1)) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
 #if TINYAOT_USE_DSP
     if (folded) {
-        return -1; /* folded tables are made for cores without DSP only */
+        return TINYAOT_ARG_ERROR; /* folded tables are made for cores without DSP only */
     }
 #endif
     const int32_t in_row = in_w * channels;
@@ -397,5 +397,5 @@ int tinyaot_depthwise_conv_s8_3x3(const int8_t *input, const int8_t *weights, co
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

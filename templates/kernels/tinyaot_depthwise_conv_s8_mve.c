@@ -147,7 +147,7 @@ static int32_t dwm_slot(int32_t c, int32_t ch)
    up by 24 and an arithmetic shift back, which is a clamp to [-128, 127], without constant vectors. Same integers
    either way. (Layers with some shift 0 take the general form: a third instantiation for them measured 36,000
    fewer instructions on vww_mobilenetv1_025 for 2.2 KB more code on every model.) */
-static inline __attribute__((always_inline)) int32x4_t dwm_requant_v(const dwm_layer *L, int32x4_t acc,
+static TINYAOT_ALWAYS_INLINE int32x4_t dwm_requant_v(const dwm_layer *L, int32x4_t acc,
                                                                        int32x4_t m, int32x4_t s, int fast)
 {
     if (fast) {
@@ -160,14 +160,14 @@ static inline __attribute__((always_inline)) int32x4_t dwm_requant_v(const dwm_l
 }
 
 /* Requantize a group of four lanes with its table entries g (multiplier and shift). */
-static inline __attribute__((always_inline)) int32x4_t dwm_requant(const dwm_layer *L, int32x4_t acc,
+static TINYAOT_ALWAYS_INLINE int32x4_t dwm_requant(const dwm_layer *L, int32x4_t acc,
                                                                      const int32_t *g, int fast)
 {
     return dwm_requant_v(L, acc, vldrwq_s32(g + DWM_M), vldrwq_s32(g + DWM_S), fast);
 }
 
 /* All channels of the current output pixel (instantiated below for both requantizations). */
-static inline __attribute__((always_inline)) void dwm_pixel_body(const dwm_layer *L, int32_t full, int8_t *out,
+static TINYAOT_ALWAYS_INLINE void dwm_pixel_body(const dwm_layer *L, int32_t full, int8_t *out,
                                                                  int fast)
 {
     const int32_t ch = L->in_c;
@@ -233,7 +233,7 @@ static inline __attribute__((always_inline)) void dwm_pixel_body(const dwm_layer
    weight load and each group's multiplier and shifts serve both pixels. The eight channels from c have their two
    lane groups at table + (c / 4) * DWM_G and one group further in every block layout (16- and 8-channel blocks
    alike); the last 1..7 channels run four at a time, predicated, pixel by pixel. */
-static inline __attribute__((always_inline)) void dwm_pair_body(const dwm_layer *L, int32_t pstep, int32_t pairs,
+static TINYAOT_ALWAYS_INLINE void dwm_pair_body(const dwm_layer *L, int32_t pstep, int32_t pairs,
                                                                 int8_t *out, int fast)
 {
     const int32_t ch = L->in_c;
@@ -360,12 +360,12 @@ int32_t tinyaot_depthwise_conv_s8_mve_table_slot(int32_t c, int32_t channels)
     return dwm_slot(c, channels);
 }
 
-int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                  const tinyaot_per_channel_quant_params *quant_params,
-                                  const tinyaot_dims *input_dims, const int8_t *input,
-                                  const tinyaot_dims *filter_dims, const int8_t *filter,
-                                  const tinyaot_dims *bias_dims, const int32_t *table,
-                                  const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
+                                             const tinyaot_per_channel_quant_params *quant_params,
+                                             const tinyaot_dims *input_dims, const int8_t *input,
+                                             const tinyaot_dims *filter_dims, const int8_t *filter,
+                                             const tinyaot_dims *bias_dims, const int32_t *table,
+                                             const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -383,7 +383,7 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
         stride_h <= 0 || stride_w <= 0 || dw_conv_params->dilation.h <= 0 || dw_conv_params->dilation.w <= 0 ||
         dw_conv_params->input_offset < -128 || dw_conv_params->input_offset > 128 ||
         filter_dims->h * filter_dims->w > DWM_MAX_TAPS) {
-        return -1; /* |z| <= 128 keeps x - z within the int16 lanes of the border windows' products */
+        return TINYAOT_ARG_ERROR; /* |z| <= 128 keeps x - z within the int16 lanes of the border windows' products */
     }
     dwm_layer L;
     L.in_h = in_h;
@@ -468,5 +468,5 @@ int tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_c
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

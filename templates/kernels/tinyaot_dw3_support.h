@@ -27,11 +27,7 @@
 /* GCC's pre-register-allocation scheduler hoists the nine taps' loads together and then spills accumulators and
    unpacked lanes (about 30 extra loads and stores per group of four channels on a Cortex-M4); without it the taps
    stay in order and fit the registers. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define TINYAOT_DW3_NOSCHED __attribute__((optimize("no-schedule-insns")))
-#else
-#define TINYAOT_DW3_NOSCHED
-#endif
+#define TINYAOT_DW3_NOSCHED TINYAOT_NO_SCHEDULE
 
 /* One tap of four channels into the caller's accumulators a0..a3: the four input bytes at p (channels c0..c3 of
    one pixel) times the four weights at wp. DSP: one word each, lanes (c0, c2) and (c1, c3) unpacked with the input
@@ -65,9 +61,9 @@
 
 /* t + floor((x * m + 2^31) / 2^32): SMMLAR on DSP cores under GCC; elsewhere the same value from one SMLAL-shaped
    int64 sum, (t + hi) * 2^32 + low with t + hi in int32 by the callers' bounds, so no int64 step overflows. */
-static inline __attribute__((always_inline)) int32_t tinyaot_dw3_mmlar(int32_t x, int32_t m, int32_t t)
+static TINYAOT_ALWAYS_INLINE int32_t tinyaot_dw3_mmlar(int32_t x, int32_t m, int32_t t)
 {
-#if TINYAOT_USE_DSP && defined(__GNUC__)
+#if TINYAOT_USE_DSP && TINYAOT_GNU
     int32_t v;
     __asm__("smmlar %0, %1, %2, %3" : "=r"(v) : "r"(x), "r"(m), "r"(t));
     return v;
@@ -79,7 +75,7 @@ static inline __attribute__((always_inline)) int32_t tinyaot_dw3_mmlar(int32_t x
 /* RoundingDivideByPOT(SRDHM(acc, mult), e) + output_offset, before the clamp, with radd = 2^(e-1) +
    output_offset * 2^e, under the bounds above (|acc| < 2^30: the doubled value fits int32; a channel of
    multiplier 0 may exceed it, its product is 0 whatever the doubled bits). */
-static inline __attribute__((always_inline)) int32_t tinyaot_dw3_short_rq(int32_t acc, int32_t mult, int32_t radd,
+static TINYAOT_ALWAYS_INLINE int32_t tinyaot_dw3_short_rq(int32_t acc, int32_t mult, int32_t radd,
                                                                           int32_t e)
 {
     const int32_t acc2 = (int32_t)((uint32_t)acc << 1);

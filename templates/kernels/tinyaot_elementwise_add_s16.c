@@ -8,18 +8,18 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_elementwise_add_s16(const int16_t *in1, const int16_t *in2, const int32_t *p, int32_t size,
-                                int16_t *output)
+tinyaot_status tinyaot_elementwise_add_s16(const int16_t *in1, const int16_t *in2, const int32_t *p, int32_t size,
+                                           int16_t *output)
 {
     const int32_t scale = (int32_t)1 << p[4];
     int32_t i;
     if (p[4] < 0 || p[4] > 15) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     for (i = 0; i < size; i++) {
         const int32_t a = tinyaot_requantize((int32_t)in1[i] * scale, p[0], p[1]);
         const int32_t b = tinyaot_requantize((int32_t)in2[i] * scale, p[2], p[3]);
         output[i] = tinyaot_clamp_s16(tinyaot_requantize(a + b, p[5], p[6]), p[7], p[8]);
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -9,14 +9,14 @@
  */
 #include "tinyaot_nn.h"
 
-int tinyaot_elementwise_add_s8(const int8_t *input_1, const int8_t *input_2, int32_t input_1_offset,
-                               int32_t input_1_mult, int32_t input_1_shift, int32_t input_2_offset,
-                               int32_t input_2_mult, int32_t input_2_shift, int32_t left_shift, int8_t *output,
-                               int32_t out_offset, int32_t out_mult, int32_t out_shift, int32_t out_activation_min,
-                               int32_t out_activation_max, int32_t block_size)
+tinyaot_status tinyaot_elementwise_add_s8(const int8_t *input_1, const int8_t *input_2, int32_t input_1_offset,
+                                          int32_t input_1_mult, int32_t input_1_shift, int32_t input_2_offset,
+                                          int32_t input_2_mult, int32_t input_2_shift, int32_t left_shift, int8_t *output,
+                                          int32_t out_offset, int32_t out_mult, int32_t out_shift, int32_t out_activation_min,
+                                          int32_t out_activation_max, int32_t block_size)
 {
     if (left_shift < 0 || left_shift > 23) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t scale_up = (int32_t)1 << left_shift;
     int32_t i;
@@ -28,5 +28,5 @@ int tinyaot_elementwise_add_s8(const int8_t *input_1, const int8_t *input_2, int
         output[i] =
             tinyaot_requantize_s8(a + b, out_mult, out_shift, out_offset, out_activation_min, out_activation_max);
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -23,7 +23,7 @@
  */
 #include "tinyaot_nn.h"
 
-#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+#if defined(__ARM_FEATURE_SAT) && TINYAOT_GNU
 #define ADDF_HAS_SSAT 1 /* SSAT: ARMv7-M and up, DSP or not */
 #include <arm_acle.h>
 #else
@@ -35,10 +35,10 @@
    rounded high product plus t in one instruction). The sign is v's, not the product's: they differ only when
    v < 0 and the rounded product is 0, where the -1 changes nothing (r - 1 and r, r = 2^(e-1) mod 2^e, floor to
    the same multiple of 2^e). t plus the product fits int32 by the bounds above. */
-static inline __attribute__((always_inline)) int32_t addf_rq(int32_t v2, int32_t m, int32_t r, int32_t e)
+static TINYAOT_ALWAYS_INLINE int32_t addf_rq(int32_t v2, int32_t m, int32_t r, int32_t e)
 {
     const int32_t t = r + (v2 >> 31);
-#if TINYAOT_USE_DSP && defined(__GNUC__)
+#if TINYAOT_USE_DSP && TINYAOT_GNU
     int32_t h;
     __asm__("smmlar %0, %1, %2, %3" : "=r"(h) : "r"(v2), "r"(m), "r"(t));
     return h >> e;
@@ -53,7 +53,7 @@ typedef struct {
 } addf_params;
 
 /* One element; `in2_half` and `full` are constants after inlining. */
-static inline __attribute__((always_inline)) int8_t addf_one(int32_t x1, int32_t x2, const addf_params *p,
+static TINYAOT_ALWAYS_INLINE int8_t addf_one(int32_t x1, int32_t x2, const addf_params *p,
                                                              int in2_half, int full)
 {
     int32_t b2;
@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) int8_t addf_one(int32_t x1, int32_t
     return (int8_t)v;
 }
 
-static inline __attribute__((always_inline)) void addf_loop(const int8_t *in1, const int8_t *in2, int8_t *out,
+static TINYAOT_ALWAYS_INLINE void addf_loop(const int8_t *in1, const int8_t *in2, int8_t *out,
                                                             int32_t n, const addf_params *P, int in2_half, int full)
 {
     /* the parameters in locals, so they stay in registers across the stores (which may alias the inputs) */
@@ -88,13 +88,13 @@ static inline __attribute__((always_inline)) void addf_loop(const int8_t *in1, c
     }
 }
 
-int tinyaot_elementwise_add_s8_fast(const int8_t *input_1, const int8_t *input_2, int8_t *output, int32_t size,
-                                    int32_t o1_20, int32_t o2_21, int32_t m2, int32_t e2, int32_t half2,
-                                    int32_t out_mult, int32_t eo, int32_t radd, int32_t act_min, int32_t act_max,
-                                    int32_t in2_half)
+tinyaot_status tinyaot_elementwise_add_s8_fast(const int8_t *input_1, const int8_t *input_2, int8_t *output, int32_t size,
+                                               int32_t o1_20, int32_t o2_21, int32_t m2, int32_t e2, int32_t half2,
+                                               int32_t out_mult, int32_t eo, int32_t radd, int32_t act_min, int32_t act_max,
+                                               int32_t in2_half)
 {
     if (eo < 1 || eo > 30 || (!in2_half && (e2 < 1 || e2 > 30))) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     addf_params p;
     p.o1_20 = o1_20;
@@ -119,5 +119,5 @@ int tinyaot_elementwise_add_s8_fast(const int8_t *input_1, const int8_t *input_2
     } else {
         addf_loop(input_1, input_2, output, size, &p, 0, 0);
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -33,7 +33,7 @@ typedef struct {
     int32_t mult, left, right;
 } addm_scale;
 
-static inline __attribute__((always_inline)) addm_scale addm_split(int32_t mult, int32_t shift)
+static TINYAOT_ALWAYS_INLINE addm_scale addm_split(int32_t mult, int32_t shift)
 {
     addm_scale s;
     s.mult = mult;
@@ -50,7 +50,7 @@ static inline __attribute__((always_inline)) addm_scale addm_split(int32_t mult,
 #define ADDM_SHIFTED 1 /* no left shift, a right shift (right < 0) */
 #define ADDM_HALF 2    /* multiplier 2^30 and shift 0 (TFLite's larger-scale input), left_shift >= 1 */
 
-static inline __attribute__((always_inline)) int32x4_t addm_rescale(int32x4_t v, addm_scale s, int general, int mode)
+static TINYAOT_ALWAYS_INLINE int32x4_t addm_rescale(int32x4_t v, addm_scale s, int general, int mode)
 {
     if (general) {
         v = vqrdmulhq_n_s32(vqshlq_r_s32(v, s.left), s.mult);
@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) int32x4_t addm_rescale(int32x4_t v,
 }
 
 /* The whole loop, specialised by the flags (always inlined with constant flags). */
-static inline __attribute__((always_inline)) void addm_loop(const int8_t *in1, const int8_t *in2, int8_t *out,
+static TINYAOT_ALWAYS_INLINE void addm_loop(const int8_t *in1, const int8_t *in2, int8_t *out,
                                                               int32_t n, int32_t scale_up, int32_t off1,
                                                               int32_t off2, addm_scale s1, addm_scale s2,
                                                               addm_scale so, int32_t out_offset, int32_t act_min,
@@ -105,19 +105,19 @@ static inline __attribute__((always_inline)) void addm_loop(const int8_t *in1, c
 
 #endif
 
-int tinyaot_elementwise_add_s8_mve(const int8_t *input_1, const int8_t *input_2, int32_t input_1_offset,
-                                   int32_t input_1_mult, int32_t input_1_shift, int32_t input_2_offset,
-                                   int32_t input_2_mult, int32_t input_2_shift, int32_t left_shift, int8_t *output,
-                                   int32_t out_offset, int32_t out_mult, int32_t out_shift,
-                                   int32_t out_activation_min, int32_t out_activation_max, int32_t block_size)
+tinyaot_status tinyaot_elementwise_add_s8_mve(const int8_t *input_1, const int8_t *input_2, int32_t input_1_offset,
+                                              int32_t input_1_mult, int32_t input_1_shift, int32_t input_2_offset,
+                                              int32_t input_2_mult, int32_t input_2_shift, int32_t left_shift, int8_t *output,
+                                              int32_t out_offset, int32_t out_mult, int32_t out_shift,
+                                              int32_t out_activation_min, int32_t out_activation_max, int32_t block_size)
 {
     if (left_shift < 0 || left_shift > 23) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t scale_up = (int32_t)1 << left_shift;
 #if TINYAOT_USE_MVE
     if (input_1_offset < -128 || input_1_offset > 128 || input_2_offset < -128 || input_2_offset > 128) {
-        return -1; /* TFLite's offsets (-zero point) are within this; it bounds the products below */
+        return TINYAOT_ARG_ERROR; /* TFLite's offsets (-zero point) are within this; it bounds the products below */
     }
     const addm_scale s1 = addm_split(input_1_mult, input_1_shift);
     const addm_scale s2 = addm_split(input_2_mult, input_2_shift);
@@ -157,5 +157,5 @@ int tinyaot_elementwise_add_s8_mve(const int8_t *input_1, const int8_t *input_2,
             tinyaot_requantize_s8(a + b, out_mult, out_shift, out_offset, out_activation_min, out_activation_max);
     }
 #endif
-    return 0;
+    return TINYAOT_OK;
 }

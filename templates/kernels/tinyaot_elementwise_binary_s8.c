@@ -45,21 +45,21 @@ static void tinyaot_binary_row(const tinyaot_binary_params *p, const int8_t *a, 
     }
 }
 
-int tinyaot_elementwise_binary_s8(const tinyaot_binary_params *params, const tinyaot_broadcast_shape *shape,
-                                  const int8_t *input_1, const int8_t *input_2, int8_t *output)
+tinyaot_status tinyaot_elementwise_binary_s8(const tinyaot_binary_params *params, const tinyaot_broadcast_shape *shape,
+                                             const int8_t *input_1, const int8_t *input_2, int8_t *output)
 {
     if (params->op != TINYAOT_BINARY_ADD && params->op != TINYAOT_BINARY_SUB && params->op != TINYAOT_BINARY_MUL) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     if (params->op != TINYAOT_BINARY_MUL && (params->left_shift < 0 || params->left_shift > 23)) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t *d = shape->dims;
     const int32_t *s1 = shape->stride_1;
     const int32_t *s2 = shape->stride_2;
     /* The row walker indexes with i * step: only 0 and 1 are meaningful innermost strides after merging. */
     if ((s1[3] != 0 && s1[3] != 1) || (s2[3] != 0 && s2[3] != 1)) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t i0, i1, i2;
     for (i0 = 0; i0 < d[0]; i0++) {
@@ -72,5 +72,5 @@ int tinyaot_elementwise_binary_s8(const tinyaot_binary_params *params, const tin
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -11,13 +11,13 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_elementwise_mul_s16(const int16_t *in1, const int16_t *in2, const int32_t *g, int16_t *output)
+tinyaot_status tinyaot_elementwise_mul_s16(const int16_t *in1, const int16_t *in2, const int32_t *g, int16_t *output)
 {
     const int32_t *d = g, *s1 = g + 4, *s2 = g + 8;
     const int32_t mult = g[12], shift = g[13], act_min = g[14], act_max = g[15];
     int32_t i0, i1, i2, i3;
     if (mult < 0 || shift < 1 || shift > 62) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     for (i0 = 0; i0 < d[0]; i0++) {
         for (i1 = 0; i1 < d[1]; i1++) {
@@ -32,5 +32,5 @@ int tinyaot_elementwise_mul_s16(const int16_t *in1, const int16_t *in2, const in
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

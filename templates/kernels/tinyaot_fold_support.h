@@ -33,7 +33,7 @@ static inline int32_t tinyaot_fold_e(const int32_t *ew, int32_t o)
 /* floor((2acc*m + 2^31) / 2^32), |acc| < 2^30 (see above). */
 static inline int32_t tinyaot_fold_high_mul(int32_t acc, int32_t mult)
 {
-#if TINYAOT_USE_DSP && defined(__GNUC__)
+#if TINYAOT_USE_DSP && TINYAOT_GNU
     int32_t h;
     __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(acc * 2), "r"(mult));
     return h;
@@ -53,7 +53,7 @@ static inline int32_t tinyaot_fold_scale(int32_t acc, int32_t mult, int32_t radd
 /* r clamped to [-128, 127]: one SSAT where the core has it. */
 static inline int32_t tinyaot_fold_sat8(int32_t r)
 {
-#if defined(__ARM_FEATURE_SAT) && defined(__GNUC__)
+#if defined(__ARM_FEATURE_SAT) && TINYAOT_GNU
     int32_t v;
     __asm__("ssat %0, #8, %1" : "=r"(v) : "r"(r));
     return v;

@@ -8,8 +8,8 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_fully_connected_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
-                                const int32_t *shift, const int32_t *geom, int16_t *output)
+tinyaot_status tinyaot_fully_connected_s16(const int16_t *input, const int8_t *filter, const int64_t *bias, const int32_t *mult,
+                                           const int32_t *shift, const int32_t *geom, int16_t *output)
 {
     const int32_t batches = geom[0], depth = geom[1], out_ch = geom[2], act_min = geom[3], act_max = geom[4];
     int32_t b, o;
@@ -21,5 +21,5 @@ int tinyaot_fully_connected_s16(const int16_t *input, const int8_t *filter, cons
             output[b * out_ch + o] = tinyaot_requantize_s16(acc, mult[o], shift[o], act_min, act_max);
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

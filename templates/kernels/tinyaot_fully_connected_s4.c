@@ -57,7 +57,7 @@ static TINYAOT_ALWAYS_INLINE int32_t s4_dot(const void *weights, int32_t row, in
 }
 
 #if TINYAOT_USE_DSP
-#if defined(__GNUC__)
+#if TINYAOT_GNU
 static inline int32_t s4_sxtb16_ror8(int32_t v)
 {
     int32_t r;
@@ -137,11 +137,11 @@ static void s4_rows2(const void *weights, int32_t row, int32_t depth, const int8
 }
 #endif
 
-int tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                               const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
-                               const uint8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
-                               const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                          const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                          const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
+                                          const uint8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
+                                          const tinyaot_dims *output_dims, int8_t *output)
 {
     (void)ctx;
     (void)bias_dims;

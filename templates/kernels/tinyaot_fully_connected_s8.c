@@ -25,11 +25,11 @@ static int32_t row_sum_with_offset(const int8_t *x, int32_t n, int32_t off)
     return s + n * off;
 }
 
-int tinyaot_fully_connected_s8(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                               const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
-                               const int8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
-                               const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                          const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                          const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
+                                          const int8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
+                                          const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;
@@ -46,7 +46,7 @@ int tinyaot_fully_connected_s8(const tinyaot_context *ctx, const tinyaot_fc_para
     (void)bias_dims;
 
     if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
 
     int32_t b = 0;
@@ -106,5 +106,5 @@ int tinyaot_fully_connected_s8(const tinyaot_context *ctx, const tinyaot_fc_para
             out[o] = tinyaot_requantize_s8(acc, mult[q0], shift[q0], out_off, act_min, act_max);
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

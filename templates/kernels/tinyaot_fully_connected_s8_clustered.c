@@ -98,11 +98,7 @@ static TINYAOT_ALWAYS_INLINE int32_t cl_dot(const void *weights, int32_t row, in
 #if TINYAOT_USE_DSP
 /* GCC's first scheduling pass hoists all sixteen codebook loads of a step and runs out of registers (measured: 5.2
    instead of ~3.3 instructions per weight); without it the loop keeps everything in registers. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define CL_NO_PRESCHED __attribute__((optimize("no-schedule-insns")))
-#else
-#define CL_NO_PRESCHED
-#endif
+#define CL_NO_PRESCHED TINYAOT_NO_SCHEDULE
 /* Rows p0 and p1 with their own codebooks. Per eight positions and row: one LDR of eight indices, then per weight one bit-field extract, one LDRSB from the codebook
    and one SMLABB/SMLATB against the input lane SXTAB16 gave.
    |x + off| <= 255, |w| <= 128: each step adds at most 32640 per weight, exact in int32 for depth < 65 000. */
@@ -162,18 +158,18 @@ static void cl_rows2(const void *weights, int32_t row, int32_t depth, const int8
 }
 #endif
 
-int tinyaot_fully_connected_s8_clustered(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                         const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                         const tinyaot_dims *input_dims, const int8_t *input,
-                                         const tinyaot_dims *filter_dims, const tinyaot_clustered_weights *filter,
-                                         const tinyaot_dims *bias_dims, const int32_t *bias,
-                                         const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_clustered(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                    const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                                    const tinyaot_dims *input_dims, const int8_t *input,
+                                                    const tinyaot_dims *filter_dims, const tinyaot_clustered_weights *filter,
+                                                    const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                    const tinyaot_dims *output_dims, int8_t *output)
 {
     (void)ctx;
     (void)bias_dims;
     if (filter->bits < 1 || filter->bits > 8 || filter->k < 1 || filter->k > (1 << filter->bits) ||
         filter->group_size < 1 || filter->row_bytes * 8 < filter_dims->n * filter->bits) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
 #if TINYAOT_USE_DSP
     const int pairs = filter->bits == 4 && filter_dims->n < 65000; /* cl_dot2_books: 4-bit indices only */

@@ -33,10 +33,12 @@ int32_t tinyaot_fully_connected_s8_fold_get_buffer_size(const tinyaot_dims *filt
 }
 
 /* The assembly needs r7, so GCC must not keep a frame pointer there: the functions that hold it ask for none, which
-   GCC honours at -O1..-O3 even under -fno-omit-frame-pointer, but not at -Os (so no assembly there) nor at -Og with
-   -fno-omit-frame-pointer (build such a debug configuration with -DTINYAOT_FOLD_NO_ASM). */
-#if TINYAOT_USE_DSP && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
-    !defined(TINYAOT_FOLD_NO_ASM)
+   GCC honours at -O1..-O3 and -Og even under -fno-omit-frame-pointer, but not at -Os (so no assembly there); the
+   one function GCC could not give its 14 registers at -Og with -fno-omit-frame-pointer is written out whole
+   (naked). -DTINYAOT_FOLD_NO_ASM still selects the C, and so does an aligned-only build (its LDRs read the
+   input at any byte address). */
+#if TINYAOT_USE_DSP && TINYAOT_GCC && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
+    !TINYAOT_ALIGNED_ONLY && !defined(TINYAOT_FOLD_NO_ASM)
 #define FC_FOLD_ASM 1
 /* One channel c (1..7) of a group: filter word at w + 4c, lanes (0, 2) then (1, 3). */
 #define FC_FOLD_CH(c, off)                                                                                             \
@@ -69,7 +71,7 @@ int32_t tinyaot_fully_connected_s8_fold_get_buffer_size(const tinyaot_dims *filt
    of the block. Never inlined: the assembly needs 14 registers (r7 too: no frame pointer), which GCC finds only
    in a small function. */
 #if FC_FOLD_ASM
-__attribute__((noinline, optimize("omit-frame-pointer")))
+TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER
 #endif
 static const int8_t *fc_fold_mac_8(const int8_t *x, const int8_t *w, int32_t depth, int32_t acc[8])
 {
@@ -141,10 +143,7 @@ static const int8_t *fc_fold_mac_8(const int8_t *x, const int8_t *w, int32_t dep
 
 /* The block of four channels at w (layout above): acc[c] += x . filter row c over depth values; returns the end
    of the block. Inlined into the caller so the accumulators stay in registers. */
-#if defined(__GNUC__)
-__attribute__((always_inline))
-#endif
-static inline const int8_t *fc_fold_mac_4(const int8_t *x, const int8_t *w, int32_t depth, int32_t *acc0,
+static TINYAOT_ALWAYS_INLINE const int8_t *fc_fold_mac_4(const int8_t *x, const int8_t *w, int32_t depth, int32_t *acc0,
                                           int32_t *acc1, int32_t *acc2, int32_t *acc3)
 {
     int32_t a0 = *acc0;
@@ -223,12 +222,12 @@ static int32_t fc_fold_dot(const int8_t *x, const int8_t *w, int32_t n, int32_t 
     return acc;
 }
 
-int tinyaot_fully_connected_s8_fold(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                    const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                    const tinyaot_dims *input_dims, const int8_t *input,
-                                    const tinyaot_dims *filter_dims, const int8_t *filter,
-                                    const tinyaot_dims *bias_dims, const int32_t *bias,
-                                    const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_fold(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                               const tinyaot_dims *input_dims, const int8_t *input,
+                                               const tinyaot_dims *filter_dims, const int8_t *filter,
+                                               const tinyaot_dims *bias_dims, const int32_t *bias,
+                                               const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;
@@ -243,7 +242,7 @@ int tinyaot_fully_connected_s8_fold(const tinyaot_context *ctx, const tinyaot_fc
 
     if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c ||
         fc_params->filter_offset != 0 || bias == NULL) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int full = (act_min == -128 && act_max == 127);
     int32_t b;
@@ -290,5 +289,5 @@ int tinyaot_fully_connected_s8_fold(const tinyaot_context *ctx, const tinyaot_fc
             out[o] = tinyaot_fold_rq(acc, mr + 2 * qi, tinyaot_fold_e(e, qi), act_min, act_max);
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

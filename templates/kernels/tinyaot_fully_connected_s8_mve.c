@@ -8,12 +8,12 @@
 #include "tinyaot_nn_mve.h"
 #include "tinyaot_mve_gemm.h"
 
-int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                   const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                   const tinyaot_dims *input_dims, const int8_t *input,
-                                   const tinyaot_dims *filter_dims, const int8_t *filter,
-                                   const tinyaot_dims *bias_dims, const int32_t *bias,
-                                   const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                              const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                              const tinyaot_dims *input_dims, const int8_t *input,
+                                              const tinyaot_dims *filter_dims, const int8_t *filter,
+                                              const tinyaot_dims *bias_dims, const int32_t *bias,
+                                              const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;
@@ -24,7 +24,7 @@ int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_
     (void)bias_dims;
     if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c ||
         fc_params->filter_offset != 0 || !per_channel || bias == NULL) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     q.bias = bias;
     q.mult = quant_params->multiplier;
@@ -41,5 +41,5 @@ int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_
     if (b < batches) {
         tinyaot_mve_gemm1_s8(input + b * depth, depth, filter, out_c, &q, output + b * out_c);
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -24,7 +24,7 @@ static TINYAOT_NOINLINE int32_t sp_dot(const void *weights, int32_t row, int32_t
     const int8_t *v = w->values + w->row_offsets[row];
     int32_t acc = 0;
     int32_t j = 0;
-#if TINYAOT_USE_DSP && defined(__GNUC__)
+#if TINYAOT_USE_DSP && TINYAOT_GNU
     /* 32 positions per bitmap word; each set bit found with RBIT + CLZ and cleared, so the cost is a few
        instructions per nonzero and nothing per zero (a jump table per nibble costs more per position than the
        single product each position here feeds) */
@@ -54,12 +54,12 @@ static TINYAOT_NOINLINE int32_t sp_dot(const void *weights, int32_t row, int32_t
     return acc;
 }
 
-int tinyaot_fully_connected_s8_sparse(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                      const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                      const tinyaot_dims *input_dims, const int8_t *input,
-                                      const tinyaot_dims *filter_dims, const tinyaot_sparse_weights *filter,
-                                      const tinyaot_dims *bias_dims, const int32_t *bias,
-                                      const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_sparse(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                 const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                                 const tinyaot_dims *input_dims, const int8_t *input,
+                                                 const tinyaot_dims *filter_dims, const tinyaot_sparse_weights *filter,
+                                                 const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                 const tinyaot_dims *output_dims, int8_t *output)
 {
     (void)ctx;
     (void)bias_dims;

@@ -42,10 +42,10 @@ static int32_t gru_dot(const int8_t *w, const int8_t *v, int32_t n, int32_t v_of
     return acc;
 }
 
-void tinyaot_gru_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps, int32_t batch, int32_t in_size,
-                    int32_t hidden, int32_t dirs, int32_t reverse, int32_t last_only, int32_t lbr, int32_t x_offset,
-                    const int8_t *w, const int8_t *rw, const int32_t *bias, const int32_t *mult_x,
-                    const int32_t *shift_x, const int32_t *mult_h, const int32_t *shift_h, const int8_t *h0)
+tinyaot_status tinyaot_gru_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps, int32_t batch, int32_t in_size,
+                              int32_t hidden, int32_t dirs, int32_t reverse, int32_t last_only, int32_t lbr, int32_t x_offset,
+                              const int8_t *w, const int8_t *rw, const int32_t *bias, const int32_t *mult_x,
+                              const int32_t *shift_x, const int32_t *mult_h, const int32_t *shift_h, const int8_t *h0)
 {
     int32_t *g = (int32_t *)(void *)scratch;
     int8_t *rh = scratch + 4 * 3 * hidden;
@@ -107,4 +107,5 @@ void tinyaot_gru_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps, 
             }
         }
     }
+    return TINYAOT_OK;
 }

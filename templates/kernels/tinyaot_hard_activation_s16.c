@@ -24,25 +24,25 @@ static int tinyaot_hard_params_ok(const int64_t *p)
            p[2] < ((int64_t)1 << 31) && p[3] >= 1 && p[3] <= 62 && p[4] >= -32768 && p[5] <= 32767;
 }
 
-int tinyaot_hard_sigmoid_s16(const int16_t *input, int32_t size, const int64_t *p, int16_t *output)
+tinyaot_status tinyaot_hard_sigmoid_s16(const int16_t *input, int32_t size, const int64_t *p, int16_t *output)
 {
     int32_t i;
     if (!tinyaot_hard_params_ok(p)) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     for (i = 0; i < size; i++) {
         const int64_t g = tinyaot_hard_gate_s16(input[i], p[0], p[1]);
         output[i] = tinyaot_clamp64_s16(tinyaot_requantize_exact_s64(g, (int32_t)p[2], (int32_t)p[3]), (int32_t)p[4],
                                         (int32_t)p[5]);
     }
-    return 0;
+    return TINYAOT_OK;
 }
 
-int tinyaot_hard_swish_s16(const int16_t *input, int32_t size, const int64_t *p, int16_t *output)
+tinyaot_status tinyaot_hard_swish_s16(const int16_t *input, int32_t size, const int64_t *p, int16_t *output)
 {
     int32_t i;
     if (!tinyaot_hard_params_ok(p)) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     for (i = 0; i < size; i++) {
         const int16_t q = input[i];
@@ -50,5 +50,5 @@ int tinyaot_hard_swish_s16(const int16_t *input, int32_t size, const int64_t *p,
         output[i] = tinyaot_clamp64_s16(tinyaot_requantize_exact_s64(z, (int32_t)p[2], (int32_t)p[3]), (int32_t)p[4],
                                         (int32_t)p[5]);
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -34,10 +34,10 @@ static int16_t lstm_tanh_q15(int32_t v26)
     return (int16_t)tinyaot_clamp_i32(tinyaot_rdbpot(s - (1 << 30), 15), -32768, 32767);
 }
 
-void tinyaot_lstm_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps, int32_t batch, int32_t in_size,
-                     int32_t hidden, int32_t dirs, int32_t reverse, int32_t last_only, int32_t x_offset, const int8_t *w, const int8_t *rw,
-                     const int32_t *bias, const int32_t *mult_x, const int32_t *shift_x, const int32_t *mult_h,
-                     const int32_t *shift_h, const int8_t *h0, const int16_t *c0)
+tinyaot_status tinyaot_lstm_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps, int32_t batch, int32_t in_size,
+                               int32_t hidden, int32_t dirs, int32_t reverse, int32_t last_only, int32_t x_offset, const int8_t *w, const int8_t *rw,
+                               const int32_t *bias, const int32_t *mult_x, const int32_t *shift_x, const int32_t *mult_h,
+                               const int32_t *shift_h, const int8_t *h0, const int16_t *c0)
 {
     int16_t *cell = (int16_t *)(void *)scratch;
     int16_t *gates = cell + batch * hidden + ((batch * hidden) & 1); /* keep 4-byte alignment */
@@ -92,4 +92,5 @@ void tinyaot_lstm_s8(const int8_t *x, int8_t *y, int8_t *scratch, int32_t steps,
             }
         }
     }
+    return TINYAOT_OK;
 }

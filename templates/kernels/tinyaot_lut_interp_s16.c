@@ -10,14 +10,14 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_lut_interp_s16(const int16_t *input, int32_t size, const int32_t *table, const int64_t *p,
-                           int16_t *output)
+tinyaot_status tinyaot_lut_interp_s16(const int16_t *input, int32_t size, const int32_t *table, const int64_t *p,
+                                      int16_t *output)
 {
     const int64_t k = p[0];
     const int32_t odd = (int32_t)p[1];
     int32_t i;
     if (k < 0 || k > ((int64_t)512 << 32)) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     for (i = 0; i < size; i++) {
         const int32_t q = input[i];
@@ -32,5 +32,5 @@ int tinyaot_lut_interp_s16(const int16_t *input, int32_t size, const int32_t *ta
         out = q >= 0 ? mag : (odd ? -mag : 32768 - mag);
         output[i] = tinyaot_clamp64_s16(out, -32768, 32767);
     }
-    return 0;
+    return TINYAOT_OK;
 }

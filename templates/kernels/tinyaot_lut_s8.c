@@ -6,11 +6,12 @@
  */
 #include "tinyaot_nn.h"
 
-void tinyaot_lut_s8(const int8_t *input, int8_t *output, int32_t size, const int8_t *table)
+tinyaot_status tinyaot_lut_s8(const int8_t *input, int8_t *output, int32_t size, const int8_t *table)
 {
     int32_t i;
     for (i = 0; i < size; i++) {
         /* -128..127 -> 0..255 */
         output[i] = table[(int32_t)input[i] + 128];
     }
+    return TINYAOT_OK;
 }

@@ -5,13 +5,13 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_max_pool_s16(const int16_t *input, const int32_t *geom, int16_t *output)
+tinyaot_status tinyaot_max_pool_s16(const int16_t *input, const int32_t *geom, int16_t *output)
 {
     const int32_t batches = geom[0], in_h = geom[1], in_w = geom[2], ch = geom[3], out_h = geom[4], out_w = geom[5];
     const int32_t k_h = geom[6], k_w = geom[7], stride_h = geom[8], stride_w = geom[9], pad_t = geom[10];
     const int32_t pad_l = geom[11], act_min = geom[12], act_max = geom[13];
     if (stride_h <= 0 || stride_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t b, oy, ox, c, ky, kx;
     for (b = 0; b < batches; b++) {
@@ -22,7 +22,7 @@ int tinyaot_max_pool_s16(const int16_t *input, const int32_t *geom, int16_t *out
                 int32_t kx_begin, kx_end;
                 tinyaot_valid_taps(ox * stride_w - pad_l, k_w, 1, in_w, &kx_begin, &kx_end);
                 if (ky_begin >= ky_end || kx_begin >= kx_end) {
-                    return -1; /* a window entirely in the padding */
+                    return TINYAOT_ARG_ERROR; /* a window entirely in the padding */
                 }
                 int16_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
                 for (c = 0; c < ch; c++) {
@@ -38,5 +38,5 @@ int tinyaot_max_pool_s16(const int16_t *input, const int32_t *geom, int16_t *out
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -13,9 +13,9 @@ int32_t tinyaot_max_pool_s8_get_buffer_size(int32_t output_w, int32_t ch)
     return 0;
 }
 
-int tinyaot_max_pool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *pool_params,
-                        const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
-                        const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_max_pool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *pool_params,
+                                   const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
+                                   const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -34,7 +34,7 @@ int tinyaot_max_pool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *p
     (void)ctx;
 
     if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t b;
     for (b = 0; b < batches; b++) {
@@ -50,7 +50,7 @@ int tinyaot_max_pool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *p
                 int32_t kx0, kx1;
                 tinyaot_valid_taps(base_x, k_w, 1, in_w, &kx0, &kx1);
                 if (ky1 <= ky0 || kx1 <= kx0) {
-                    return -1; /* window entirely in the padding: no maximum exists */
+                    return TINYAOT_ARG_ERROR; /* window entirely in the padding: no maximum exists */
                 }
                 int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
                 const int8_t *win = in_b + ((base_y + ky0) * in_w + base_x + kx0) * ch;
@@ -91,5 +91,5 @@ int tinyaot_max_pool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *p
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

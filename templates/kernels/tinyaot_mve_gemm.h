@@ -39,10 +39,16 @@ typedef struct {
    tinyaot_mve_gemm1_s8: one column of k values against all n_out filter rows, outputs at out;
    tinyaot_mve_gemm2_s8: n_pairs pairs of columns (column i at col0 + i * col_step, its outputs at
    out0 + i * n_out), two columns per pass so that each weight load serves both. */
+#ifdef __cplusplus
+extern "C" {
+#endif
 void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,
                           const tinyaot_mve_requant *q, int8_t *out);
 void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
                           int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0);
+#ifdef __cplusplus
+}
+#endif
 
 #if TINYAOT_USE_MVE
 
@@ -55,7 +61,7 @@ typedef struct {
     int32x4_t lo, hi;
 } tinyaot_mve_epilogue;
 
-static inline __attribute__((always_inline)) tinyaot_mve_epilogue tinyaot_mve_epilogue_of(const tinyaot_mve_requant *q)
+static TINYAOT_ALWAYS_INLINE tinyaot_mve_epilogue tinyaot_mve_epilogue_of(const tinyaot_mve_requant *q)
 {
     tinyaot_mve_epilogue e;
     e.bias = q->bias;
@@ -72,7 +78,7 @@ typedef struct {
     int32x4_t bias, m, left, right;
 } tinyaot_mve_block;
 
-static inline __attribute__((always_inline)) tinyaot_mve_block tinyaot_mve_block_of(const tinyaot_mve_epilogue *e,
+static TINYAOT_ALWAYS_INLINE tinyaot_mve_block tinyaot_mve_block_of(const tinyaot_mve_epilogue *e,
                                                                                      int32_t o, mve_pred16_t p)
 {
     tinyaot_mve_block b;
@@ -85,7 +91,7 @@ static inline __attribute__((always_inline)) tinyaot_mve_block tinyaot_mve_block
 }
 
 /* Four sums as one vector (lane i = ai). */
-static inline __attribute__((always_inline)) int32x4_t tinyaot_mve_lanes(int32_t a0, int32_t a1, int32_t a2,
+static TINYAOT_ALWAYS_INLINE int32x4_t tinyaot_mve_lanes(int32_t a0, int32_t a1, int32_t a2,
                                                                          int32_t a3)
 {
     int32x4_t v = vdupq_n_s32(a0);
@@ -95,7 +101,7 @@ static inline __attribute__((always_inline)) int32x4_t tinyaot_mve_lanes(int32_t
 }
 
 /* Four sums -> four int8 outputs at out (lanes past the predicate not stored). */
-static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32x4_t v, const tinyaot_mve_epilogue *e,
+static TINYAOT_ALWAYS_INLINE void tinyaot_mve_store4(int32x4_t v, const tinyaot_mve_epilogue *e,
                                                                      const tinyaot_mve_block *b, mve_pred16_t p,
                                                                      int8_t *out)
 {
@@ -112,13 +118,13 @@ static inline __attribute__((always_inline)) void tinyaot_mve_store4(int32x4_t v
  * under GCC because around the eight-accumulator block the compiler has no register left for the three array
  * pointers and spills them (the same instructions as tinyaot_mve_requantize, tinyaot_mve_offset_clamp).
  */
-static inline __attribute__((always_inline)) void tinyaot_mve_requant2(int32x4_t *va, int32x4_t *vb,
+static TINYAOT_ALWAYS_INLINE void tinyaot_mve_requant2(int32x4_t *va, int32x4_t *vb,
                                                                        const tinyaot_mve_epilogue *e, int32_t o)
 {
     const int32_t *pb = e->bias + o;
     const int32_t *pm = e->mult + o;
     const int32_t *ps = e->shift + o;
-#if defined(__OPTIMIZE__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__OPTIMIZE__) && TINYAOT_GCC
     int32x4_t a = *va;
     int32x4_t b = *vb;
     __asm__("vldrw.u32 q0, [%[pb]]\n\t"
@@ -185,7 +191,7 @@ static inline __attribute__((always_inline)) void tinyaot_mve_requant2(int32x4_t
  * 8 VMLADAVA and 2 loop instructions for 128 MACs. Not at -O0, where the frame pointer leaves too few registers:
  * the same loop in C is used there (and with compilers other than GCC: "Te" is GCC-internal).
  */
-#if defined(__OPTIMIZE__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__OPTIMIZE__) && TINYAOT_GCC
 #define TINYAOT_MVE_MAC4X2(xa, xb, w, n, a0, a1, a2, a3, b0, b1, b2, b3)                                          \
     __asm__("1:\n\t"                                                                                             \
             "vldrb.8 q0, [%[pa]], #16\n\t"                                                                       \

@@ -2,8 +2,8 @@
  * tinyaot int8 kernels: Helium (MVE) helpers shared by the *_mve kernels (Cortex-M55 and other v8.1-M cores with
  * the integer M-profile Vector Extension).
  *
- * Everything here is compiled only when the core has integer MVE (__ARM_FEATURE_MVE bit 0) and TINYAOT_NO_MVE is
- * not defined; TINYAOT_USE_MVE says which. On every other core this header defines TINYAOT_USE_MVE 0 and nothing
+ * Everything here is compiled only when the core has integer MVE (__ARM_FEATURE_MVE bit 0) and neither TINYAOT_NO_MVE
+ * nor TINYAOT_PORTABLE is defined; TINYAOT_USE_MVE says which. On every other core this header defines TINYAOT_USE_MVE 0 and nothing
  * else, so an _mve kernel file falls back to (or compiles out in favour of) the scalar/DSP code.
  *
  * Requantization is bit-identical to tinyaot_requantize (tinyaot_nn_support.h) and to
@@ -32,15 +32,11 @@
 
 #include "tinyaot_nn_support.h"
 
-#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(TINYAOT_NO_MVE)
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(TINYAOT_NO_MVE) && !defined(TINYAOT_PORTABLE)
 #define TINYAOT_USE_MVE 1
 #include <arm_mve.h>
 
-#if defined(__GNUC__)
-#define TINYAOT_MVE_INLINE static inline __attribute__((always_inline))
-#else
-#define TINYAOT_MVE_INLINE static inline
-#endif
+#define TINYAOT_MVE_INLINE static TINYAOT_ALWAYS_INLINE
 
 /* Per-lane shifts split into the left part (max(shift, 0)) and the right part as a non-positive VRSHL amount
    (min(shift, 0)). Kernels that requantize many vectors with the same four channels split once and call

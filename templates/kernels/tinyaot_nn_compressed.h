@@ -66,11 +66,6 @@ static inline uint32_t tinyaot_index_at(const uint8_t *p, int32_t i, int32_t bit
 
 /* The kinds' decoders are inlined into the drivers below (called once per output channel and pixel group, an
    out-of-line call and its register saves cost as much as a sparse row's work). */
-#if defined(__GNUC__)
-#define TINYAOT_ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define TINYAOT_ALWAYS_INLINE inline
-#endif
 
 /* The run-length fully connected decoder runs once per output channel over a whole row: inlined on DSP cores;
    kept out of line on the others, whose eight low registers cannot hold the requantization loop and the decoder
@@ -135,7 +130,7 @@ typedef struct {
    compiles the C to UXTH + ORR; PKHBT does it in one (not volatile: scheduled and eliminated like an expression). */
 static inline int32_t tinyaot_pack16x2(int32_t lo, int32_t hi)
 {
-#if TINYAOT_USE_DSP && defined(__GNUC__)
+#if TINYAOT_USE_DSP && TINYAOT_GNU
     int32_t r;
     __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
     return r;
@@ -149,7 +144,7 @@ static inline void tinyaot_store16x2(int16_t *p, int32_t lo, int32_t hi)
 {
 #if TINYAOT_USE_DSP
     const int32_t v = tinyaot_pack16x2(lo, hi);
-#if defined(__GNUC__)
+#if TINYAOT_GNU
     __builtin_memcpy(p, &v, 4);
 #else
     memcpy(p, &v, 4);
@@ -167,7 +162,7 @@ static inline void tinyaot_store16x2(int16_t *p, int32_t lo, int32_t hi)
 typedef struct {
     int32_t w[2];
 } tinyaot_2words;
-#if defined(__GNUC__)
+#if TINYAOT_GNU
 #define TINYAOT_LOAD2_INC(c, lo, hi)                                                                                  \
     __asm__("ldrd %0, %1, [%2], #8" : "=&r"(lo), "=&r"(hi), "+r"(c) : "m"(*(const tinyaot_2words *)(const void *)(c)))
 #else
@@ -441,12 +436,12 @@ static TINYAOT_NOINLINE void tinyaot_cw_rows(const tinyaot_cw_job *job, tinyaot_
 }
 
 /* The conv driver: dims checks, pixel groups, columns; `begin`/`dot4` are the kind's decoder. */
-static inline int tinyaot_cw_conv(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                  const tinyaot_per_channel_quant_params *quant_params,
-                                  const tinyaot_dims *input_dims, const int8_t *input,
-                                  const tinyaot_dims *filter_dims, const void *weights, const int32_t *bias,
-                                  const tinyaot_dims *output_dims, int8_t *output, int32_t layout,
-                                  tinyaot_cw_begin_fn begin, tinyaot_cw_dot4_fn dot4)
+static inline tinyaot_status tinyaot_cw_conv(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                             const tinyaot_per_channel_quant_params *quant_params,
+                                             const tinyaot_dims *input_dims, const int8_t *input,
+                                             const tinyaot_dims *filter_dims, const void *weights, const int32_t *bias,
+                                             const tinyaot_dims *output_dims, int8_t *output, int32_t layout,
+                                             tinyaot_cw_begin_fn begin, tinyaot_cw_dot4_fn dot4)
 {
     const int32_t batches = input_dims->n;
     const int32_t out_c = filter_dims->n;
@@ -464,11 +459,11 @@ static inline int tinyaot_cw_conv(const tinyaot_context *ctx, const tinyaot_conv
     if (ker_c <= 0 || input_dims->c % ker_c != 0 || output_dims->c != out_c || stride_h <= 0 || stride_w <= 0 ||
         conv_params->dilation.h <= 0 || conv_params->dilation.w <= 0 || filter_dims->h <= 0 ||
         filter_dims->w <= 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t groups = input_dims->c / ker_c;
     if (out_c % groups != 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t out_c_g = out_c / groups;
     const int32_t k = filter_dims->h * filter_dims->w * ker_c;
@@ -534,7 +529,7 @@ static inline int tinyaot_cw_conv(const tinyaot_context *ctx, const tinyaot_conv
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------------------------
@@ -898,12 +893,12 @@ TINYAOT_DW3_NOSCHED static TINYAOT_NOINLINE void tinyaot_dw_quads_3x3(const tiny
     }
 }
 
-static inline int tinyaot_dw_conv(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                  const tinyaot_per_channel_quant_params *quant_params,
-                                  const tinyaot_dims *input_dims, const int8_t *input,
-                                  const tinyaot_dims *filter_dims, const void *weights, const int32_t *bias,
-                                  const tinyaot_dims *output_dims, int8_t *output, tinyaot_dw_begin_fn begin,
-                                  tinyaot_dw_decode_fn decode, tinyaot_dw_tile_fn decode_tile, int skip_zero_taps)
+static inline tinyaot_status tinyaot_dw_conv(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
+                                             const tinyaot_per_channel_quant_params *quant_params,
+                                             const tinyaot_dims *input_dims, const int8_t *input,
+                                             const tinyaot_dims *filter_dims, const void *weights, const int32_t *bias,
+                                             const tinyaot_dims *output_dims, int8_t *output, tinyaot_dw_begin_fn begin,
+                                             tinyaot_dw_decode_fn decode, tinyaot_dw_tile_fn decode_tile, int skip_zero_taps)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -928,7 +923,7 @@ static inline int tinyaot_dw_conv(const tinyaot_context *ctx, const tinyaot_dw_c
     /* window boxes keep ky, kx in bytes (kernels up to 255 x 255); tile shapes need kh * kw < 1024 */
     if (ch_mult <= 0 || out_c != in_c * ch_mult || output_dims->c != out_c || stride_h <= 0 || stride_w <= 0 ||
         dil_h <= 0 || dil_w <= 0 || k_h <= 0 || k_w <= 0 || k_h > 255 || k_w > 255) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     job.weights = weights;
     job.in_row = in_w * in_c;
@@ -993,7 +988,7 @@ static inline int tinyaot_dw_conv(const tinyaot_context *ctx, const tinyaot_dw_c
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------------------------
@@ -1018,13 +1013,13 @@ typedef void (*tinyaot_fc_dot2_fn)(const void *weights, int32_t row, int32_t dep
    GCC refuses to build for an always_inline function. The direct `dot2` call is also inlined where GCC finds it
    pays (deploys on stm32, instructions per inference against the pointer chosen at run time: ad_fc_autoencoder
    --weight-bits 4 713,619 -> 700,333, --clusters 16 1,121,873 -> 1,109,333). */
-static TINYAOT_ALWAYS_INLINE int tinyaot_fc_run(const tinyaot_fc_params *fc_params,
-                                                const tinyaot_per_channel_quant_params *quant_params,
-                                                int32_t per_channel, const tinyaot_dims *input_dims,
-                                                const int8_t *input, const tinyaot_dims *filter_dims,
-                                                const void *weights, const int32_t *bias,
-                                                const tinyaot_dims *output_dims, int8_t *output,
-                                                tinyaot_fc_dot_fn dot, tinyaot_fc_dot2_fn dot2, int use_dot2)
+static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_fc_run(const tinyaot_fc_params *fc_params,
+                                                           const tinyaot_per_channel_quant_params *quant_params,
+                                                           int32_t per_channel, const tinyaot_dims *input_dims,
+                                                           const int8_t *input, const tinyaot_dims *filter_dims,
+                                                           const void *weights, const int32_t *bias,
+                                                           const tinyaot_dims *output_dims, int8_t *output,
+                                                           tinyaot_fc_dot_fn dot, tinyaot_fc_dot2_fn dot2, int use_dot2)
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;
@@ -1039,7 +1034,7 @@ static TINYAOT_ALWAYS_INLINE int tinyaot_fc_run(const tinyaot_fc_params *fc_para
     const int32_t q_step = per_channel ? 1 : 0;
 
     if (input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != out_c) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t b;
     for (b = 0; b < batches; b++) {
@@ -1071,7 +1066,7 @@ static TINYAOT_ALWAYS_INLINE int tinyaot_fc_run(const tinyaot_fc_params *fc_para
             out[o] = tinyaot_requantize_s8(acc, mult[o * q_step], shift[o * q_step], out_off, act_min, act_max);
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }
 
 #endif /* TINYAOT_NN_COMPRESSED_H */

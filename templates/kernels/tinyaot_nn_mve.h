@@ -5,7 +5,7 @@
  *     (tinyaot/ops/common.py fold_input_offset);
  *   - bias, multipliers and shifts (one per output channel) are zero-padded to a multiple of four entries, and the
  *     filter is in the blocked layout of tinyaot_mve_gemm.h (tinyaot/ops/mve.py renders both).
- * A kernel returns -1 when its arguments do not fit it. On cores without MVE (and on the host) the same files
+ * A kernel returns TINYAOT_ARG_ERROR when its arguments do not fit it. On cores without MVE (and on the host) the same files
  * compile to portable C computing the same integers. See tinyaot_mve_gemm.h for the inner loops and the overflow
  * bound.
  */
@@ -23,29 +23,29 @@ extern "C" {
 /* Standard convolution, one group (filter_dims->c == input_dims->c), any kernel size, stride, dilation, padding:
    each output pixel's window is gathered into an int8 im2col column, padded taps holding the input zero point
    (-input_offset), which cancels their share of the folded bias. Scratch (required): one column of
-   kh * kw * in_ch bytes; with room for two, two pixels run per pass. Without enough scratch it returns -1. */
+   kh * kw * in_ch bytes; with room for two, two pixels run per pass. Without enough scratch: TINYAOT_ARG_ERROR. */
 int32_t tinyaot_convolve_s8_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
-int tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                            const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                            const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                            const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                            int8_t *output);
+tinyaot_status tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                       const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                       const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                       const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                       int8_t *output);
 
 /* 1x1 convolution without padding, any stride: each output pixel is one input pixel's channels, read in place
    (no scratch), two pixels per pass. */
-int tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                int8_t *output);
+tinyaot_status tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                           const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                           const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                           const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                           int8_t *output);
 
-/* Fully connected, filter_offset 0 and per_channel 1 (returns -1 otherwise); two batch rows per pass. No scratch. */
-int tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                   const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                   const tinyaot_dims *input_dims, const int8_t *input,
-                                   const tinyaot_dims *filter_dims, const int8_t *filter,
-                                   const tinyaot_dims *bias_dims, const int32_t *bias,
-                                   const tinyaot_dims *output_dims, int8_t *output);
+/* Fully connected, filter_offset 0 and per_channel 1 (TINYAOT_ARG_ERROR otherwise); two batch rows per pass. No scratch. */
+tinyaot_status tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                              const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                              const tinyaot_dims *input_dims, const int8_t *input,
+                                              const tinyaot_dims *filter_dims, const int8_t *filter,
+                                              const tinyaot_dims *bias_dims, const int32_t *bias,
+                                              const tinyaot_dims *output_dims, int8_t *output);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
  * When the core has the DSP extension (Cortex-M4/M7/M33/M55: __ARM_FEATURE_DSP) the inner products use SXTB16/SXTAB16
  * to unpack four int8 values into two pairs of int16 and SMLAD to multiply-accumulate a pair per instruction. Both
  * paths compute the same exact integer sum (no intermediate can wrap, see above), so they are bit-identical.
- * Define TINYAOT_NO_DSP to force the plain C path.
+ * Define TINYAOT_NO_DSP (or TINYAOT_PORTABLE, see tinyaot_compiler.h) to force the plain C path.
  */
 #ifndef TINYAOT_NN_SUPPORT_H
 #define TINYAOT_NN_SUPPORT_H
@@ -23,20 +23,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tinyaot_compiler.h"
 #include "tinyaot_nn_types.h"
 
-#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_BIG_ENDIAN) && !defined(TINYAOT_NO_DSP)
+#if defined(__ARM_FEATURE_DSP) && !defined(__ARM_BIG_ENDIAN) && !defined(TINYAOT_NO_DSP) && !defined(TINYAOT_PORTABLE)
 #define TINYAOT_USE_DSP 1
 #include <arm_acle.h>
 #else
 #define TINYAOT_USE_DSP 0
-#endif
-
-/* Inner loops that run out of registers when inlined into a kernel's pixel loops are kept out of line. */
-#if defined(__GNUC__)
-#define TINYAOT_NOINLINE __attribute__((noinline))
-#else
-#define TINYAOT_NOINLINE
 #endif
 
 #define TINYAOT_INT32_MAX ((int32_t)0x7FFFFFFF)
@@ -134,7 +128,7 @@ static inline int8_t tinyaot_requantize_s8(int32_t acc, int32_t mult, int32_t sh
 static inline int32_t tinyaot_read_s8x4(const int8_t *p)
 {
     int32_t v;
-#if defined(__GNUC__)
+#if TINYAOT_GNU
     __builtin_memcpy(&v, p, 4);
 #else
     memcpy(&v, p, 4);
@@ -146,7 +140,7 @@ static inline int32_t tinyaot_read_s8x4(const int8_t *p)
 static inline int32_t tinyaot_read_s16x2(const int16_t *p)
 {
     int32_t v;
-#if defined(__GNUC__)
+#if TINYAOT_GNU
     __builtin_memcpy(&v, p, 4);
 #else
     memcpy(&v, p, 4);
@@ -156,7 +150,7 @@ static inline int32_t tinyaot_read_s16x2(const int16_t *p)
 
 static inline void tinyaot_write_s16x2(int16_t *p, int32_t v)
 {
-#if defined(__GNUC__)
+#if TINYAOT_GNU
     __builtin_memcpy(p, &v, 4);
 #else
     memcpy(p, &v, 4);
@@ -166,7 +160,7 @@ static inline void tinyaot_write_s16x2(int16_t *p, int32_t v)
 /* Bytes 1 and 3 sign-extended into the two 16-bit lanes: SXTB16 with its built-in rotation. GCC does not fold a
    rotate into the SXTB16/SXTAB16 builtins, and a separate shift costs an instruction per word in every inner loop;
    the asm is not volatile, so the compiler still schedules and eliminates it like any expression. */
-#if defined(__GNUC__)
+#if TINYAOT_GNU
 static inline int32_t tinyaot_sxtb16_ror8(int32_t x)
 {
     int32_t r;
@@ -180,7 +174,9 @@ static inline int32_t tinyaot_sxtab16_ror8(int32_t a, int32_t x)
     return r;
 }
 #else
-static inline int32_t tinyaot_sxtb16_ror8(int32_t x) { return tinyaot_sxtb16_ror8(x); }
+/* Without GNU inline assembly: the rotation as a shift (bytes 1 and 3 move to 0 and 2; what lands in bytes 1 and 3
+   is not read), one instruction more per word. */
+static inline int32_t tinyaot_sxtb16_ror8(int32_t x) { return __sxtb16((int32_t)((uint32_t)x >> 8)); }
 static inline int32_t tinyaot_sxtab16_ror8(int32_t a, int32_t x) { return __sxtab16(a, (int32_t)((uint32_t)x >> 8)); }
 #endif
 
@@ -444,7 +440,7 @@ static inline int32_t tinyaot_one_over_one_plus_x(int32_t a)
 /* Count of leading zero bits of a nonzero 32-bit value. */
 static inline int32_t tinyaot_clz_u32(uint32_t v)
 {
-#if defined(__GNUC__)
+#if TINYAOT_GNU
     return (int32_t)__builtin_clz(v);
 #else
     int32_t n = 0;

@@ -14,6 +14,9 @@
 
 #include <stdint.h>
 
+#include "tinyaot_compiler.h"
+#include "tinyaot_status.h"
+
 typedef struct {
     int32_t n;
     int32_t h;

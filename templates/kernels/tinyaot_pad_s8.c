@@ -9,14 +9,14 @@
  */
 #include "tinyaot_nn.h"
 
-int tinyaot_pad_s8(const int8_t *input, int8_t *output, const int32_t in_dims[4], const int32_t pre[4],
-                   const int32_t post[4], int8_t pad_value)
+tinyaot_status tinyaot_pad_s8(const int8_t *input, int8_t *output, const int32_t in_dims[4], const int32_t pre[4],
+                              const int32_t post[4], int8_t pad_value)
 {
     int32_t out_dims[4];
     int32_t a;
     for (a = 0; a < 4; a++) {
         if (in_dims[a] < 0 || pre[a] < 0 || post[a] < 0) {
-            return -1;
+            return TINYAOT_ARG_ERROR;
         }
         out_dims[a] = pre[a] + in_dims[a] + post[a];
     }
@@ -41,5 +41,5 @@ int tinyaot_pad_s8(const int8_t *input, int8_t *output, const int32_t in_dims[4]
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -13,13 +13,13 @@
  */
 #include "tinyaot_nn.h"
 
-int tinyaot_prelu_s8(const int8_t *input, int8_t *output, int32_t outer, int32_t count, int32_t inner,
-                     int32_t input_offset, int32_t output_offset, int32_t left_shift, int32_t pos_mult,
-                     int32_t pos_shift, const int32_t *neg_mult, const int32_t *neg_shift, int32_t act_min,
-                     int32_t act_max)
+tinyaot_status tinyaot_prelu_s8(const int8_t *input, int8_t *output, int32_t outer, int32_t count, int32_t inner,
+                                int32_t input_offset, int32_t output_offset, int32_t left_shift, int32_t pos_mult,
+                                int32_t pos_shift, const int32_t *neg_mult, const int32_t *neg_shift, int32_t act_min,
+                                int32_t act_max)
 {
     if (outer < 0 || count < 1 || inner < 0 || left_shift < 0 || left_shift > 23) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     const int32_t scale_up = (int32_t)1 << left_shift;
     int32_t o, k, j;
@@ -34,5 +34,5 @@ int tinyaot_prelu_s8(const int8_t *input, int8_t *output, int32_t outer, int32_t
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

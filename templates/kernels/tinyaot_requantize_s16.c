@@ -6,24 +6,24 @@
  */
 #include "tinyaot_s16_support.h"
 
-int tinyaot_requantize_s8_s16(const int8_t *input, int32_t size, int32_t input_offset, int32_t mult, int32_t shift,
-                              int32_t output_offset, int16_t *output)
+tinyaot_status tinyaot_requantize_s8_s16(const int8_t *input, int32_t size, int32_t input_offset, int32_t mult, int32_t shift,
+                                         int32_t output_offset, int16_t *output)
 {
     int32_t i;
     for (i = 0; i < size; i++) {
         const int32_t v = tinyaot_requantize((int32_t)input[i] + input_offset, mult, shift) + output_offset;
         output[i] = tinyaot_clamp_s16(v, -32768, 32767);
     }
-    return 0;
+    return TINYAOT_OK;
 }
 
-int tinyaot_requantize_s16_s8(const int16_t *input, int32_t size, int32_t input_offset, int32_t mult, int32_t shift,
-                              int32_t output_offset, int8_t *output)
+tinyaot_status tinyaot_requantize_s16_s8(const int16_t *input, int32_t size, int32_t input_offset, int32_t mult, int32_t shift,
+                                         int32_t output_offset, int8_t *output)
 {
     int32_t i;
     for (i = 0; i < size; i++) {
         const int32_t v = tinyaot_requantize((int32_t)input[i] + input_offset, mult, shift) + output_offset;
         output[i] = (int8_t)tinyaot_clamp_i32(v, -128, 127);
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -17,8 +17,8 @@ static void copy_s8(int8_t *dst, const int8_t *src, int32_t n)
     }
 }
 
-void tinyaot_resize_nearest_s8(const int8_t *input, const tinyaot_dims *input_dims, const int32_t *y_map,
-                               const int32_t *x_map, const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_resize_nearest_s8(const int8_t *input, const tinyaot_dims *input_dims, const int32_t *y_map,
+                                         const int32_t *x_map, const tinyaot_dims *output_dims, int8_t *output)
 {
     const int32_t in_h = input_dims->h;
     const int32_t in_w = input_dims->w;
@@ -44,4 +44,5 @@ void tinyaot_resize_nearest_s8(const int8_t *input, const tinyaot_dims *input_di
             }
         }
     }
+    return TINYAOT_OK;
 }

@@ -14,12 +14,12 @@ static int32_t scaled_diff16(int32_t diff, int32_t mult, int32_t shift)
     return tinyaot_srdhm(diff * ((int32_t)1 << shift), mult);
 }
 
-int tinyaot_softmax_s16_s8(const int16_t *input, int32_t num_rows, int32_t row_size, int32_t mult, int32_t shift,
-                           int32_t diff_min, int8_t *output)
+tinyaot_status tinyaot_softmax_s16_s8(const int16_t *input, int32_t num_rows, int32_t row_size, int32_t mult, int32_t shift,
+                                      int32_t diff_min, int8_t *output)
 {
     int32_t r;
     if (shift < 0 || shift > 30) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     for (r = 0; r < num_rows; r++) {
         const int16_t *in = input + r * row_size;
@@ -55,5 +55,5 @@ int tinyaot_softmax_s16_s8(const int16_t *input, int32_t num_rows, int32_t row_s
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

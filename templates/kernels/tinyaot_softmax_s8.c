@@ -16,8 +16,8 @@ static int32_t scaled_diff(int32_t diff, int32_t mult, int32_t shift)
     return tinyaot_srdhm(diff * ((int32_t)1 << shift), mult);
 }
 
-void tinyaot_softmax_s8(const int8_t *input, int32_t num_rows, int32_t row_size, int32_t mult, int32_t shift,
-                        int32_t diff_min, int8_t *output)
+tinyaot_status tinyaot_softmax_s8(const int8_t *input, int32_t num_rows, int32_t row_size, int32_t mult, int32_t shift,
+                                  int32_t diff_min, int8_t *output)
 {
     int32_t r;
     for (r = 0; r < num_rows; r++) {
@@ -57,4 +57,5 @@ void tinyaot_softmax_s8(const int8_t *input, int32_t num_rows, int32_t row_size,
             }
         }
     }
+    return TINYAOT_OK;
 }

@@ -50,8 +50,8 @@ static void strided_row(const int8_t *in, int8_t *out, int32_t len, int32_t stri
     }
 }
 
-void tinyaot_softmax_strided_s8(const int8_t *input, int32_t outer, int32_t axis_len, int32_t inner, int32_t mult,
-                                int32_t shift, int32_t diff_min, int8_t *output)
+tinyaot_status tinyaot_softmax_strided_s8(const int8_t *input, int32_t outer, int32_t axis_len, int32_t inner, int32_t mult,
+                                          int32_t shift, int32_t diff_min, int8_t *output)
 {
     int32_t o, i;
     for (o = 0; o < outer; o++) {
@@ -60,4 +60,5 @@ void tinyaot_softmax_strided_s8(const int8_t *input, int32_t outer, int32_t axis
             strided_row(input + base, output + base, axis_len, inner, mult, shift, diff_min);
         }
     }
+    return TINYAOT_OK;
 }

@@ -38,11 +38,11 @@ static void contributing_range(int32_t target, int32_t stride, int32_t k, int32_
     *hi = h;
 }
 
-int tinyaot_transpose_conv_s8(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                              const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                              const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                              const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                              int8_t *output)
+tinyaot_status tinyaot_transpose_conv_s8(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                         const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                         const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
+                                         const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
+                                         int8_t *output)
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;
@@ -69,7 +69,7 @@ int tinyaot_transpose_conv_s8(const tinyaot_context *ctx, const tinyaot_conv_par
 
     if (filter_dims->c != in_c || output_dims->c != out_c || output_dims->n != batches || stride_h <= 0 ||
         stride_w <= 0 || conv_params->dilation.h != 1 || conv_params->dilation.w != 1 || pad_t < 0 || pad_l < 0) {
-        return -1;
+        return TINYAOT_ARG_ERROR;
     }
     int32_t b;
     for (b = 0; b < batches; b++) {
@@ -111,5 +111,5 @@ int tinyaot_transpose_conv_s8(const tinyaot_context *ctx, const tinyaot_conv_par
             }
         }
     }
-    return 0;
+    return TINYAOT_OK;
 }

@@ -2,7 +2,7 @@
  * axis perm[i]. Output is written in order; the input is read with per-axis strides. */
 #include "tinyaot_nn.h"
 
-void tinyaot_transpose_s8(const int8_t *input, int8_t *output, const int32_t in_dims[4], const int32_t perm[4])
+tinyaot_status tinyaot_transpose_s8(const int8_t *input, int8_t *output, const int32_t in_dims[4], const int32_t perm[4])
 {
     int32_t in_stride[4];
     in_stride[3] = 1;
@@ -21,4 +21,5 @@ void tinyaot_transpose_s8(const int8_t *input, int8_t *output, const int32_t in_
             }
         }
     }
+    return TINYAOT_OK;
 }

@@ -2,7 +2,8 @@
 
 - examples/two_models: kws_dscnn and tflm_hello_world_sine (both shipped in examples/), each deployed into its own
   folder, added to one CMake project with add_subdirectory + target_link_libraries, built with arm-none-eabi-gcc and
-  run under QEMU; both models' outputs == the numpy reference, bit for bit.
+  run under QEMU; both models' outputs == the numpy reference, bit for bit. The two share one arena the firmware
+  owns (invoke_with_arena, no static arena): its size is the larger of the two, not their sum.
 - kws_dscnn and sww_dscnn merged into one source tree (the C and the HAL: files with the same path must be
   byte-identical) compile with -std=c99 -Wall -Wextra -Werror at -O0..-Os for Cortex-M0, M4 and M55, and the objects
   of each build link into one relocatable object: a duplicate symbol would fail that link.
@@ -65,9 +66,10 @@ def test_two_models_example_builds_with_cmake_and_runs_under_qemu(tmp_path):
     # One sample per model, quantized as each header says; expected outputs from the numpy reference.
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    expected = {}
+    expected, arenas = {}, {}
     for name, (model, cal), sample in (("kws", KWS, 3), ("sine", SINE, 5)):
         c = compile_model(model, cal)
+        arenas[name] = c.plan.arena_bytes
         q = c.quantize_input(c.samples[c.input][sample])
         (run_dir / f"{name}_input.bin").write_bytes(q.tobytes())
         expected[name] = run_reference(c.graph, {c.input: q})[c.output].reshape(-1)
@@ -76,7 +78,16 @@ def test_two_models_example_builds_with_cmake_and_runs_under_qemu(tmp_path):
     for name in ("kws", "sine"):
         got = np.frombuffer((run_dir / f"{name}_output.bin").read_bytes(), np.int8)
         assert np.array_equal(got, expected[name]), (name, got, expected[name])
-    assert f"two_models: keyword class {int(np.argmax(expected['kws']))}\n" in result.stdout + result.stderr
+    shared = max(arenas.values())
+    assert shared < sum(arenas.values())
+    assert (f"two_models: keyword class {int(np.argmax(expected['kws']))}, shared arena {shared} bytes\n"
+            in result.stdout + result.stderr)
+    # one arena in the image, the shared one: no model keeps a static arena of its own
+    sizes = _run([find_tool("arm-none-eabi-nm"), "--print-size", "--defined-only", elf]).stdout
+    rows = [line.split() for line in sizes.splitlines()]
+    assert {r[3]: int(r[1], 16) for r in rows if len(r) == 4 and r[3] == "shared_arena"} == {"shared_arena": shared}
+    static = {"tinyaot_kws_dscnn_arena", "tinyaot_tflm_hello_world_sine_arena"}
+    assert not [r for r in rows if r[-1] in static], sizes
 
 
 CORES = {"cortex-m0": ["-mthumb", "-mcpu=cortex-m0", "-mfloat-abi=soft"],

@@ -36,16 +36,18 @@ from tinyaot.paths import TEMPLATES
 KERNELS = TEMPLATES / "kernels"
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
 OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os")
+# a debug build as IDEs make it: the inline assembly must fall back or fit without r7 by itself (no extra define)
+DEBUG = "-Og -fno-omit-frame-pointer"
 EXTRA_WARNINGS = ("-Wpedantic",)  # beyond COMMON_CFLAGS' -Wall -Wextra: C99 as the standard has it, no extensions
 
 # feature set -> (board whose cpu flags stand for it, the architecture the board file must name, optimisation levels)
 CORES = {
     "v6-M": ("microbit", "armv6-m", OPT_LEVELS),                  # Cortex-M0
     "v7-M": ("mps2-an385", "armv7-m", OPT_LEVELS),                # Cortex-M3
-    "v7E-M": ("stm32", "armv7e-m", OPT_LEVELS),                   # Cortex-M4F
+    "v7E-M": ("stm32", "armv7e-m", (*OPT_LEVELS, DEBUG)),         # Cortex-M4F
     "v7E-M (M7)": ("mps2-an500", "armv7e-m", ("-O2",)),           # Cortex-M7
     "v8-M": ("mps2-an505", "armv8-m.main", ("-O2",)),             # Cortex-M33
-    "v8.1-M": ("mps3-an547", "armv8.1-m.main", OPT_LEVELS),       # Cortex-M55, Helium
+    "v8.1-M": ("mps3-an547", "armv8.1-m.main", (*OPT_LEVELS, DEBUG)),  # Cortex-M55, Helium
 }
 COMBINATIONS = [(arch, opt) for arch, (_, _, opts) in CORES.items() for opt in opts]
 MAX_RECORDS = 256  # clean builds kept; the oldest go first (each record is a few hundred bytes)
@@ -61,7 +63,7 @@ def _flags(arch: str, opt: str) -> list[str]:
     board_name, want_arch, _ = CORES[arch]
     board = load_board(board_name)
     assert board.arch == want_arch, f"board {board_name} is {board.arch}, expected {want_arch}"
-    return [*board.cpu_flags, *(f for f in COMMON_CFLAGS if not f.startswith("-O")), *EXTRA_WARNINGS, opt,
+    return [*board.cpu_flags, *(f for f in COMMON_CFLAGS if not f.startswith("-O")), *EXTRA_WARNINGS, *opt.split(),
             "-Werror"]
 
 

@@ -17,14 +17,16 @@ from tinyaot.paths import TEMPLATES
 from tinyaot.plan.liveness import scratch_name
 from tinyaot.plan.patch import PatchStage, row_bytes, tile
 
-from tinyaot.core.cfmt import c_comment, c_ident
+from tinyaot.core.cfmt import c_comment, c_ident, c_string
 from tinyaot.ops.registry import ConstArray, get_op
 
 from .env import environment
 from .io import Port, model_ports
-from .layers import kernel_declaration, render_layer
+from .layers import check_declared, render_layer
 
-KERNEL_HEADERS = ["tinyaot_compiler.h", "tinyaot_nn.h", "tinyaot_nn_types.h", "tinyaot_nn_support.h"]
+# the headers every model folder carries (tinyaot_nn.h includes the others)
+KERNEL_HEADERS = ["tinyaot_compiler.h", "tinyaot_status.h", "tinyaot_nn.h", "tinyaot_nn_types.h", "tinyaot_nn_support.h",
+                  "tinyaot_nn_mve.h"]
 
 
 @dataclass
@@ -37,6 +39,11 @@ class EmittedLayer:
     consts: list[str]
     op_comment: str
 
+    @property
+    def name_literal(self) -> str:
+        """The node's name as the body of a C string literal (tinyaot_<name>_layer_name)."""
+        return c_string(self.node)
+
 
 @dataclass
 class EmittedCall:
@@ -46,6 +53,7 @@ class EmittedCall:
     layer: int  # position of its layer in Emitted.coded()
     code: str
     comment: str
+    step: int = 0  # its node's index in the schedule (what tinyaot_<name>_failed_layer reports)
 
 
 @dataclass
@@ -114,7 +122,6 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
     result = Emitted(prefix, stem)
     used_names: set[str] = set()
     kernel_files: list[str] = []
-    declared: set[str] = set()
 
     def ptr(tensor: str) -> str:
         return f"(arena + {offsets[tensor]})"
@@ -148,10 +155,7 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
             buffers.update(scratch=ptr(sname) if sname in offsets else "NULL",
                            scratch_size=str(spec.scratch_bytes(node, graph)))
         code, consts = render_layer(call, buffers)
-        decl = kernel_declaration(call.kernel, tuple(call.files))
-        if decl is not None and decl not in declared:  # a kernel file the shared headers do not declare
-            declared.add(decl)
-            consts = [decl] + consts
+        check_declared(call.kernel)
         kernel_files += [f for f in call.files if f not in kernel_files]
         result.layers.append(EmittedLayer(k, node.name, node.op, call.kernel, code, consts, comment))
         cnames.append(cname)
@@ -169,10 +173,10 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
                                   source=inputs[0].param)
                 result.calls.append(EmittedCall(coded[j], code, c_comment(
                     f"stripe {st + 1}/{stage.stripes}, step {j}: {t.node.op} '{t.node.name}' rows "
-                    f"{t.out[1][0]}..{t.out[1][1] - 1} of {graph.tensors[t.out[0]].shape[1]}")))
+                    f"{t.out[1][0]}..{t.out[1][1] - 1} of {graph.tensors[t.out[0]].shape[1]}"), j))
     for layer in result.layers[first:]:
         if layer.code:
-            result.calls.append(EmittedCall(coded[layer.index], layer.code, layer.op_comment))
+            result.calls.append(EmittedCall(coded[layer.index], layer.code, layer.op_comment, layer.index))
 
 
     def port_ctx(p: Port) -> dict:
@@ -196,7 +200,7 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
         path = out_dir / name
         path.write_text(env.get_template(template).render(**ctx))
         result.files.append(path)
-    for name in KERNEL_HEADERS + kernel_files:
+    for name in KERNEL_HEADERS + [f for f in kernel_files if f not in KERNEL_HEADERS]:
         dst = out_dir / name
         shutil.copyfile(TEMPLATES / "kernels" / name, dst)
         result.files.append(dst)

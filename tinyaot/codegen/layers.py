@@ -11,8 +11,9 @@ from tinyaot.paths import TEMPLATES
 
 from .env import render
 
-# Headers every generated folder carries; a kernel they declare needs no declaration in the model's file.
-_DECLARING_HEADERS = ("tinyaot_nn.h", "tinyaot_nn_compressed.h")
+# The headers every generated folder carries that declare kernels (tinyaot_nn.h reaches the others): each kernel a
+# model file calls is declared in one of them, inside extern "C", so that the model file compiles as C or C++.
+DECLARING_HEADERS = ("tinyaot_nn.h", "tinyaot_nn_mve.h")
 
 
 def const_definition(const) -> str:
@@ -26,21 +27,17 @@ def const_definition(const) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _header_text() -> str:
-    return "\n".join((TEMPLATES / "kernels" / h).read_text() for h in _DECLARING_HEADERS)
+    return "\n".join((TEMPLATES / "kernels" / h).read_text() for h in DECLARING_HEADERS)
 
 
 @functools.lru_cache(maxsize=None)
-def kernel_declaration(kernel: str, files: tuple[str, ...]) -> str | None:
-    """None when the shared headers declare `kernel`; otherwise its prototype, taken from its definition in its own
-    kernel file, so a new kernel is one self-contained file (nothing to add to tinyaot_nn.h)."""
-    if re.search(rf"\b{re.escape(kernel)}\s*\(", _header_text()):
-        return None
-    for name in files:
-        m = re.search(rf"^((?:int|void)\s+{re.escape(kernel)}\s*\([^)]*\))\s*\{{",
-                      (TEMPLATES / "kernels" / name).read_text(), re.M)
-        if m:
-            return re.sub(r"\s+", " ", m.group(1)) + ";"
-    raise ValueError(f"kernel {kernel} is neither declared in {_DECLARING_HEADERS} nor defined in {list(files)}")
+def check_declared(kernel: str) -> None:
+    """Every kernel a model file calls has its prototype in the shared headers (the model file declares nothing
+    itself); a kernel that has none is a tinyaot bug, found when the model is rendered rather than by a C compiler
+    guessing an implicit declaration or a C++ compiler mangling the name."""
+    if not re.search(rf"^tinyaot_status\s+{re.escape(kernel)}\s*\(", _header_text(), re.M):
+        raise ValueError(f"kernel {kernel} is not declared (returning tinyaot_status) in {list(DECLARING_HEADERS)}: "
+                         "add its prototype there (a tinyaot bug)")
 
 
 def braces(values) -> str:
@@ -63,6 +60,6 @@ def render_layer(call: KernelCall, buffers: dict[str, str]) -> tuple[str, list[s
         return v
 
     code = render(call.template, kernel=call.kernel, args=[str(a) for a in resolve(list(call.args))],
-                  params=resolve(call.params), returns_status=call.returns_status, braces=braces,
+                  params=resolve(call.params), braces=braces,
                   **buffers).rstrip("\n")
     return code, [const_definition(c) for c in call.consts]

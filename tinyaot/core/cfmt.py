@@ -9,7 +9,12 @@ import numpy as np
 _C_KEYWORDS = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
                "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
                "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-               "volatile", "while"}
+               "volatile", "while",
+               # C++ (the generated C also compiles as C++)
+               "alignas", "alignof", "bool", "catch", "class", "constexpr", "decltype", "delete", "explicit",
+               "false", "friend", "mutable", "namespace", "new", "noexcept", "nullptr", "operator", "private",
+               "protected", "public", "template", "this", "throw", "true", "try", "typeid", "typename", "using",
+               "virtual"}
 
 
 def c_ident(name: str, max_len: int = 48) -> str:
@@ -27,6 +32,13 @@ def c_comment(text: str) -> str:
     """Text safe inside a /* */ comment: no comment terminator, no newlines, printable ASCII only."""
     s = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)
     return s.replace("*/", "* /").replace("/*", "/ *")
+
+
+def c_string(text: str) -> str:
+    """The body of a C string literal holding `text` (without the quotes): printable ASCII, the rest as '?',
+    backslash, quote and question mark escaped (no trigraph can form)."""
+    s = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("?", "\\?")
 
 
 def c_array(ctype: str, name: str, values, per_line: int = 16) -> str:

@@ -107,8 +107,7 @@ class BatchMatMul(OpSpec):
         a = self._args(node)
         g = geometry(graph.tensors[node.inputs[0]].shape, graph.tensors[node.inputs[1]].shape)
         return KernelCall(KERNEL, [IN0, IN1, OUT0, *g, a["lhs_offset"], a["rhs_offset"], a["output_offset"],
-                                   a["output_mult"], a["output_shift"], a["act_min"], a["act_max"]], [KERNEL + ".c"],
-                          returns_status=False)
+                                   a["output_mult"], a["output_shift"], a["act_min"], a["act_max"]], [KERNEL + ".c"])
 
     def oracle(self, node, graph):
         mm = helper.make_node("MatMul", list(node.inputs[:2]), ["bmm_out"])

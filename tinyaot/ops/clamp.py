@@ -40,7 +40,7 @@ class _Clamp(OpSpec):
     def render(self, node, graph, cname):
         n = graph.tensors[node.inputs[0]].size
         return KernelCall("tinyaot_clamp_s8", [IN0, OUT0, n, node.attrs["act_min"], node.attrs["act_max"]],
-                          ["tinyaot_clamp_s8.c"], returns_status=False)
+                          ["tinyaot_clamp_s8.c"])
 
     def evaluate_float(self, node, graph, inputs):
         rng = self.activation_range(node, graph)

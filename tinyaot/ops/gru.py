@@ -167,8 +167,7 @@ class GRU(OpSpec):
                   ConstArray("int32_t", f"{cname}_sh", np.asarray(a["shift_h"]).ravel()),
                   ConstArray("int8_t", f"{cname}_h0", h0.ravel())]
         args = [IN0, OUT0, SCRATCH, t, b, i, h, dirs, a["reverse"], a["last_only"], a["lbr"], a["x_offset"]]
-        return KernelCall(KERNEL, args + [c.name for c in consts], [KERNEL + ".c"], consts=consts,
-                          returns_status=False)
+        return KernelCall(KERNEL, args + [c.name for c in consts], [KERNEL + ".c"], consts=consts)
 
     def oracle(self, node, graph):
         a = node.attrs

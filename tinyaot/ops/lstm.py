@@ -217,7 +217,7 @@ class LSTM(OpSpec):
                   ConstArray("int8_t", f"{cname}_h0", data["h0"].ravel()),
                   ConstArray("int16_t", f"{cname}_c0", data["c0"].astype(np.int16).ravel())]
         args = [IN0, OUT0, SCRATCH, t, b, i, h, dirs, a["reverse"], a["last_only"], a["x_offset"]] + [c.name for c in consts]
-        return KernelCall(KERNEL, args, [KERNEL + ".c"], consts=consts, returns_status=False)
+        return KernelCall(KERNEL, args, [KERNEL + ".c"], consts=consts)
 
     def oracle(self, node, graph):
         a = node.attrs

@@ -74,7 +74,7 @@ class LutOp(OpSpec):
     def render(self, node, graph, cname):
         n = graph.tensors[node.inputs[0]].size
         return KernelCall("tinyaot_lut_s8", [IN0, OUT0, n, f"{cname}_table"], ["tinyaot_lut_s8.c"],
-                          [ConstArray("int8_t", f"{cname}_table", node.attrs["table"])], returns_status=False)
+                          [ConstArray("int8_t", f"{cname}_table", node.attrs["table"])])
 
     def params_bytes(self, node, graph):
         return 256

@@ -138,8 +138,9 @@ class ConstStruct:
 class KernelCall:
     """What one node executes, as data: codegen renders it through a layer template (templates/layers/).
 
-    The generic template (layers/call.c.j2) writes `status |= <kernel>(<args>);` (`<kernel>(<args>);` for a kernel
-    that returns void); an op whose call needs local parameter structs names its own template and gives its
+    The generic template (layers/call.c.j2) writes `TINYAOT_TRY(<kernel>(<args>));` (every kernel returns a
+    tinyaot_status; the model file's TINYAOT_TRY leaves invoke at the first failure, recording the step); an op
+    whose call needs local parameter structs names its own template and gives its
     fields in `params`. Templates see `in0`, `in1`, ..., `out0`, `scratch`, `scratch_size` (the resolved buffers),
     `kernel`, `args` and `params`."""
 
@@ -149,7 +150,6 @@ class KernelCall:
     consts: list = field(default_factory=list)  # ConstArray / ConstStruct, defined at file scope (flash)
     template: str = "layers/call.c.j2"
     params: dict = field(default_factory=dict)  # fields an op-specific template uses
-    returns_status: bool = True  # the kernel returns int (non-zero: it rejected its arguments)
 
 
 @dataclass

@@ -122,10 +122,9 @@ class Softmax(OpSpec):
         a = node.attrs
         q = [a["input_mult"], a["input_left_shift"], a["diff_min"], OUT0]
         if inner == 1:
-            return KernelCall("tinyaot_softmax_s8", [IN0, outer, n, *q], ["tinyaot_softmax_s8.c"],
-                              returns_status=False)
+            return KernelCall("tinyaot_softmax_s8", [IN0, outer, n, *q], ["tinyaot_softmax_s8.c"])
         return KernelCall("tinyaot_softmax_strided_s8", [IN0, outer, n, inner, *q],
-                          ["tinyaot_softmax_strided_s8.c"], returns_status=False)
+                          ["tinyaot_softmax_strided_s8.c"])
 
     def oracle(self, node, graph):
         axis = int(node.attrs.get("axis", -1)) % len(graph.tensors[node.inputs[0]].shape)
