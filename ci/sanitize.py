@@ -60,7 +60,8 @@ def run_on_board(board_name: str, compiled, work: Path, q, *, trap: bool = True)
     import numpy as np
 
     from tinyaot.boards import load_board
-    from tinyaot.toolchain.firmware import build_firmware, render_harness
+    from tinyaot.codegen.project import render_harness
+    from tinyaot.toolchain.firmware import build_firmware
     from tinyaot.toolchain.qemu import run_qemu
     from tinyaot.codegen.emit import emit_model
 

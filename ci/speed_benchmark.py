@@ -134,7 +134,7 @@ def variant_check(model: str, board: str, cal: Path) -> list[dict]:
     b = load_board(board)
     target = b.target("speed")
     compiled = compile_model(model_path(model), cal, target=target)
-    _, section = tune_variants(compiled, b, target, Options.of(tune=True))
+    section = tune_variants(compiled, b, target, Options.of(tune=True)).section
     flagged = []
     for layer in section["layers"]:
         measured = {v: n for v, n in layer["instructions"].items() if n is not None and v not in layer["rejected"]}

@@ -65,7 +65,7 @@ class QuantizationOptions:
 class VerificationOptions:
     """How the result is checked: under QEMU (deploy) and on labelled data (evaluate, analyze, the width search)."""
 
-    verify: bool = True  # --verify/--no-verify: build the firmware and run it under QEMU
+    verify: bool = True  # --verify/--no-verify: run the firmware under QEMU (it is built either way)
     verify_samples: int = 8  # --verify-samples: calibration samples run under QEMU
     qemu_timeout_s: float = 120.0  # seconds one QEMU run may take
     limit: int | None = None  # --limit N: use only the first N labelled samples

@@ -3,6 +3,7 @@ and no half-written (or clobbered) `--out` folder. Real models, real onnxruntime
 models are built with onnx.helper in tmp_path."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 from tinyaot.api import compile_model
 from tinyaot.cli.main import app
 from tinyaot.options import parse_input_shapes
+from tinyaot.paths import BOARDS
 
 from shared_data import DATA, MODELS
 
@@ -295,6 +297,18 @@ def test_arena_budget_no_schedule_meets(tmp_path):
     arena = int(line.split("needs an arena of ")[1].split(" B")[0])
     assert line.endswith(f"{arena - 600} bytes over") and 600 < arena < 4248  # 4,248 B layer by layer
     assert_one_error(run("deploy", model, "-c", cal, "-o", out, "--arena-budget", "-5"), "--arena-budget", out=out)
+
+
+def test_a_firmware_that_does_not_fit_fails_even_without_verification(tmp_path, sine_cal):
+    """--no-verify skips QEMU, not the build: a firmware that does not link for the board is an error (it used to be
+    ignored, the folder written with flash_bytes null). The board file's 4 KB of flash hold the sine model's 288 B
+    of weights, so the plan's check passes, but not its firmware (about 11 KB): the real linker refuses."""
+    board = tmp_path / "tight.toml"
+    text = re.sub(r"^(name|aliases|flash_bytes) = .*$", "", (BOARDS / "stm32.toml").read_text(), flags=re.M)
+    board.write_text(text + 'name = "tight"\naliases = []\nflash_bytes = 4096\n')
+    out = tmp_path / "out"
+    assert_one_error(run("deploy", SINE, "--board", board, "--calibration", sine_cal, "--out", out, "--no-verify"),
+                     "does not fit board 'tight'", "flash overflowed", out=out)
 
 
 def test_unknown_disable_pass(tmp_path, sine_cal):

@@ -414,10 +414,10 @@ def test_budget_sets_the_codebook_grouping(small):
 
 def test_bias_correction_removes_the_mean_output_shift(small):
     """A layer's weights are coarsened by hand (inputs with a large mean, so the error shifts the output's mean);
-    after _correct_bias the accumulator's mean over those inputs, computed here straight from im2col patches, is
+    after correct_bias the accumulator's mean over those inputs, computed here straight from im2col patches, is
     that of the original weights to within the bias's rounding (0.5), while before it was off by far more."""
     from tinyaot.compress.hessian import layer_statistics
-    from tinyaot.compress.pipeline import _correct_bias
+    from tinyaot.compress.pipeline import correct_bias
     from tinyaot.compress.storage import rows
     from tinyaot.ops.conv import im2col_patches as _patches
 
@@ -446,7 +446,7 @@ def test_bias_correction_removes_the_mean_output_shift(small):
     before = np.abs(mean_acc(rows(coarse, False).astype(np.float64), b0) - want).max()
     info = {}
     m = layer_statistics(node, g, xs)[1]
-    _correct_bias(g, node, goal, m, info)
+    correct_bias(g, node, goal, m, info)
     after = np.abs(mean_acc(rows(coarse, False).astype(np.float64), np.asarray(b.data, np.int64)) - want)
     assert before > 100 and np.all(after <= 0.5 + 1e-9), (before, after.max())
     assert np.array_equal(info["bias_shift"][node.name], np.asarray(b.data, np.int64) - b0)

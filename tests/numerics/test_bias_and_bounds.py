@@ -9,7 +9,7 @@ import pytest
 from tinyaot.api import compile_model
 from tinyaot.compress.bounds import (INT32_MAX, channel_bounds, input_magnitude, offset_input_max,
                                      requantized_max)
-from tinyaot.compress.quantize import RAISED_TARGET, fit_channel_scales, quantize_bias
+from tinyaot.core.quant import RAISED_TARGET, fit_channel_scales, quantize_bias
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier
 
 from shared_data import MODELS, calibration_file
@@ -144,7 +144,7 @@ def test_vww_has_no_saturated_bias_and_every_accumulator_fits(cal_dir):
 def test_given_weight_scales_refuse_a_bias_beyond_int32():
     """A pre-quantized model's int8 weights keep their scales bit for bit, so nothing can be raised: a float bias
     that needs more than int32 at s_in * s_w is refused with the layer and the bound, never stored clamped."""
-    from tinyaot.compress.quantize import layer_weights
+    from tinyaot.core.quant import layer_weights
     from tinyaot.errors import TinyaotError
     from tinyaot.ir import QuantParams, Tensor
 

@@ -15,7 +15,8 @@ import pytest
 from tinyaot.api import compile_model, deploy, evaluate
 from tinyaot.pipeline.verify import verify_under_qemu
 from tinyaot.boards import load_board
-from tinyaot.toolchain.firmware import build_firmware, render_harness
+from tinyaot.codegen.project import render_harness
+from tinyaot.toolchain.firmware import build_firmware
 from tinyaot.toolchain.qemu import read_stats
 from tinyaot.codegen.emit import emit_model
 from tinyaot.errors import TinyaotError
@@ -97,8 +98,8 @@ def test_a_stack_too_small_for_the_model_fails_verification(tmp_path):
                              stack_bytes=stack_bytes)
         if stack is None:
             v, _ = verify_under_qemu(compiled, board, elf, fw, 2, 30, layers)
-            assert v["stack_canary_intact"] is True
-            needs.append(v["stack_high_water_bytes"])
+            assert v.stack_canary_intact is True
+            needs.append(v.stack_high_water_bytes)
             continue
         with pytest.raises(TinyaotError) as err:
             verify_under_qemu(compiled, board, elf, fw, 2, 30, layers)

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyaot.toolchain.firmware import build_firmware, render_harness
+from tinyaot.codegen.project import render_harness
+from tinyaot.toolchain.firmware import build_firmware
 
 FAKE_MODEL = Path(__file__).parent / "fake_model"
 

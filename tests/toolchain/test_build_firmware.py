@@ -6,7 +6,8 @@ import re
 import pytest
 
 from tinyaot.boards import load_board
-from tinyaot.toolchain.firmware import CANARY_BYTES, elf_size, find_tool, render_harness, symbol_address
+from tinyaot.codegen.project import CANARY_BYTES, render_harness
+from tinyaot.toolchain.firmware import elf_size, find_tool, symbol_address
 from tinyaot.errors import TinyaotError
 
 SMALL_PROGRAM = """

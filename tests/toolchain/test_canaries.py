@@ -7,7 +7,8 @@ import random
 import pytest
 
 from tinyaot.boards import load_board
-from tinyaot.toolchain.firmware import CANARY_BYTES, symbol_address
+from tinyaot.codegen.project import CANARY_BYTES
+from tinyaot.toolchain.firmware import symbol_address
 from tinyaot.toolchain.qemu import overrun, read_stats, run_qemu
 
 INPUT_SIZE = 37      # TINYAOT_FAKE_INPUT_SIZE in fake_model/fake.h

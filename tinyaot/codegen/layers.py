@@ -6,7 +6,7 @@ import functools
 import re
 
 from tinyaot.core.cfmt import c_array
-from tinyaot.ops.registry import Buffer, ConstArray, ConstStruct, KernelCall
+from tinyaot.ops.registry import BufferRef, ConstArray, ConstStruct, KernelCall
 from tinyaot.paths import TEMPLATES
 
 from .env import render
@@ -47,11 +47,11 @@ def braces(values) -> str:
 
 def render_layer(call: KernelCall, buffers: dict[str, str]) -> tuple[str, list[str]]:
     """(the layer's C statements, its file-scope definitions). `buffers`: "in0", "out0", "scratch",
-    "scratch_size", ... -> C expressions (arena addresses); a Buffer anywhere in the call's args or params becomes
+    "scratch_size", ... -> C expressions (arena addresses); a BufferRef anywhere in the call's args or params becomes
     its expression."""
 
     def resolve(v):
-        if isinstance(v, Buffer):
+        if isinstance(v, BufferRef):
             return buffers["scratch" if v.kind == "scratch" else f"{v.kind}{v.index}"]
         if isinstance(v, (list, tuple)):
             return [resolve(x) for x in v]

@@ -29,7 +29,7 @@ import numpy as np
 from tinyaot.compress.bounds import check_graph
 from tinyaot.compress.calibrate import channel_extremes
 from tinyaot.compress.hessian import SampleRunner, layer_statistics
-from tinyaot.compress.pipeline import _correct_bias, apply_bias_shift, correction_shift
+from tinyaot.compress.pipeline import apply_bias_shift, correct_bias, correction_shift
 from tinyaot.compress.storage import rows
 from tinyaot.core.quant16 import ACC64_LIMIT
 from tinyaot.ir import Graph, Node
@@ -220,7 +220,7 @@ def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: l
     weights, which corrects its own layers, compress/pipeline.storage_step; --prune-channels fits none): layer by
     layer in schedule order, while the reference runs the quantized calibration samples, the mean shift its weight
     rounding puts on its accumulator, (W_float / s_w - W_int8) . E[x] over the integer inputs it really receives, is
-    taken back in its bias (compress/pipeline._correct_bias, which compression's fitted layers use, for the int8
+    taken back in its bias (compress/pipeline.correct_bias, which compression's fitted layers use, for the int8
     layers' int32 biases; `_correct_bias16` for the 16-bit layers' int64 biases, compress/precision.py). The
     reference runs every node, the int8 <-> int16 conversions of a mixed graph included, so each layer sees the
     integers the deployed model gives it. Only biases change, so the numpy reference and the C stay bit-exact.
@@ -239,7 +239,7 @@ def correct_biases(graph: Graph, float_weights: dict[str, np.ndarray], inputs: l
             if mean is not None:
                 scale = np.asarray(graph.tensors[node.inputs[1]].quant.scale, np.float64).reshape(-1)
                 goal = rows(float_weights[node.name], bool(node.attrs.get("depthwise"))) / scale[:, None]
-                (_correct_bias16 if s16 else _correct_bias)(graph, node, goal, mean, info)
+                (_correct_bias16 if s16 else correct_bias)(graph, node, goal, mean, info)
         runner.run(node)
     check_graph(graph)
     return sorted(info.get("bias_shift", {}))
@@ -263,7 +263,7 @@ def _mean_patch16(node: Node, graph: Graph, xs: list[np.ndarray]) -> np.ndarray 
 
 
 def _correct_bias16(graph: Graph, node: Node, goal: np.ndarray, mean: np.ndarray, info: dict) -> None:
-    """`_correct_bias` (compress/pipeline.py) for a 16-bit layer: the mean shift (goal - W_int8) . E[x] in the
+    """`correct_bias` (compress/pipeline.py) for a 16-bit layer: the mean shift (goal - W_int8) . E[x] in the
     accumulator's units s_in * s_w[c], rounded, added to the int64 bias. The s16 requantization needs
     |acc| < 2**47 (core/quant16.ACC64_LIMIT; compress/bounds.py checks |bias| + sum|w| * 32768 per channel), so the
     corrected bias is kept within 2**47 - 1 - sum|w| * 32768; quant16.layer_weights16 raises a channel's scale until

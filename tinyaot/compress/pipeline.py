@@ -12,7 +12,7 @@ already-compressed layers before it (compress/hessian.py, cluster.error_feedback
 ic_resnet8 against plain rounding: --weight-bits 4 went from 54 % to 88 % top-1 (ic01 images 100-199) and
 --prune 0.5 from 64 % to 81.5 % (all 200 ic01 images). Scales and requantization parameters are never changed by
 it. Biases are: after a fitted layer's weights are final, the mean shift of its output that their error causes over
-the calibration inputs it receives is added to its int32 bias (`_correct_bias`, Nagel et al.'s bias correction;
+the calibration inputs it receives is added to its int32 bias (`correct_bias`, Nagel et al.'s bias correction;
 biases are counted in params, not weights bytes, so it costs no weight bytes). Measured by the noise-to-signal
 ratio of the pre-softmax logits (each sample's mean over classes removed) against the plain int8 model's, numpy
 reference, on calibration samples 64-99 (the fitting uses 0-63, hessian.MAX_SAMPLES): --clusters 16 from 0.0075 to
@@ -43,7 +43,7 @@ from tinyaot.compress.prune import (channel_group, group_scores, layer_kind, lay
 from tinyaot.compress.reconstruct import (UNSTRUCTURED, Pattern, augmented_moments, clip_search, damped,
                                           gptq_round, greedy_prune, magnitude_keep, masked_solve, objective,
                                           obs_channels, refit_target)
-from tinyaot.compress.quantize import weight_qmax
+from tinyaot.core.quant import weight_qmax
 from tinyaot.compress.refit import refit_consumers, run_node, snapshot
 from tinyaot.compress.storage import WeightStorage, rows
 from tinyaot.ir import Graph
@@ -249,8 +249,8 @@ def storage_step(graph: Graph, inputs: list | None = None, dense: Graph | None =
                                                         info)
                 _store_layer(graph, node, s, hessian, info, target)
                 if stats is not None:
-                    # the weights' own mean shift only, on the inputs the layer really gets (see _correct_bias)
-                    _correct_bias(graph, node, np.asarray(goal, np.float64), stats[1], info)
+                    # the weights' own mean shift only, on the inputs the layer really gets (see correct_bias)
+                    correct_bias(graph, node, np.asarray(goal, np.float64), stats[1], info)
         if runner is not None:
             runner.run(node)
         if dense_runner is not None:
@@ -475,7 +475,7 @@ def _set_bias(graph: Graph, node, bias: np.ndarray, info: dict) -> None:
     b.data = np.clip(bias, -room, room).astype(np.int32)
 
 
-def _correct_bias(graph: Graph, node, goal: np.ndarray, mean: np.ndarray, info: dict) -> None:
+def correct_bias(graph: Graph, node, goal: np.ndarray, mean: np.ndarray, info: dict) -> None:
     """Empirical bias correction (Nagel et al. 2019, "Data-free quantization through weight equalization and bias
     correction", section 4.2, with measured input means): the mean shift the layer's weight error puts on its
     accumulator over the calibration inputs it really receives, (W_goal - W_stored) . E[x], rounded, is added to

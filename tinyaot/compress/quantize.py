@@ -17,13 +17,9 @@ import numpy as np
 
 from tinyaot.compress.bounds import check_graph
 from tinyaot.core.fixedpoint import ScaleError
-from tinyaot.core.quant import (QMAX, QMIN, RAISED_TARGET, ZERO_CHANNEL_BIAS_UNITS, LayerWeights,  # noqa: F401
-                                activation_clamp, activation_qparams, dequantize_values, fit_channel_scales,
-                                layer_weights, quantize_bias, quantize_values, weight_qmax,
-                                weight_qparams)
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, QuantParams, verify
-from tinyaot.ops.common import output_qparams, record_raised  # noqa: F401  (re-exported)
+from tinyaot.ops.common import output_qparams
 from tinyaot.ops.registry import get_op, infer_shapes, traits_of
 
 

@@ -54,6 +54,3 @@ def c_array(ctype: str, name: str, values, per_line: int = 16) -> str:
     # TINYAOT_WEIGHTS_ATTR: the model file's placement macro (empty unless a weights section is asked for)
     return f"static const {ctype} {name}[{flat.size}] TINYAOT_WEIGHTS_ATTR = {{\n    {body}\n}};"
 
-
-def c_dims(n: int, h: int, w: int, c: int) -> str:
-    return f"{{{int(n)}, {int(h)}, {int(w)}, {int(c)}}}"

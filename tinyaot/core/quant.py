@@ -94,14 +94,6 @@ def dequantize_values(q: np.ndarray, qp: QuantParams) -> np.ndarray:
     return (np.asarray(q, np.float32) - np.float32(qp.zero_point)) * np.float32(qp.scale)
 
 
-def weight_qparams(w: np.ndarray, axis: int, qmax: int = 127) -> tuple[np.ndarray, QuantParams]:
-    """Symmetric per-channel weights along `axis`, in [-qmax, qmax]: 127 for int8, 7 for 4-bit weights (stored
-    as int8 values; compression packs them). The natural scales, max|w| / qmax; layers with a bias use
-    `fit_channel_scales`, which starts from these."""
-    q, wq, _, _ = fit_channel_scales(w, None, axis, 1.0, qmax=qmax)
-    return q, wq
-
-
 def fit_channel_scales(w: np.ndarray, b: np.ndarray | None, axis: int, s_in: float, input_offset: int = 0,
                        qmax: int = 127) -> tuple[np.ndarray, QuantParams, np.ndarray, np.ndarray]:
     """Per-channel symmetric weights and the int32 bias at scale s_in * s_w[c], without saturating any bias.

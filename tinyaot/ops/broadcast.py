@@ -19,7 +19,7 @@ from onnx import helper
 from tinyaot.core.quant import activation_qparams, quantize_values
 from tinyaot.core.errors import TinyaotError
 from tinyaot.ops.common import activation_nodes, oracle_operands, out_params, set_const
-from tinyaot.ops.registry import Buffer, ConstArray, KernelCall, OpSpec, OracleLayer
+from tinyaot.ops.registry import BufferRef, ConstArray, KernelCall, OpSpec, OracleLayer
 
 BINARY_OP_CODES = {"Add": 0, "Sub": 1, "Mul": 2}  # TINYAOT_BINARY_ADD/_SUB/_MUL in tinyaot_nn_types.h
 
@@ -114,7 +114,7 @@ class BinaryOp(OpSpec):
                 consts.append(ConstArray("int8_t", f"{cname}_operand{k}", t.data))
                 exprs.append(f"{cname}_operand{k}")
             else:
-                exprs.append(Buffer("in", j))
+                exprs.append(BufferRef("in", j))
                 j += 1
         return exprs, consts
 

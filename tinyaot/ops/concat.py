@@ -23,7 +23,7 @@ from tinyaot.ops.common import oracle_operands, out_params, set_const
 from tinyaot.core.fixedpoint import multiplier_with_headroom, requantize_to_int8
 from tinyaot.core.quant import INT32_MAX
 from tinyaot.ops.intbounds import epilogue, offset_input_max
-from tinyaot.ops.registry import Buffer, ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
+from tinyaot.ops.registry import BufferRef, ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits
 
 
 def concat_requant_params(s_in: float, zp_in: int, s_out: float, zp_out: int) -> dict:
@@ -137,7 +137,7 @@ class Concat(OpSpec):
                 src = f"{cname}_input{k}"
                 consts.append(ConstArray("int8_t", src, t.data))
             else:
-                src = Buffer("in", j)
+                src = BufferRef("in", j)
                 j += 1
             in_inner = int(np.prod(t.shape[axis:], dtype=np.int64))
             parts.append({"src": src, "in_inner": in_inner, "pos": pos, "requantize": p["requantize"],

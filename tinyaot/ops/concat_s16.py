@@ -13,7 +13,7 @@ from onnx import helper
 from tinyaot.core.errors import TinyaotError
 from tinyaot.core.quant16 import Q16MAX, Q16MIN, requantize_exact
 from tinyaot.ops.common import oracle_operands, set_const
-from tinyaot.ops.registry import OUT0, Buffer, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
+from tinyaot.ops.registry import OUT0, BufferRef, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
 from tinyaot.ops.s16_common import INT64_MAX, exact16, out16, ptr, require16, rescaled_bound
 
 
@@ -89,7 +89,7 @@ class ConcatS16(OpSpec):
                 src = f"{cname}_input{k}"
                 consts.append(ConstArray("int16_t", src, t.data))
             else:
-                src = ptr("const int16_t *", Buffer("in", j))
+                src = ptr("const int16_t *", BufferRef("in", j))
                 j += 1
             in_inner = int(np.prod(t.shape[axis:], dtype=np.int64))
             calls.append([src, str(outer), str(in_inner), str(out_inner), str(pos), str(req), str(mult), str(shift),

@@ -120,11 +120,6 @@ def fold_block_calls(in_shape, out_shape, kernel_hw, stride_hw, pad_top_left, di
     return int(np.where(both, kh, clipped).sum())
 
 
-def depthwise_conv2d_scratch_bytes() -> int:
-    """The depthwise kernel uses no scratch."""
-    return 0
-
-
 def conv_inplace_offset(in_shape, out_shape, stride_hw, pads, aligned_group: int = 0) -> int:
     """Smallest d >= 0 such that an NHWC output starting d bytes before its NHWC input is never written over an
     input byte still to be read, for a kernel that computes output pixels in raster order at most two at a time and

@@ -16,7 +16,7 @@ from tinyaot.core.errors import TinyaotError
 from tinyaot.core.quant16 import Q16MAX, Q16MIN, activation_qparams16, requantize_exact
 from tinyaot.ops.broadcast import broadcast_geometry
 from tinyaot.ops.common import activation_nodes, oracle_operands, set_const
-from tinyaot.ops.registry import OUT0, Buffer, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
+from tinyaot.ops.registry import OUT0, BufferRef, ConstArray, KernelCall, OpSpec, OracleLayer, Traits, register
 from tinyaot.ops.s16_common import INT64_MAX, TEMPLATE, exact16, out16, ptr, require16, rescaled_bound
 
 
@@ -91,7 +91,7 @@ class MulS16(OpSpec):
                 consts.append(ConstArray("int16_t", f"{cname}_operand{k}", t.data))
                 args.append(f"{cname}_operand{k}")
             else:
-                args.append(ptr("const int16_t *", Buffer("in", j)))
+                args.append(ptr("const int16_t *", BufferRef("in", j)))
                 j += 1
         return KernelCall("tinyaot_elementwise_mul_s16",
                           files=["tinyaot_elementwise_mul_s16.c", "tinyaot_s16_support.h"], consts=consts,

@@ -67,7 +67,7 @@ class Traits:
 
 
 @dataclass(frozen=True)
-class Buffer:
+class BufferRef:
     """A layer's arena buffer in a kernel call's arguments: input k (data inputs only, constants excluded), output
     k, or its scratch. Codegen resolves it to the address in the planned arena."""
 
@@ -75,7 +75,7 @@ class Buffer:
     index: int = 0
 
 
-IN0, IN1, OUT0, SCRATCH = Buffer("in", 0), Buffer("in", 1), Buffer("out", 0), Buffer("scratch")
+IN0, IN1, OUT0, SCRATCH = BufferRef("in", 0), BufferRef("in", 1), BufferRef("out", 0), BufferRef("scratch")
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class KernelCall:
     `kernel`, `args` and `params`."""
 
     kernel: str  # the C kernel function, e.g. tinyaot_convolve_s8
-    args: list = field(default_factory=list)  # arguments: Buffer, int, or a C expression (a constant's name)
+    args: list = field(default_factory=list)  # arguments: BufferRef, int, or a C expression (a constant's name)
     files: list[str] = field(default_factory=list)  # kernel .c files under templates/kernels/
     consts: list = field(default_factory=list)  # ConstArray / ConstStruct, defined at file scope (flash)
     template: str = "layers/call.c.j2"

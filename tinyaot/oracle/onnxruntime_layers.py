@@ -15,7 +15,6 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from tinyaot.ir import Graph, QuantParams
-from tinyaot.ops.common import dequantized_const  # noqa: F401  (moved to ops; kept importable here)
 from tinyaot.ops.registry import get_op
 
 

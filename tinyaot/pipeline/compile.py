@@ -22,7 +22,8 @@ from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, calibration_record, parse_method
 from tinyaot.compress.pipeline import prune_step, storage_step
 from tinyaot.compress.precision import apply_precision
-from tinyaot.compress.quantize import quantize_graph, quantize_values
+from tinyaot.compress.quantize import quantize_graph
+from tinyaot.core.quant import quantize_values
 from tinyaot.core.target import GENERIC, Target
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import ImportedModel, import_model, is_prequantized

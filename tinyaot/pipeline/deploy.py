@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyaot.boards import Board, load_board
-from tinyaot.errors import TinyaotError
 from tinyaot.files import check_output_folder
 from tinyaot.frontend import ImportedModel, import_model
 from tinyaot.options import Options
@@ -20,7 +19,7 @@ from .precision_search import resolve_activation_bits
 from .report import build_report, report_md, summary
 from .stage import FIRMWARE_DIR, clear_staging, folder_files, stage_model, staging
 from .timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
-from .tune import check_log as check_tuning_log, finish as finish_tuning, public as public_tuning, tune_variants
+from .tune import check_log as check_tuning_log, finish as finish_tuning, tune_variants
 from .verify import check_verification, not_verified, uncompressed_costs, verify_under_qemu
 
 
@@ -51,26 +50,27 @@ def deploy(model: str | Path | ImportedModel, board: str, calibration: str | Pat
     compiled = with_budget(compiled, *board_budget(b, options.compile.arena_budget, compiled))
     tuning = None
     if options.compile.tune or options.compile.tuning_log is not None:
-        compiled, tuning = tune_variants(compiled, b, target, options)
+        tuning = tune_variants(compiled, b, target, options)
+        compiled = tuning.compiled
     check_fits(compiled, b)
     with staging(Path(out_dir)) as tmp:
         emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, options)
         uncompressed = None
-        if tuning is not None and finish_tuning(tuning, section["instructions"]):
+        if tuning is not None and finish_tuning(tuning.section, section.instructions):
             # the tuned firmware as a whole ran more instructions than the default did (layer counts are measured
             # one round at a time): deploy the default choice instead, so tuning is never slower
             clear_staging(tmp)
-            compiled = with_variants(compiled, target, tuning["_default"])
+            compiled = with_variants(compiled, target, tuning.default_choice)
             emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, options)
-            tuning["reverted_to_default"] = True
-            tuning["instructions_tuned"] = section["instructions"]
+            tuning.section["reverted_to_default"] = True
+            tuning.section["instructions_tuned"] = section.instructions
         if options.verification.verify and compiled.compressed:
             # the same widths, uncompressed
             uncompressed = uncompressed_costs(imported, calibration, b, options, target)
         tidy_firmware_dir(tmp)
         report = build_report(compiled, b, imported.path, emitted, per_layer, sizes, section, uncompressed,
                               folder_files(tmp, emitted),
-                              tuning=public_tuning(tuning) if tuning is not None else None)
+                              tuning=tuning.section if tuning is not None else None)
         report["memory"]["timeline"] = timeline(compiled)  # the memory plan as text in report.md, and a PNG
         timeline_png(report["memory"]["timeline"], tmp / TIMELINE_PNG,
                      f"{imported.path.name} on {b.name}: arena timeline")
@@ -81,9 +81,9 @@ def deploy(model: str | Path | ImportedModel, board: str, calibration: str | Pat
 
 
 def _stage_and_verify(compiled: Compiled, b: Board, tmp: Path, options: Options):
-    """Stage the folder into `tmp` and, with `verification.verify`, build the firmware and hold it to the reference
-    under QEMU (raises on a mismatch). Returns (emitted, verify section, per-layer instructions or None, sizes or
-    None)."""
+    """Stage the folder into `tmp`, build the firmware (a failed build raises) and, with `verification.verify`, hold
+    it to the reference under QEMU (raises on a mismatch). Returns (emitted, verify section, per-layer instructions
+    or None, sizes)."""
     emitted = stage_model(compiled, b, tmp)
     section, per_layer, sizes = not_verified(b), None, None
     v = options.verification
@@ -94,9 +94,8 @@ def _stage_and_verify(compiled: Compiled, b: Board, tmp: Path, options: Options)
                                                v.qemu_timeout_s, len(emitted.coded()), emitted)
         check_verification(section)
     else:
-        # Still prove the firmware builds and fits when QEMU is skipped, if the toolchain is here.
-        try:
-            sizes = firmware_sizes(build_verification_firmware(emitted, b, tmp, trace=False, werror=False))
-        except TinyaotError:
-            pass
+        # QEMU skipped (--no-verify), not the build: the firmware is still built, to prove that the C compiles,
+        # links and fits the board and to measure its flash; a failed build (or no compiler) is an error as with
+        # verification
+        sizes = firmware_sizes(build_verification_firmware(emitted, b, tmp, trace=False, werror=False))
     return emitted, section, per_layer, sizes

@@ -4,6 +4,7 @@ the summary lines the CLI prints.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tinyaot import __version__
 from tinyaot.boards import Board
@@ -17,6 +18,9 @@ from tinyaot.toolchain.versions import versions
 from .compile import Compiled
 from .schedule import patch_record
 from .timeline import timeline_text
+
+if TYPE_CHECKING:  # verify.py imports this module (macs, weights_bytes)
+    from .verify import VerifySection
 
 
 def weights_bytes(g: Graph) -> int:
@@ -59,7 +63,7 @@ def layer_rows(compiled: Compiled, emitted, per_layer_insns: list[int] | None) -
     return rows
 
 
-def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section,
+def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, sizes, verify_section: VerifySection,
                  uncompressed: dict | None = None, files: dict | None = None, tuning: dict | None = None) -> dict:
     """report.json. With `uncompressed` (a compressed model, verified), `compression.uncompressed` holds the
     same model's costs without compression and every layer row its `instructions_uncompressed`. `files`: the
@@ -114,7 +118,7 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
             else "cost model"},
         "compression": comp,
         "layers": rows,
-        "verify": {k: v for k, v in verify_section.items() if not k.startswith("_")},
+        "verify": verify_section.to_json(),
         "files": files or {},
     }
 

@@ -25,6 +25,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -280,11 +281,20 @@ def _round(compiled: Compiled, board: Board, target: Target, choices: dict[str, 
     return dict(zip([layer.node for layer in emitted.coded()], counts)), int(sum(first)), ""
 
 
-def tune_variants(compiled: Compiled, board: Board, target: Target, options: Options) -> tuple[Compiled, dict]:
+@dataclass
+class Tuning:
+    """What --tune / --tuning-log chose: the model re-planned for the choice, report.json's `tuning` section (its
+    `instructions_tuned` is filled in by deploy, `finish`), and the cost model's choice to fall back to."""
+
+    compiled: Compiled
+    section: dict
+    default_choice: dict[str, str]  # {node name: variant}
+
+
+def tune_variants(compiled: Compiled, board: Board, target: Target, options: Options) -> Tuning:
     """Choose the variants of `compiled` (already chosen by the cost model for `target`) from measurements:
     records from the cache and `compile.tuning_log`, and with `compile.tune` QEMU rounds for the layers they do not
-    cover. Returns the re-planned Compiled and report.json's `tuning` section (its `instructions_tuned` is filled in
-    by deploy)."""
+    cover."""
     measure, log = options.compile.tune, options.compile.tuning_log
     timeout, echo = options.verification.qemu_timeout_s, options.output.echo
     g = compiled.graph
@@ -292,10 +302,10 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, options: Opt
     section = {"enabled": bool(measure), "log": str(log) if log is not None else None, "layers_tuned": 0,
                "variants_tried": 0, "measured_now": 0, "rounds": 0, "firmware_builds": 0, "from_cache": False,
                "from_cache_layers": 0, "instructions_default": None, "instructions_tuned": None,
-               "instructions_default_source": None, "layers": [], "rejected": [], "_default": default}
+               "instructions_default_source": None, "layers": [], "rejected": []}
     if target.optimize == "size":
         section["note"] = "--optimize size keeps the generic kernels: nothing to tune"
-        return compiled, section
+        return Tuning(compiled, section, default)
     tunable: list[tuple[Node, list[str], str, dict]] = []
     costs: dict[str, dict[str, float | None]] = {}
     for node in g.nodes:
@@ -404,7 +414,7 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, options: Opt
         section["instructions_default_source"] = "measured (the default firmware; the choice came from records)"
     if log is not None and records:
         write_log(Path(log), {sig: rec for sig, rec in records.items()})
-    return with_variants(compiled, target, choices), section
+    return Tuning(with_variants(compiled, target, choices), section, default)
 
 
 def finish(section: dict, instructions: int | None) -> bool:
@@ -422,8 +432,3 @@ def finish(section: dict, instructions: int | None) -> bool:
         # not verified under QEMU: the tuned choice stands only if this run measured it layer by layer (--tune)
         return changed and section["instructions_default_source"] != "measured (tuning round 0)"
     return instructions > section["instructions_default"]
-
-
-def public(section: dict) -> dict:
-    """The section as report.json holds it (private keys dropped)."""
-    return {k: v for k, v in section.items() if not k.startswith("_")}

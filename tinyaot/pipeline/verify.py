@@ -6,7 +6,9 @@ temporary folder).
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -14,8 +16,8 @@ from tinyaot.boards import Board
 from tinyaot.core.target import Target
 from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.frontend import ImportedModel
-from tinyaot.oracle.onnxruntime_layers import check_layers, run_chain
 from tinyaot.options import Options
+from tinyaot.oracle.onnxruntime_layers import LayerCheck, check_layers, run_chain
 from tinyaot.oracle.reference import run_reference
 from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
@@ -26,21 +28,61 @@ from .report import macs, weights_bytes
 from .stage import FIRMWARE_DIR, stage_model
 
 
-def not_verified(b: Board) -> dict:
-    """report.json's `verify` section when QEMU did not run (--no-verify)."""
-    return {"ran": False, "qemu_machine": b.qemu_machine, "exit_code": None, "outputs_match": None,
-            "max_abs_diff_vs_reference": None, "max_abs_diff_vs_onnxruntime": None,
-            "output_diff_vs_onnxruntime": None, "top1_agreement_vs_onnxruntime": None, "instructions": None,
-            "arena_high_water_bytes": None, "stack_high_water_bytes": None, "arena_canary_intact": None,
-            "stack_canary_intact": None}
+@dataclass
+class VerifySection:
+    """report.json's `verify` section: what the firmware showed under QEMU (DESIGN.md). Without a QEMU run
+    (--no-verify) `ran` is False and every figure None, and the keys only a run has (samples, inputs, outputs,
+    stack_reserved_bytes, layers_vs_onnxruntime) are left out of the JSON."""
+
+    ran: bool
+    qemu_machine: str
+    exit_code: int | None = None
+    outputs_match: bool | None = None
+    samples: int | None = None
+    inputs: str | None = None  # where the samples came from (Compiled.samples_source)
+    outputs: list[dict] = field(default_factory=list)  # every output: C under QEMU vs reference and onnxruntime
+    max_abs_diff_vs_reference: int | None = None  # C under QEMU vs the numpy reference: 0
+    max_abs_diff_vs_onnxruntime: int | None = None  # the worst layer, each fed the same int8 input
+    output_diff_vs_onnxruntime: int | None = None  # end to end
+    top1_agreement_vs_onnxruntime: float | None = None
+    # an int8 .tflite model: TFLite Micro's interpreter on the same inputs (tflite_interpreter, outputs_match_tflite,
+    # max_abs_diff_vs_tflite; tflite_check); empty for an ONNX model
+    tflite: dict = field(default_factory=dict)
+    instructions: int | None = None  # one inference, the first sample
+    arena_high_water_bytes: int | None = None
+    stack_high_water_bytes: int | None = None
+    stack_reserved_bytes: int | None = None
+    arena_canary_intact: bool | None = None
+    stack_canary_intact: bool | None = None
+    layers: list[LayerCheck] = field(default_factory=list)  # every layer against onnxruntime
+
+    RUN_ONLY: ClassVar[tuple[str, ...]] = ("samples", "inputs", "outputs", "stack_reserved_bytes")
+
+    def to_json(self) -> dict:
+        d = {}
+        for f in fields(self):
+            if f.name == "tflite":
+                d.update(self.tflite)
+            elif f.name != "layers" and (self.ran or f.name not in self.RUN_ONLY):
+                d[f.name] = getattr(self, f.name)
+        if self.ran:
+            d["layers_vs_onnxruntime"] = [{"name": c.node, "op": c.op, "max_abs_diff": c.max_abs_diff,
+                                           "tolerance": c.tolerance, "differing": c.differing,
+                                           "elements": c.elements} for c in self.layers]
+        return d
+
+
+def not_verified(b: Board) -> VerifySection:
+    """The `verify` section when QEMU did not run (--no-verify)."""
+    return VerifySection(ran=False, qemu_machine=b.qemu_machine)
 
 
 def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n: int, timeout: float,
-                      code_layers: int, emitted=None) -> tuple[dict, list[int] | None]:
+                      code_layers: int, emitted=None) -> tuple[VerifySection, list[int] | None]:
     """Run the verification firmware `elf` under QEMU in `workdir` on the first `n` samples and compare: its outputs
     with the numpy reference (must be equal), every layer with onnxruntime on the same int8 input, the end-to-end
-    output with onnxruntime's chain. Returns report.json's `verify` section (with `_layers`, the per-layer checks,
-    for `check_verification`) and the first sample's instructions per layer with code (None if not counted)."""
+    output with onnxruntime's chain. Returns report.json's `verify` section (check_verification judges it) and the
+    first sample's instructions per layer with code (None if not counted)."""
     g = compiled.graph
     n = min(n, len(compiled.samples[compiled.input]))
     q_inputs = [compiled.quantize_inputs(compiled.feed(k)) for k in range(n)]
@@ -92,21 +134,17 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
             per_layer = emitted.layer_instructions(first)
         elif len(first) == code_layers + 2:
             per_layer = list(first[1:-1])
-    return {"ran": True, "qemu_machine": b.qemu_machine, "exit_code": result.exit_code,
-            "outputs_match": diff_ref == 0, "samples": n, "inputs": compiled.samples_source,
-            "outputs": outputs,
-            "max_abs_diff_vs_reference": diff_ref,
-            "max_abs_diff_vs_onnxruntime": max((c.max_abs_diff for c in layers), default=0),
-            "output_diff_vs_onnxruntime": e2e, "top1_agreement_vs_onnxruntime": agree, **tflite,
-            "instructions": insns, "arena_high_water_bytes": stats.get("arena_high_water_bytes"),
-            "stack_high_water_bytes": stats.get("stack_high_water_bytes"),
-            "stack_reserved_bytes": stats.get("stack_reserved_bytes"),
-            "arena_canary_intact": bool(stats["arena_canary_intact"]),
-            "stack_canary_intact": bool(stats["stack_canary_intact"]),
-            "layers_vs_onnxruntime": [{"name": c.node, "op": c.op, "max_abs_diff": c.max_abs_diff,
-                                       "tolerance": c.tolerance, "differing": c.differing,
-                                       "elements": c.elements} for c in layers],
-            "_layers": layers}, per_layer
+    return VerifySection(
+        ran=True, qemu_machine=b.qemu_machine, exit_code=result.exit_code, outputs_match=diff_ref == 0, samples=n,
+        inputs=compiled.samples_source, outputs=outputs,
+        max_abs_diff_vs_reference=diff_ref,
+        max_abs_diff_vs_onnxruntime=max((c.max_abs_diff for c in layers), default=0),
+        output_diff_vs_onnxruntime=e2e, top1_agreement_vs_onnxruntime=agree, tflite=tflite, instructions=insns,
+        arena_high_water_bytes=stats.get("arena_high_water_bytes"),
+        stack_high_water_bytes=stats.get("stack_high_water_bytes"),
+        stack_reserved_bytes=stats.get("stack_reserved_bytes"),
+        arena_canary_intact=bool(stats["arena_canary_intact"]),
+        stack_canary_intact=bool(stats["stack_canary_intact"]), layers=layers), per_layer
 
 
 def tflite_check(compiled: Compiled, q_inputs: list[dict], outputs: np.ndarray) -> dict:
@@ -126,18 +164,18 @@ def tflite_check(compiled: Compiled, q_inputs: list[dict], outputs: np.ndarray) 
     return {"tflite_interpreter": name, "outputs_match_tflite": diff == 0, "max_abs_diff_vs_tflite": diff}
 
 
-def check_verification(section: dict) -> None:
+def check_verification(section: VerifySection) -> None:
     """Raise VerificationError unless the QEMU outputs equal the reference and every layer is within its tolerance of
     onnxruntime (the staged folder is then discarded: a failed verification never produces an output folder)."""
-    if not section["outputs_match"]:
+    if not section.outputs_match:
         raise VerificationError(f"verification failed: the C under QEMU differs from the numpy reference by up "
-                           f"to {section['max_abs_diff_vs_reference']} LSB (a tinyaot bug; the "
+                           f"to {section.max_abs_diff_vs_reference} LSB (a tinyaot bug; the "
                            f"staged output was discarded)")
-    if section.get("outputs_match_tflite") is False:
+    if section.tflite.get("outputs_match_tflite") is False:
         raise TinyaotError(f"verification failed: the C under QEMU differs from TFLite Micro's interpreter by up to "
-                           f"{section['max_abs_diff_vs_tflite']} LSB on the same int8 inputs (a tinyaot bug; the "
-                           "staged output was discarded)")
-    bad = [c for c in section.pop("_layers") if c.max_abs_diff > c.tolerance]
+                           f"{section.tflite['max_abs_diff_vs_tflite']} LSB on the same int8 inputs (a tinyaot bug; "
+                           "the staged output was discarded)")
+    bad = [c for c in section.layers if c.max_abs_diff > c.tolerance]
     if bad:
         worst = max(bad, key=lambda c: c.max_abs_diff)
         raise VerificationError(f"verification failed: layer {worst.node!r} ({worst.op}) differs from "

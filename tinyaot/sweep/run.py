@@ -44,7 +44,6 @@ PACKAGE = Path(__file__).resolve().parent.parent
 CACHE_CAP_MB = 64
 # How long stopped workers get to tidy up (their staging folders, their tools' process groups) before SIGKILL.
 STOP_GRACE_S = 5.0
-_sha256_file = sha256_file
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,7 +56,7 @@ def fingerprint() -> str:
         for f in sorted(Path(root).rglob("*")):
             if f.is_file() and f.suffix in (".py", ".j2", ".c", ".h", ".toml", ".json", ".ld", ".s", ".S", ".yaml"):
                 h.update(str(f.relative_to(root)).encode())
-                h.update(_sha256_file(f).encode())
+                h.update(sha256_file(f).encode())
     h.update(json.dumps(versions(), sort_keys=True).encode())
     return h.hexdigest()
 
@@ -71,7 +70,7 @@ def config_key(config: Config, inputs: dict[str, str], board: str, qemu: bool, l
     """The content hash of one setting (see the module's docstring). `inputs`: file role -> sha256."""
     flags = dict(config.flags)
     if "compression" in flags:
-        flags["compression"] = _sha256_file(Path(flags["compression"]))
+        flags["compression"] = sha256_file(Path(flags["compression"]))
     scored = {} if label_output is None else {"label_output": label_output}  # old keys stay valid without it
     blob = json.dumps({"inputs": inputs, "board": board, "flags": flags, "qemu": qemu, "limit": limit,
                        "compiler": fingerprint(), **scored}, sort_keys=True)

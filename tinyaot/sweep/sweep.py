@@ -20,7 +20,7 @@ from tinyaot.boards import load_board
 from tinyaot.cache import cache_folder, read_record, record_text, warn
 from tinyaot.compress.options import options_from_flags
 from tinyaot.errors import TinyaotError
-from tinyaot.files import check_output_folder, link_tree, output_folder, write_file
+from tinyaot.files import check_output_folder, link_tree, output_folder, sha256_file, write_file
 from tinyaot.interrupt import Interrupted, stop_on_signals
 from tinyaot.options import Options
 from tinyaot.toolchain.versions import versions
@@ -28,7 +28,7 @@ from tinyaot.toolchain.versions import versions
 from .compare import DEFAULT_TOLERANCES, flags_digest, judge
 from .grid import DEPLOY_KEYS, QUANT_KEYS, Config
 from .report import write_reports
-from .run import EXECUTORS, ResultCache, _sha256_file, config_key
+from .run import EXECUTORS, ResultCache, config_key
 
 CONFIGS_DIR = "configs"
 # The records a run writes into DIR/configs as settings finish (tinyaot's, also before the closing switch-over
@@ -104,7 +104,7 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
     out = Path(out)
     check_output_folder(out)  # a folder with the user's files in it is refused before any work
     cache_folder()  # an unusable cache folder is an environment error now, not in every setting
-    inputs = {role: _sha256_file(p) for role, p in files.items()}
+    inputs = {role: sha256_file(p) for role, p in files.items()}
     if not out.is_dir():
         with output_folder(out, "sweep", products=PRODUCTS, checked=True) as tmp:
             (tmp / CONFIGS_DIR).mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from tinyaot.boards import Board
-from tinyaot.codegen.project import CANARY_BYTES, HAL_FILES, render_hal, render_harness  # noqa: F401 (re-exported)
+from tinyaot.codegen.project import render_hal
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, INSPECT_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 

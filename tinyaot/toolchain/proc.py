@@ -24,7 +24,6 @@ from tinyaot.interrupt import tool_preexec
 # largest shared model's C, 480 KB of weights, compiles in well under a minute).
 COMPILE_TIMEOUT_S = 600.0
 INSPECT_TIMEOUT_S = 60.0   # arm-none-eabi-size / nm on one ELF, `cc --version`
-QEMU_TIMEOUT_S = 120.0
 
 
 def run_tool(cmd: Sequence[str], *, what: str, timeout_s: float, cwd: Path | None = None,
