@@ -258,8 +258,8 @@ def check_output_folder(out: Path, what: str = "--out") -> Path:
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise TinyaotError(f"{what} {out} exists and is not a folder; remove it or choose another path")
     check_writable(absolute.parent, what, out)
+    _recover(absolute)  # what killed runs left beside it (and a folder a killed switch-over moved away: put back)
     if out.is_dir():
-        _recover(absolute)
         try:
             if read_manifest(out) is not None:
                 _tidy_tree(out)
@@ -290,16 +290,21 @@ def check_writable(folder: Path, what: str, path: Path) -> None:
             raise env_error(exc, path, f"write {what}") from None
 
 
-def check_file_target(path: str | Path, what: str, replaceable: Callable[[Path], bool] | None = None) -> Path:
-    """Refuse now (TinyaotError) a file tinyaot is going to write at the end of a run: a folder in its place, an
-    existing file it did not write (`replaceable` says), or a folder it cannot write in."""
-    path = Path(path)
+def _refuse_in_the_way(path: Path, what: str, replaceable: Callable[[Path], bool] | None) -> Path:
+    """TinyaotError when what stands at `path` may not be replaced by a file tinyaot writes."""
     if path.is_dir():
         raise TinyaotError(f"{what} {path} is a folder; give a file name")
     if path.exists() and not path.is_file():
         raise TinyaotError(f"{what} {path} exists and is not a regular file; choose another path")
     if path.is_file() and replaceable is not None and not replaceable(path):
         raise TinyaotError(f"{what} {path} exists and is not a file tinyaot wrote; remove it or choose another path")
+    return path
+
+
+def check_file_target(path: str | Path, what: str, replaceable: Callable[[Path], bool] | None = None) -> Path:
+    """Refuse now (TinyaotError) a file tinyaot is going to write at the end of a run: a folder in its place, an
+    existing file it did not write (`replaceable` says), or a folder it cannot write in."""
+    path = _refuse_in_the_way(Path(path), what, replaceable)
     check_writable(Path(os.path.abspath(path)).parent, what, path)
     return path
 
@@ -471,13 +476,7 @@ def write_file(path: str | Path, data: str | bytes, *, what: str = "file",
     """Write `data` to `path` atomically (a locked temporary file beside it, renamed over it). An existing `path`
     is replaced only if `replaceable(path)` says it is tinyaot's (None: any regular file). Stale temporary files of
     killed runs beside it are removed. TinyaotError for a folder in the way, a foreign file or an OSError."""
-    path = Path(path)
-    if path.is_dir():
-        raise TinyaotError(f"{what} {path} is a folder; give a file name")
-    if path.exists() and not path.is_file():
-        raise TinyaotError(f"{what} {path} exists and is not a regular file; choose another path")
-    if path.is_file() and replaceable is not None and not replaceable(path):
-        raise TinyaotError(f"{what} {path} exists and is not a file tinyaot wrote; remove it or choose another path")
+    path = _refuse_in_the_way(Path(path), what, replaceable)
     target = Path(os.path.abspath(path))
     _recover(target)
     payload = data.encode() if isinstance(data, str) else data

@@ -412,7 +412,7 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, options: Opt
         echo(f"tuning: the default choice runs {total} instructions")
         section["instructions_default"] = total
         section["instructions_default_source"] = "measured (the default firmware; the choice came from records)"
-    if log is not None and records:
+    if log is not None and measure and records:  # --tune writes what it measured (and what it took) to the log
         write_log(Path(log), {sig: rec for sig, rec in records.items()})
     return Tuning(with_variants(compiled, target, choices), section, default)
 

@@ -1,0 +1,120 @@
+"""Every cache kind damaged on purpose (issue 18, item 4): the QEMU plugin and a host JIT library truncated or
+overwritten, sweep results in the cache and in --out/configs with binary bytes or one digit changed, tuning records
+in the cache altered and a tuning log that is binary. Each costs a rebuild or a new measurement and one warning
+line, never a crash, and every figure equals a clean run's. Each test has a cache folder of its own."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.faults.helpers import CAL, MODEL, check_complete, cli, copy_output, finish, sweep_figures
+from tinyaot.api import deploy, evaluate
+from tinyaot.errors import TinyaotError
+from tinyaot.sweep.grid import load_grid
+from tinyaot.sweep.run import ResultCache
+from tinyaot.sweep.sweep import run_sweep
+from tinyaot.toolchain.qemu import plugin_path
+
+from .conftest import deploy_figures
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TINYAOT_CACHE", str(folder))
+    return folder
+
+
+def _damage(path, how: str) -> None:
+    data = path.read_bytes()
+    if how in ("truncated", "overwritten"):
+        # a new file in its place (a library this process already mapped must not change under it)
+        tmp = path.with_name(path.name + ".damage")
+        tmp.write_bytes(data[: len(data) // 3] if how == "truncated" else
+                        b"\x7fELF" + bytes(range(256)) * (len(data) // 256))
+        os.replace(tmp, path)
+    elif how == "binary":
+        path.write_bytes(b"\x00\xff\xfe\x80 binary " + data[:40])
+    elif how == "digit":  # one digit of a figure changed: still valid JSON, still the same shape
+        text = data.decode()
+        i = next(k for k, ch in enumerate(text) if ch.isdigit() and k > text.find("top1"))
+        path.write_text(text[:i] + str((int(text[i]) + 1) % 10) + text[i + 1:])
+
+
+@pytest.mark.parametrize("how", ["truncated", "overwritten"])
+def test_damaged_built_libraries_are_rebuilt(cache, clean_deploy, clean_evaluate, data, tmp_path, capfd, how):
+    """Before: a damaged host library made `evaluate` exit 3 or crash (rc 139) or report the host C wrong on every
+    run; a damaged plugin failed every deploy."""
+    evaluate(MODEL, CAL, data, compare_onnxruntime=False)
+    (host_lib,) = (cache / "host").glob("*.so")
+    plugin = plugin_path()  # the QEMU plugin, built into this cache
+    _damage(host_lib, how)
+    _damage(plugin, how)
+    capfd.readouterr()
+    # a new process loads the library (this one has it mapped already)
+    rc, out, err = finish(cli("evaluate", MODEL, "-c", CAL, "-d", data, "--no-onnxruntime", "--json",
+                              tmp_path / "figures.json", env={"TINYAOT_CACHE": str(cache)}))
+    assert rc == 0, err
+    assert err.count("Warning: cached host library") == 1 and "building it again" in err, err
+    ev = json.loads((tmp_path / "figures.json").read_text())
+    for key, value in clean_evaluate.items():
+        assert ev[key] == value, key
+    r = deploy(MODEL, "stm32", CAL, tmp_path / "out").report
+    assert "Warning: cached QEMU instruction-count plugin" in capfd.readouterr().err
+    assert deploy_figures(r) == clean_deploy[0]["figures"]
+    # rebuilt in place, each with its recorded hash
+    for lib in (host_lib, plugin):
+        assert (lib.parent / (lib.name + ".sha256")).read_text().strip() == hashlib.sha256(lib.read_bytes()).hexdigest()
+
+
+def test_damaged_sweep_records_are_measured_again(cache, clean_sweep, data, tmp_path, capfd):
+    figures, src, grid = clean_sweep
+    out = copy_output(src, tmp_path / "sweep")
+    results = ResultCache(tmp_path / "sweep-cache")
+    for c in json.loads((out / "report.json").read_text())["configs"]:
+        key = json.loads((out / "configs" / f"{c['name']}.json").read_text())["key"]
+        results.put(key, json.loads((out / "configs" / f"{c['name']}.json").read_text()))
+    entries = sorted(results.folder.glob("*.json"))
+    assert len(entries) == 2
+    _damage(out / "configs" / "int8.json", "binary")
+    _damage(out / "configs" / "int4.json", "digit")
+    _damage(entries[0], "binary")
+    _damage(entries[1], "digit")
+    capfd.readouterr()
+    lines: list[str] = []
+    r = run_sweep(MODEL, "stm32", CAL, data, out, load_grid(grid), workers=2, cache=results, echo=lines.append)
+    err = capfd.readouterr().err
+    assert err.count("Warning:") == 4, err
+    assert "configs/int8.json is damaged (not text)" in err and "configs/int4.json is damaged (checksum" in err
+    assert not any(x.startswith(("1 settings", "2 settings")) for x in lines), lines  # nothing reused
+    assert sweep_figures(r) == figures
+    check_complete(out)
+
+
+def test_damaged_tuning_records_and_a_binary_log(cache, tmp_path, capfd):
+    first = deploy(MODEL, "mps2-an386", CAL, tmp_path / "one", tune=True).report
+    records = sorted((cache / "tune").glob("*.json"))
+    assert records and first["tuning"]["rounds"] >= 2
+    for k, rec in enumerate(records):
+        _damage(rec, "binary" if k % 2 == 0 else "overwritten")
+    log = tmp_path / "tuning.jsonl"
+    log.write_bytes(b"\x00\xff\xfe not a log")
+    capfd.readouterr()
+    # measuring (--tune) would write the log: a file that is no tuning log is refused, before any work, untouched
+    with pytest.raises(TinyaotError, match="not a file tinyaot wrote"):
+        deploy(MODEL, "mps2-an386", CAL, tmp_path / "two", tune=True, tuning_log=log)
+    assert log.read_bytes() == b"\x00\xff\xfe not a log" and not (tmp_path / "two").exists()
+    # only reading it: a hint that cannot be read is ignored with a warning; the damaged cache records are measured
+    # again; the same choices and instructions as the clean run
+    again = deploy(MODEL, "mps2-an386", CAL, tmp_path / "two", tune=True).report
+    hint = deploy(MODEL, "mps2-an386", CAL, tmp_path / "three", tuning_log=log).report
+    err = capfd.readouterr().err
+    assert "is not a tuning log" in err and err.count("cached tuning record") == len(records), err
+    assert again["tuning"]["rounds"] == first["tuning"]["rounds"]
+    assert deploy_figures(again) == deploy_figures(first)
+    assert hint["verify"]["instructions"] == first["tuning"]["instructions_default"]  # the default: no log hint
+    shutil.rmtree(cache)
