@@ -27,6 +27,7 @@ analyze (per-layer sensitivity); and by tinyaot/sweep/ (sweeps over compression 
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,10 +36,12 @@ from tinyaot import __version__
 from tinyaot.boards import Board, list_boards, load_board
 from tinyaot.compress.options import CompressionOptions, LayerRule, options_from_flags as compression_options
 from tinyaot.core.target import Target
-from tinyaot.errors import TinyaotError
+from tinyaot.errors import InternalError, TinyaotError, VerificationError
+from tinyaot.files import check_file_target, env_error, tinyaot_json, write_file
+from tinyaot.interrupt import Interrupted, stop_on_signals
 from tinyaot.options import (CompileOptions, OutputOptions, Options, QuantizationOptions, SweepOptions,
                              VerificationOptions, parse_input_shapes)
-from tinyaot.sweep.compare import gate, load_report, load_tolerances, tolerances_help
+from tinyaot.sweep.compare import Verdict, exit_code_of, gate, judge, load_report, load_tolerances, tolerances_help
 from tinyaot.sweep.grid import Config, load_grid
 
 if TYPE_CHECKING:
@@ -53,7 +56,7 @@ _LAZY = {
     "Compiled": "compile", "RANDOM_SAMPLES": "compile", "RANDOM_SEED": "compile", "check_fits": "compile",
     "with_variants": "compile", "DeployResult": "deploy", "ImportedModel": "frontend", "import_model": "frontend",
     "load_labelled": "labelled", "bits_line": "precision_search", "compression_line": "report",
-    "report_md": "report", "summary": "report", "weights_bytes": "report",
+    "report_md": "report", "summary": "report", "weights_bytes": "report", "figures_line": "sweep",
 }
 
 
@@ -71,6 +74,8 @@ def __getattr__(name: str):
         from tinyaot.pipeline import precision_search as module
     elif where == "report":
         from tinyaot.pipeline import report as module
+    elif where == "sweep":
+        from tinyaot.sweep import sweep as module
     else:
         raise AttributeError(f"module 'tinyaot.api' has no attribute {name!r}")
     value = getattr(module, name)
@@ -136,13 +141,26 @@ def sweep(model: str | Path, board: str, calibration: str | Path, data: str | Pa
 
 
 def compare(baseline: str | Path | dict, current: str | Path | dict,
-            tolerances: str | Path | None = None) -> tuple[bool, str]:
-    """(passed, the verdict text) of holding the sweep report `current` to `baseline` (reports or their paths)
-    within `tolerances` (a TOML file; None: the defaults)."""
+            tolerances: str | Path | dict | None = None) -> Verdict:
+    """The gate's verdict on the sweep report `current` held to `baseline` (reports or their paths) within
+    `tolerances` (a TOML file, a loaded dict, or None: the defaults): `.passed`, `.exit_code` (0; 1 a regression;
+    2 the baseline does not fit), `.text` (notes, table, verdict lines), `.lines` (the verdict lines alone)."""
     base = baseline if isinstance(baseline, dict) else load_report(baseline)
     cur = current if isinstance(current, dict) else load_report(current)
     name = str(baseline) if not isinstance(baseline, dict) else "baseline"
-    return gate(base, cur, load_tolerances(tolerances), name)
+    tol = tolerances if isinstance(tolerances, dict) else load_tolerances(tolerances)
+    return judge(base, cur, tol, name)
+
+
+def json_target(path: str | Path) -> Path:
+    """Check now, before the work, that `path` can take a JSON file of figures (`evaluate --json`): no folder
+    there, no file tinyaot did not write, a writable folder."""
+    return check_file_target(path, "--json", replaceable=tinyaot_json)
+
+
+def write_json(path: str | Path, data: dict) -> Path:
+    """`data` as JSON at `path`, written atomically, replacing only a file tinyaot wrote."""
+    return write_file(path, json.dumps(data, indent=2) + "\n", what="--json", replaceable=tinyaot_json)
 
 
 def graph_passes() -> list[tuple[str, bool, str]]:
@@ -153,8 +171,10 @@ def graph_passes() -> list[tuple[str, bool, str]]:
             for name, fn in PIPELINE]
 
 
-__all__ = ["Board", "CompileOptions", "CompressionOptions", "Config", "LayerRule", "Options", "OutputOptions",
-           "QuantizationOptions", "SweepOptions", "Target", "TinyaotError", "VerificationOptions", "__version__",
-           "analyze", "compare", "compile_model", "compression_options", "deploy", "evaluate", "gate",
-           "graph_passes", "list_boards", "load_board", "load_grid", "load_report", "load_tolerances",
-           "parse_input_shapes", "sweep", "tolerances_help", *_LAZY]
+__all__ = ["Board", "CompileOptions", "CompressionOptions", "Config", "InternalError", "Interrupted", "LayerRule",
+           "Options", "OutputOptions", "QuantizationOptions", "SweepOptions", "Target", "TinyaotError",
+           "VerificationError", "VerificationOptions", "Verdict", "__version__", "analyze", "compare",
+           "compile_model", "compression_options", "deploy", "env_error", "evaluate", "exit_code_of", "gate",
+           "graph_passes", "json_target", "judge", "list_boards", "load_board", "load_grid", "load_report",
+           "load_tolerances", "parse_input_shapes", "stop_on_signals", "sweep", "tolerances_help", "write_json",
+           *_LAZY]

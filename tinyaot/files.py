@@ -67,6 +67,9 @@ _FIXES = {
 }
 
 
+_WRITING = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
 def env_error(exc: OSError, path: str | Path | None = None, doing: str = "write") -> TinyaotError:
     """One line for an OSError met while reading or writing the user's files: what, which path, what to do."""
     where = path if path is not None else (exc.filename or "?")
@@ -176,7 +179,8 @@ def foreign_files(folder: Path) -> list[str]:
     since it wrote them. A sub-folder with a manifest of its own (a sweep's per-setting deploy folder) is judged by
     that manifest. [] for a folder that is tinyaot's own, or empty."""
     folder = Path(folder)
-    manifest = read_manifest(folder) or _legacy_manifest(folder)
+    # a manifest tinyaot cannot read (damaged) vouches for nothing: only a folder without one may be a legacy one
+    manifest = read_manifest(folder) if (folder / MANIFEST).exists() else _legacy_manifest(folder)
     files = manifest["files"] if manifest else {}
     dirs_owned = set(manifest.get("dirs", [])) if manifest else set()
     products = manifest["products"] if manifest else []
@@ -223,9 +227,9 @@ def foreign_files(folder: Path) -> list[str]:
 _TEMPORARY = re.compile(r"^\..+\.(tmp|old)-[A-Za-z0-9_]+$")
 
 
-def _tidy_tree(folder: Path) -> None:
+def tidy_folder(folder: Path) -> None:
     """Remove what killed runs left inside an owned folder (stale staging folders and temporary files of its
-    records and per-setting folders)."""
+    records and per-setting folders); what a live run holds stays."""
     for root, dirs, names in os.walk(folder):
         for n in list(dirs) + names:
             p = Path(root) / n
@@ -262,7 +266,7 @@ def check_output_folder(out: Path, what: str = "--out") -> Path:
     if out.is_dir():
         try:
             if read_manifest(out) is not None:
-                _tidy_tree(out)
+                tidy_folder(out)
             foreign = foreign_files(out)
         except OSError as exc:
             raise env_error(exc, out, "read") from None
@@ -454,7 +458,9 @@ def output_folder(out: str | Path, kind: str, *, what: str = "--out", products: 
             with deferred():  # the switch-over completes once begun; a signal is handled right after it
                 _switch(tmp, target, lock)
         except OSError as exc:
-            raise env_error(exc, exc.filename or target, "write" if exc.filename else f"write {what}") from None
+            if exc.errno in _WRITING or not exc.filename:  # the output's place (a copy names its source file)
+                raise env_error(exc, target, f"write {what}") from None
+            raise env_error(exc, exc.filename, "use") from None
     except BaseException:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -51,8 +51,8 @@ def run(*args):
 
 
 def one_error(result, *fragments: str) -> str:
-    """One line `Error: ...` on stderr and nothing else (no progress line of work that was then refused), exit 1."""
-    assert result.exit_code == 1, (result.exit_code, result.output)
+    """One line `Error: ...` on stderr and nothing else (no progress line of work that was then refused), exit 2."""
+    assert result.exit_code == 2, (result.exit_code, result.output)
     assert "Traceback" not in result.output and "internal error" not in result.output, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output

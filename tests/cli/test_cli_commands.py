@@ -107,7 +107,7 @@ def test_python_dash_m_error_exit_code(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-m", "tinyaot", "deploy", str(tmp_path / "nope.onnx"), "--out",
                         str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)  # an input error
     assert p.stdout == ""
     assert p.stderr.splitlines() == [f"Error: model file not found: {tmp_path / 'nope.onnx'}"]
     assert not (tmp_path / "out").exists()

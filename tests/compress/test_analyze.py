@@ -67,4 +67,4 @@ def test_analyze_cli_writes_report(files):
 def test_analyze_missing_data_is_one_line(files, tmp_path):
     r = CliRunner().invoke(app, ["analyze", str(MLP), "-c", str(files / "cal.npz"), "-d", str(tmp_path / "no.npz"),
                                  "--out", str(tmp_path / "o")])
-    assert r.exit_code == 1 and "Error:" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 2 and "Error:" in r.output and "Traceback" not in r.output

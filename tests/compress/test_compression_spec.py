@@ -153,7 +153,7 @@ def test_cli_errors_are_one_line(small, tmp_path):
     for args, message in ((["--clusters", "1"], "from 2 to 256"), (["--weight-bits", "3"], "8 or 4"),
                           (["--compression", str(tmp_path / "no.toml")], "not found")):
         res = CliRunner().invoke(app, ["deploy", str(path), "-c", str(cal), "--out", str(tmp_path / "o"), *args])
-        assert res.exit_code == 1 and res.output.strip().splitlines()[-1].startswith("Error: ")
+        assert res.exit_code == 2 and res.output.strip().splitlines()[-1].startswith("Error: ")
         assert message in res.output and not (tmp_path / "o").exists()
 
 

@@ -10,7 +10,7 @@ from tests.faults.helpers import CAL, MODEL, deploy_figures, shared, sweep_figur
 from tinyaot.api import deploy, evaluate
 from tinyaot.sweep.grid import Config
 from tinyaot.sweep.run import ResultCache
-from tinyaot.sweep.sweep import run_sweep
+from tinyaot.api import sweep as run_sweep
 
 GRID = [Config("int8", {}), Config("int4", {"weight_bits": 4})]
 GRID_TOML = '[[config]]\nname = "int8"\n\n[[config]]\nname = "int4"\nflags = { weight_bits = 4 }\n'

@@ -162,10 +162,15 @@ for m in spec["mounts"]:
     if m.get("remount_ro"):
         subprocess.run(["mount", "-o", "remount,ro", m["at"]], check=True)
 results = []
-for run in spec["runs"]:
-    p = subprocess.run(run["cmd"], capture_output=True, text=True, env={**os.environ, **run.get("env", {})},
-                       cwd=run.get("cwd"))
-    results.append({"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr})
+runner = None
+for run in spec["runs"]:  # each a tinyaot command line, run in this process (one import for them all)
+    if runner is None:
+        sys.path.insert(0, spec["root"])
+        from typer.testing import CliRunner
+        from tinyaot.cli.main import app
+        runner = CliRunner()
+    r = runner.invoke(app, run["cli"], env=run.get("env"))
+    results.append({"rc": r.exit_code, "stdout": r.stdout, "stderr": r.stderr})
 state = {}
 for root in spec.get("inspect", []):
     for dirpath, dirs, files in os.walk(root):
@@ -191,11 +196,14 @@ def namespace_prefix() -> list[str] | None:
 
 
 def in_namespace(prefix: list[str], spec: dict) -> dict:
+    """Mount `spec["mounts"]` (tmpfs, some then read-only), copy and fill as it says, run its tinyaot command lines
+    (`runs`: {"cli": [...], "env": {...}}) and return their results and the files then under `inspect`."""
+    spec = {**spec, "root": str(ROOT)}
     p = subprocess.run([*prefix, sys.executable, "-c", NAMESPACE_DRIVER, json.dumps(spec)], capture_output=True,
-                       text=True, timeout=300)
+                       text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout)
 
 
-def tinyaot_cmd(*args) -> list[str]:
-    return [sys.executable, "-m", "tinyaot", *map(str, args)]
+def cli_args(*args) -> list[str]:
+    return [str(a) for a in args]

@@ -95,4 +95,4 @@ def test_tinyaot_error_outside_a_command_handler_is_a_plain_error(monkeypatch):
 
     monkeypatch.setattr(tinyaot.api, "list_boards", refuses)
     r = CliRunner().invoke(app, ["boards"])
-    assert r.exit_code == 1 and r.stderr == "Error: boards folder unreadable\n"
+    assert r.exit_code == 2 and r.stderr == "Error: boards folder unreadable\n"

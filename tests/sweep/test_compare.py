@@ -75,7 +75,7 @@ def test_missing_config_or_metric_fails(tmp_path):
     current["configs"] = current["configs"][:2]
     current["configs"][0]["instructions"] = None  # e.g. --no-qemu
     r = _compare(tmp_path, _report(), current)
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # the baseline does not fit this report (a mismatch), not a regression
     assert "config int4: missing from the current report" in r.output
     assert "config int8: instructions not measured" in r.output
 
@@ -87,7 +87,7 @@ def test_missing_config_or_metric_fails(tmp_path):
 ])
 def test_bad_tolerances_one_line_error(tmp_path, content, message):
     r = _compare(tmp_path, _report(), tolerances=content)
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert r.output.strip().startswith("Error: ") and message in r.output and "Traceback" not in r.output
 
 
@@ -95,9 +95,9 @@ def test_not_a_report(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"layers": []}')
     r = CliRunner().invoke(app, ["compare", str(bad), str(BASELINE)])
-    assert r.exit_code == 1 and "is not a sweep report" in r.output
+    assert r.exit_code == 2 and "is not a sweep report" in r.output
     r = CliRunner().invoke(app, ["compare", str(tmp_path / "none.json"), str(BASELINE)])
-    assert r.exit_code == 1 and "sweep report not found" in r.output
+    assert r.exit_code == 2 and "sweep report not found" in r.output
 
 
 def test_different_inputs_are_noted(tmp_path):
@@ -106,3 +106,34 @@ def test_different_inputs_are_noted(tmp_path):
     r = _compare(tmp_path, _report(), current)
     assert r.exit_code == 0
     assert r.output.splitlines()[0] == "note: different number of evaluation samples: baseline 300, current 40"
+
+
+def test_changed_flags_under_the_same_name_are_reported_not_compared(tmp_path):
+    current = _report()
+    target = current["configs"][1]  # clusters16, now measured with other flags under the same name
+    target["flags"], target["command_line"] = {"clusters": 32}, "--clusters 32"
+    target["flash_bytes"] -= 1000  # better figures must not hide the change
+    r = _compare(tmp_path, _report(), current)
+    assert r.exit_code == 2, r.output  # the baseline does not fit: the job is misconfigured, the model not worse
+    assert "config clusters16: flags changed: baseline --clusters 16, current --clusters 32; not compared" in r.output
+    row = [line for line in r.output.splitlines() if line.startswith("clusters16")]
+    assert len(row) == 1 and "CHANGED" in row[0]  # one row for the setting, no metric compared
+
+
+@pytest.mark.parametrize("kind,code", [("verification", 1), ("input", 2), ("environment", 2), ("internal", 3)])
+def test_a_failed_setting_exits_by_its_cause(tmp_path, kind, code):
+    current = _report()
+    current["configs"][0].update(error="it failed", error_kind=kind, top1=None, flash_bytes=None)
+    r = _compare(tmp_path, _report(), current)
+    assert r.exit_code == code, r.output
+    assert "config int8: failed in the current sweep: it failed" in r.output
+
+
+def test_a_different_toolchain_is_warned_about(tmp_path):
+    base, current = _report(), _report()
+    base["versions"] = {"tinyaot": "0.1.0", "gcc": "12.2.1", "qemu": "7.2.22", "onnxruntime": "1.18.0"}
+    current["versions"] = dict(base["versions"], gcc="13.2.1")
+    r = _compare(tmp_path, base, current)
+    assert r.exit_code == 0
+    assert r.output.splitlines()[0] == ("Warning: gcc differs from the baseline's: baseline 12.2.1, current 13.2.1 "
+                                        "(figures may move with it)")

@@ -109,7 +109,7 @@ def test_bad_input_is_one_line(small_sweep, tmp_path):
                            (["--board", "nope"], "nope"),
                            (["--executor", "slurm"], "unknown executor 'slurm'")):
         r = CliRunner().invoke(app, base + extra)
-        assert r.exit_code == 1, r.output
+        assert r.exit_code == 2, r.output  # input error, not a regression (README "exit codes")
         assert r.output.strip().startswith("Error: ") and message in r.output and "Traceback" not in r.output
         assert not list((tmp_path / "o").glob("configs/*.json"))  # nothing measured
 

@@ -127,7 +127,7 @@ def test_bad_optimize_is_a_one_line_error(tmp_path):
 
     r = CliRunner().invoke(app, ["deploy", str(MODELS / "tflm_hello_world_sine.onnx"), "--board", "mps2-an386",
                                  "--optimize", "fast", "--out", str(tmp_path / "o")])
-    assert r.exit_code == 1 and r.stderr.strip() == "Error: --optimize must be one of speed, size, got 'fast'"
+    assert r.exit_code == 2 and r.stderr.strip() == "Error: --optimize must be one of speed, size, got 'fast'"
     assert not (tmp_path / "o").exists()
 
 

@@ -1,10 +1,15 @@
-"""The `tinyaot` command: a thin, polite shell over tinyaot.api. Every problem with the user's input becomes
-one line `Error: ...` on stderr and a non-zero exit code (1 for bad input, 2 for bad usage), never a traceback.
-An unexpected exception (a tinyaot bug) is one line too, exit code 3, with the traceback in a log file it names."""
+"""The `tinyaot` command: a thin, polite shell over tinyaot.api. Every problem becomes one line `Error: ...` on
+stderr and the exit code a CI reads (README "Files, caches, signals and exit codes"), never a traceback:
+
+    0  success
+    1  a regression found by the gate, or a failed verification (VerificationError)
+    2  a usage, input or environment error (TinyaotError; an OSError such as a full disk or a read-only folder,
+       named with its path and what to do)
+    3  a tinyaot bug (InternalError, or any unexpected exception: the traceback goes to a log file it names)
+    130, 143  stopped by SIGINT or SIGTERM (the line says what was kept)"""
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import sys
 import tempfile
@@ -26,14 +31,22 @@ from tinyaot.api import TinyaotError, __version__
 
 
 class _PoliteGroup(TyperGroup):
-    """Click's usage errors as one line, like every other error of the product."""
+    """Click's usage errors as one line, like every other error of the product; SIGINT and SIGTERM as one line and
+    128 + the signal's number, after the command unwound (staging folders removed, workers and tools stopped)."""
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
+            with api.stop_on_signals():
+                rv = super().main(*args, standalone_mode=False, **kwargs)
             # Outside standalone mode click does not raise a command's `typer.Exit(1)`: it returns the code (and a
             # command's own return value, None, on success). Returning it as is would end the process with 0.
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+        except (api.Interrupted, KeyboardInterrupt) as exc:
+            exc = exc if isinstance(exc, api.Interrupted) else api.Interrupted(2)
+            typer.echo(f"Error: interrupted by {exc.name}; "
+                       f"{exc.kept or 'nothing half-written was left behind (an existing output is unchanged)'}",
+                       err=True)
+            code = exc.exit_code
         except _click_exc.UsageError as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tinyaot`: the help, not an error line
                 typer.echo(exc.format_message())
@@ -42,14 +55,17 @@ class _PoliteGroup(TyperGroup):
             code = 2
         # typer.Abort / typer.Exit, not _click_exc's: typer >= 0.20 keeps them in typer.exceptions, and a missing
         # attribute here would turn every other exception into an AttributeError.
-        except typer.Abort:
-            typer.echo("Error: aborted", err=True)
-            code = 1
+        except typer.Abort:  # click's own Ctrl-C (at a prompt)
+            typer.echo("Error: interrupted by SIGINT", err=True)
+            code = 130
         except typer.Exit as exc:
             code = exc.exit_code
         except TinyaotError as exc:  # raised outside a command's own handler (e.g. while listing boards)
             typer.echo(f"Error: {exc}", err=True)
-            code = 1
+            code = exc.exit_code
+        except OSError as exc:  # the environment (a full disk, a read-only or missing path), not tinyaot
+            typer.echo(f"Error: {api.env_error(exc, doing='use')}", err=True)
+            code = 2
         except Exception as exc:  # anything else is a bug in tinyaot, not a problem with the user's input
             typer.echo(_internal_error(exc), err=True)
             code = 3
@@ -84,14 +100,34 @@ def _internal_error(exc: Exception) -> str:
     return f"Error: internal error (a tinyaot bug): {summary}; {tail}"
 
 
-app = typer.Typer(cls=_PoliteGroup, add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True,
-                  rich_markup_mode=None,
+EXIT_CODES = ("Exit codes: 0 success; 1 a regression found by the gate, or a failed verification; 2 a usage, input "
+              "or environment error (bad file or flag, missing tool, unwritable path, full disk; the line names the "
+              "path and what to do); 3 a tinyaot bug; 130 or 143 stopped by SIGINT or SIGTERM.")
+
+app = typer.Typer(cls=_PoliteGroup, add_completion=True, pretty_exceptions_enable=False, no_args_is_help=True,
+                  rich_markup_mode=None, epilog=EXIT_CODES,
                   help="tinyaot: float ONNX in, calibrated int8 CMSIS-style C out, verified under QEMU.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tinyaot {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="print tinyaot's version and exit")] = False) -> None:
+    """tinyaot: float ONNX in, calibrated int8 CMSIS-style C out, verified under QEMU."""
+
+
 def _fail(exc: Exception) -> None:
+    """One line and the exit code of the error's class (2 input/environment, 1 verification, 3 a bug)."""
     typer.echo(f"Error: {exc}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(getattr(exc, "exit_code", 2))
+
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="print nothing but errors (and a gate's verdict)")]
 
 
 def _echo(line: str) -> None:
@@ -211,6 +247,7 @@ def deploy(
                                      "a model that does not fit layer by layer runs its first layers patch by "
                                      "patch, the fastest schedule that fits")] = None,
     label_output: LabelOutputOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Compile MODEL to int8 C for a board, build the firmware and verify it under QEMU."""
     try:
@@ -223,10 +260,12 @@ def deploy(
             activation_bits=int(activation_bits.value), max_accuracy_drop=max_accuracy_drop,
             compression=_compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters,
                                      weight_bits, clusters_budget, prune_method),
-            verify=verify, verify_samples=verify_samples, label_output=label_output, echo=_echo)
+            verify=verify, verify_samples=verify_samples, label_output=label_output, echo=_echo, quiet=quiet)
         result = api.deploy(model, board, calibration, out_dir, options, data=data)
     except TinyaotError as exc:
         _fail(exc)
+    if quiet:
+        return
     for line in result.summary:
         typer.echo(line)
     if activation_bits != ActivationBits.eight or max_accuracy_drop is not None:
@@ -251,24 +290,26 @@ def evaluate(
     calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
     activation_bits: ActivationBitsOpt = ActivationBits.eight, max_accuracy_drop: MaxDropOpt = None,
     label_output: LabelOutputOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Top-1 of the float model, tinyaot's int8 C (host-compiled) and onnxruntime's int8, side by side."""
     try:
+        if json_out is not None:
+            api.json_target(json_out)  # a folder, a foreign file or a read-only place: said now, not after the work
         options = api.Options.of(
             input_shapes=api.parse_input_shapes(input_shape),
             calibrate=calibrate, cle=cle, bias_correction=bias_correction,
             activation_bits=int(activation_bits.value), max_accuracy_drop=max_accuracy_drop,
             compression=_compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters,
                                      weight_bits, clusters_budget, prune_method),
-            limit=limit, compare_onnxruntime=onnxruntime, label_output=label_output)
+            limit=limit, compare_onnxruntime=onnxruntime, label_output=label_output, quiet=quiet)
         r = api.evaluate(model, calibration, data, options)
         if json_out is not None:
-            try:
-                json_out.write_text(json.dumps(r, indent=2) + "\n")
-            except OSError as exc:
-                raise TinyaotError(f"cannot write {json_out}: {exc.strerror}") from None
+            api.write_json(json_out, r)
     except TinyaotError as exc:
         _fail(exc)
+    if quiet:
+        return
     ort = r["onnxruntime_int8_top1"]
     if "tflite_interpreter" in r:  # an int8 .tflite: TFLite Micro's interpreter ran the same file
         tfl = r["tflite_top1"]
@@ -323,15 +364,18 @@ def analyze(
     input_shape: InputShapeOpt = None,
     calibrate: CalibrateOpt = None, cle: CleOpt = None, bias_correction: BiasCorrectionOpt = None,
     label_output: LabelOutputOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Per layer: SQNR of its int8 output and the top-1 with only that layer quantized, worst first."""
     try:
         options = api.Options.of(input_shapes=api.parse_input_shapes(input_shape), calibrate=calibrate, cle=cle,
                                  bias_correction=bias_correction, limit=limit,
-                                 label_output=label_output)
+                                 label_output=label_output, quiet=quiet)
         r = api.analyze(model, calibration, data, out, options)
     except TinyaotError as exc:
         _fail(exc)
+    if quiet:
+        return
     typer.echo(f"{r['samples']} samples, float top-1 {100 * r['float_top1']:.2f} %; worst layers:")
     for row in r["layers"][:5]:
         sq = row["sqnr_db"]
@@ -361,43 +405,44 @@ def sweep(
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="reuse results cached by content hash "
                                         "($TINYAOT_CACHE/sweep)")] = True,
     baseline: Annotated[Optional[Path], typer.Option(help="compare with this report.json at the end (as `tinyaot "
-                                                     "compare`); exit 1 on a regression")] = None,
+                                                     "compare`; the verdict also goes into report.md/.html): exit 1 "
+                                                     "on a regression, 2 when the baseline does not fit")] = None,
     tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances for --baseline (.toml)")] = None,
     label_output: LabelOutputOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Measure MODEL over a grid of compression settings: top-1, weights, flash, arena, instructions; reports and
-    Pareto plots in --out."""
+    Pareto plots in --out. Without a terminal, one line per finished setting."""
     try:
         base = api.load_report(baseline) if baseline is not None else None
         tol = api.load_tolerances(tolerances)
         options = api.Options.of(workers=workers, executor=executor, cache=cache, verify=qemu, limit=limit,
-                                 label_output=label_output, echo=_echo)
-        report = api.sweep(model, board, calibration, data, out, api.load_grid(grid), options)
+                                 label_output=label_output, echo=_echo, quiet=quiet)
+        report = api.sweep(model, board, calibration, data, out, api.load_grid(grid), options, baseline=base,
+                           tolerances=tol, baseline_name=str(baseline))
     except TinyaotError as exc:
         _fail(exc)
-    for c in report["configs"]:
-        figures = "failed: " + c["error"] if c["error"] else (
-            f"top-1 {100 * c['top1']:.2f} %, weights {c['weights_bytes']} B, flash {c['flash_bytes']} B, "
-            f"arena {c['arena_bytes']} B, instructions "
-            f"{c['instructions'] if c['instructions'] is not None else '- (--no-qemu)'}")
-        typer.echo(f"{c['name']:<24} {figures}")
-    typer.echo(f"reports: {out / 'report.md'}, {out / 'report.html'}; Pareto (flash): "
-               f"{', '.join(report['pareto']['flash_bytes']) or '-'}")
-    failed = [c["name"] for c in report["configs"] if c["error"]]
-    code = 0
+    if not quiet:
+        for c in report["configs"]:
+            typer.echo(f"{c['name']:<24} {api.figures_line(c)}")
+        typer.echo(f"reports: {out / 'report.md'}, {out / 'report.html'}; Pareto (flash): "
+                   f"{', '.join(report['pareto']['flash_bytes']) or '-'}")
+    failed = [c for c in report["configs"] if c["error"]]
+    # a failed setting's cause decides (1 verification, 2 input or environment, 3 a bug); so does the gate
+    code = max((api.exit_code_of(f"failed:{c.get('error_kind') or 'input'}") for c in failed), default=0)
     if failed:
-        typer.echo(f"Error: {len(failed)} setting(s) failed: {', '.join(failed)}", err=True)
-        code = 1
+        typer.echo(f"Error: {len(failed)} setting(s) failed: {', '.join(c['name'] for c in failed)}", err=True)
     if base is not None:
-        passed, text = api.gate(base, report, tol, str(baseline))
-        typer.echo(text)
-        code = code if passed else 1
+        verdict = api.judge(base, report, tol, str(baseline))  # the same verdict report.json's `gate` holds
+        typer.echo("\n".join(verdict.notes + verdict.lines) if quiet else verdict.text)
+        code = max(code, verdict.exit_code)
     if code:
         raise typer.Exit(code)
 
 
 @app.command(help="Compare two sweep reports config by config; exit 1 with a table naming the config and metric "
-             "when top-1 drops or flash, arena, instructions or weights grow beyond the tolerances. Defaults: "
+             "when top-1 drops or flash, arena, instructions or weights grow beyond the tolerances; exit 2 when the "
+             "baseline does not fit (a setting missing, its flags changed, a metric not measured). Defaults: "
              + api.tolerances_help()
              + ". A TOML file overrides them: [top1] max_drop = 0.01, [flash_bytes] max_growth = 0.02, ...")
 def compare(
@@ -406,12 +451,12 @@ def compare(
     tolerances: Annotated[Optional[Path], typer.Option(help="per-metric tolerances (.toml)")] = None,
 ) -> None:
     try:
-        passed, text = api.compare(baseline, current, tolerances)
+        verdict = api.compare(baseline, current, tolerances)
     except TinyaotError as exc:
         _fail(exc)
-    typer.echo(text)
-    if not passed:
-        raise typer.Exit(1)
+    typer.echo(verdict.text)
+    if verdict.exit_code:
+        raise typer.Exit(verdict.exit_code)
 
 
 @app.command()

@@ -43,7 +43,7 @@ from .grid import QUANT_KEYS, Config
 PACKAGE = Path(__file__).resolve().parent.parent
 CACHE_CAP_MB = 64
 # How long stopped workers get to tidy up (their staging folders, their tools' process groups) before SIGKILL.
-STOP_GRACE_S = 5.0
+STOP_GRACE_S = 10.0
 
 
 @functools.lru_cache(maxsize=1)
@@ -244,7 +244,7 @@ def _stop(pool: ProcessPoolExecutor, pending: dict, on_done: Done) -> None:
             p.join(max(0.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
-                p.join(1.0)
+                p.join(30.0)  # SIGKILL is certain; its locks are released when it is gone
         except (OSError, ValueError, AssertionError):
             pass
 

@@ -20,7 +20,7 @@ from tinyaot.boards import load_board
 from tinyaot.cache import cache_folder, read_record, record_text, warn
 from tinyaot.compress.options import options_from_flags
 from tinyaot.errors import TinyaotError
-from tinyaot.files import check_output_folder, link_tree, output_folder, sha256_file, write_file
+from tinyaot.files import check_output_folder, link_tree, output_folder, sha256_file, tidy_folder, write_file
 from tinyaot.interrupt import Interrupted, stop_on_signals
 from tinyaot.options import Options
 from tinyaot.toolchain.versions import versions
@@ -173,6 +173,7 @@ def run_sweep(model: str | Path, board: str, calibration: str | Path, data: str 
     except (Interrupted, KeyboardInterrupt) as exc:
         if not isinstance(exc, Interrupted):
             exc = Interrupted(signal.SIGINT)
+        tidy_folder(results_dir)  # a worker that had to be killed while stopping leaves its staging folder: gone
         kept = len(results)
         exc.kept = (f"kept {kept} finished setting(s) of {len(configs)} in {results_dir} (a rerun of the same "
                     f"command resumes them); the reports were not written")
