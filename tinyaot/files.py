@@ -509,12 +509,13 @@ def write_file(path: str | Path, data: str | bytes, *, what: str = "file",
 
 
 def tinyaot_json(path: Path) -> bool:
-    """Whether `path` holds a JSON object tinyaot wrote (it has a tinyaot_version key)."""
+    """Whether `path` holds a JSON object tinyaot wrote: it has a tinyaot_version key (or, written by a tinyaot
+    before it recorded one, an evaluation's `samples` and `int8_top1`)."""
     try:
         data = json.loads(path.read_bytes().decode())
     except (OSError, ValueError):
         return False
-    return isinstance(data, dict) and "tinyaot_version" in data
+    return isinstance(data, dict) and ("tinyaot_version" in data or {"samples", "int8_top1"} <= set(data))
 
 
 def link_tree(src: Path, dst: Path) -> None:

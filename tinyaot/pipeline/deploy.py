@@ -63,6 +63,7 @@ def deploy(model: str | Path | ImportedModel, board: str, calibration: str | Pat
             compiled = with_variants(compiled, target, tuning.default_choice)
             emitted, section, per_layer, sizes = _stage_and_verify(compiled, b, tmp, options)
             tuning.section["reverted_to_default"] = True
+            tuning.section["instructions_rejected_choice"] = tuning.section["instructions_tuned"]  # the records' choice
             tuning.section["instructions_tuned"] = section.instructions
         if options.verification.verify and compiled.compressed:
             # the same widths, uncompressed

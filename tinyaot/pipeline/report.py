@@ -185,7 +185,8 @@ def summary(r: dict, out: Path) -> list[str]:
         s.append(f"tuning: {t['layers_tuned']} layers with variants, {t['variants_tried']} variants measured "
                  f"({t['measured_now']} now in {t['rounds']} rounds, {t['from_cache_layers']} layers from cache/log); "
                  f"instructions default {t['instructions_default']} -> tuned {t['instructions_tuned']}"
-                 + (" (default kept)" if t.get("reverted_to_default") else ""))
+                 + (f" (default kept: the other choice ran {t.get('instructions_rejected_choice')})"
+                    if t.get("reverted_to_default") else ""))
     if v["ran"]:
         s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples "
                  f"({v.get('inputs')}), "
