@@ -47,11 +47,11 @@ def _broken_sine(tmp_path: Path, extra: int):
                          "test", out)
     model_c = emitted.source
     text = model_c.read_text()
-    body_at = text.index("/* step 1:", text.index("_invoke("))
+    body_at = text.index("/* step 1:", text.index("_run("))  # the schedule, which both entry points inline
     end_at = text.index("/* step 2:", body_at)
     step = text[body_at:end_at]
     # Guard the premises, so a change in the plan or the code generator fails here and not mysteriously below.
-    assert compiled.plan.arena_bytes == 32 and "(arena + 16));" in step
+    assert compiled.plan.arena_bytes == 32 and "(arena + 16)));" in step  # inside TINYAOT_TRY(...)
     broken = step.replace("filter_dims = {16, 1, 1, 16}", f"filter_dims = {{16, 1, 1, {16 + extra}}}")
     broken = broken.replace("output_dims = {1, 1, 1, 16}", f"output_dims = {{1, 1, 1, {16 + extra}}}")
     assert broken.count(str(16 + extra)) == 2
