@@ -179,7 +179,7 @@ def test_search_measures_with_channel_pruning_and_bias_correction(tmp_path):
     y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])  # float top-1 is 100 %
     np.savez(tmp_path / "cal.npz", x=x[:100])
     np.savez(tmp_path / "data.npz", x=x[100:], y=y[100:])
-    kw = dict(compare_onnxruntime=False, cle=False, compression={"prune_channels": 0.1}, bias_correction=True)
+    kw = dict(compare_onnxruntime=False, cle=False, compression={"prune_channels": 0.2}, bias_correction=True)
     drops = [100 * (1 - evaluate(model, tmp_path / "cal.npz", tmp_path / "data.npz", activation_bits=b, **kw)
                     ["int8_top1"]) for b in (8, 16)]
     assert drops[0] > drops[1]  # with these options too, int8 loses a sample 16x8 keeps
