@@ -81,7 +81,8 @@ def main() -> int:
                 q = {"match": "-", "insns": "-"} if args.skip_qemu else qemu(model, comp, cal, args.board, work)
                 misses = target_misses(name, e, plain)
                 failed |= q["match"] is False or bool(misses)
-                print(f"| {model} | {name} | {e['weights_bytes']:,} | {e['weights_bytes'] / plain['weights_bytes']:.3f} "
+                print(f"| {model} | {name} | {e['weights_bytes']:,} "
+                      f"| {e['weights_bytes'] / plain['weights_bytes']:.3f} "
                       f"| {100 * e['int8_top1']:.2f} | {100 * (e['int8_top1'] - plain['int8_top1']):+.2f} "
                       f"| {q['match']} | {q['insns']} |" + (f" {q['error']}" if "error" in q else "")
                       + (f" TARGET MISSED: {'; '.join(misses)}" if misses else ""), flush=True)

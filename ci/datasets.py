@@ -12,7 +12,8 @@ Three models have no matching labelled data in the reference set, and get calibr
 
 - vww_mobilenetv1_025: real photos at the model's input scale, not the VWW data set (there are no VWW images in
   the reference set): the first 100 CIFAR-10 images of ic01 (raw 0..255, 32x32) resized to 96x96 (bilinear) and
-  divided by 255, the [0, 1] pixel scale the model was trained on (the authors' int8 TFLite input is scale 1/255, zp -128).
+  divided by 255, the [0, 1] pixel scale the model was trained on (the authors' int8 TFLite input is scale 1/255,
+  zp -128).
   A calibration stand-in only: the model's accuracy cannot be measured from it.
 - ad_fc_autoencoder: its input is 5 consecutive frames of 128 log-mel bins, frame after frame; the windows are
   every run of 5 consecutive frames of the normal machine-sound spectrogram `ad_normal_id_01_00000000` (200 frames,

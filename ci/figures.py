@@ -32,8 +32,9 @@ TFLM_ARENA = {"kws_dscnn": 16000, "vww_mobilenetv1_025": 73728, "ic_resnet8": 49
               "sww_dscnn": 6656, "ic_resnet8_large": 122880}
 
 BOARDS = ["mps2-an500", "stm32"]
-COLUMNS = ["model", "board", "arena B", "lower bound B", "TFLM arena B", "weights B", "flash B", "instructions/inference",
-           "stack high water B", "verify", "float top-1", "tinyaot int8 top-1", "onnxruntime int8 top-1"]
+COLUMNS = ["model", "board", "arena B", "lower bound B", "TFLM arena B", "weights B", "flash B",
+           "instructions/inference", "stack high water B", "verify", "float top-1", "tinyaot int8 top-1",
+           "onnxruntime int8 top-1"]
 
 
 def _pct(v) -> str:

@@ -32,7 +32,6 @@ from datasets import model_path, write_calibration  # noqa: E402
 from make_invres96 import calibration_images  # noqa: E402
 
 from tinyaot.api import deploy  # noqa: E402
-from tinyaot.boards import load_board  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 
 INVRES = ROOT / "tests" / "models" / "invres96.onnx"
@@ -89,8 +88,9 @@ def main() -> int:
             same = run("invres96", INVRES, "mps2-an386", cal, tmp / "c", stm.get("budget"))
             rows += [stm, lbl, same]
             if all(r["ok"] for r in (stm, lbl, same)):
-                checks.append(f"invres96 on stm32 verifies in {stm['arena']:,} B (layer by layer {stm['layer_by_layer']:,} "
-                              f"B, over its RAM); instructions on the same core with the same budget "
+                checks.append(f"invres96 on stm32 verifies in {stm['arena']:,} B "
+                              f"(layer by layer {stm['layer_by_layer']:,} B, over its RAM); "
+                              f"instructions on the same core with the same budget "
                               f"{same['instructions']:,} against {lbl['instructions']:,} layer by layer "
                               f"({100 * (same['instructions'] / lbl['instructions'] - 1):+.1f} %)")
         if "vww" in args.rows:
@@ -129,7 +129,8 @@ def main() -> int:
                               f"({'pass' if r['instructions'] <= 20_000_000 else 'FAIL'}: at most 20 M)")
                 r["ok"] = r["instructions"] <= 20_000_000
     lines = ["Written by `ci/patch_figures.py` (every row deployed and verified under QEMU, 2 samples).", "",
-             "| model | board | budget B | arena B | layer by layer B (bound) | patch stage | instructions | verified |",
+             "| model | board | budget B | arena B | layer by layer B (bound) | patch stage | instructions "
+             "| verified |",
              "|---|---|---:|---:|---:|---|---:|---|"]
     for r in rows:
         if "arena" not in r:

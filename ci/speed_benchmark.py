@@ -183,13 +183,15 @@ def markdown(rows: list[dict], args) -> str:
     lines = [f"Instructions per inference under QEMU (first calibration sample), tinyaot vs CMSIS-NN on the same core "
              f"(../shared/notes/cmsis-nn-instructions.md). `--optimize {args.optimize}`"
              f"{', --tune' if args.tune else ''}. Written by `ci/speed_benchmark.py`.", "",
-             "| model | core (board) | optimize | instructions | x CMSIS-NN | target | x before | per MAC | kernel code B "
+             "| model | core (board) | optimize | instructions | x CMSIS-NN | target | x before | per MAC "
+             "| kernel code B "
              "| flash B | flash vs before | arena B (layer-by-layer bound) | stack B | verified |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if not r.get("instructions"):
             lines.append(f"| {r['model']} | {r['core']} ({r['board']}) | {r['optimize']} | - | - | "
-                         f"{TARGET[r['core']]:.2f} | - | - | - | - | - | - | - | **failed**: {r.get('error', 'no count')} |")
+                         f"{TARGET[r['core']]:.2f} | - | - | - | - | - | - | - "
+                         f"| **failed**: {r.get('error', 'no count')} |")
             continue
         ratio = r["ratio"]
         mark = "" if ratio is None or ratio <= TARGET[r["core"]] else " (over)"
@@ -228,7 +230,8 @@ def markdown(rows: list[dict], args) -> str:
             lines += [f"| {r['model']} | {r['core']} | {f['layer']} | {f['op']} | {f['chosen']} "
                       f"| {fmt(f['chosen_instructions'])} | {f['best']} | {fmt(f['best_instructions'])} |"
                       for r, f in flagged]
-    lines += ["", "x before: against the same row before issue 10's kernels (ci/speed_benchmark_before.md). Kernel code "
+    lines += ["", "x before: against the same row before issue 10's kernels (ci/speed_benchmark_before.md). "
+              "Kernel code "
               "B: the folder's kernel files compiled one by one with the deploy's flags, text + data "
               "(arm-none-eabi-size, before link-time section GC). Flash B: the whole verification firmware "
               "(harness, HAL and newlib included). Arena: the planned arena, with the layer-by-layer liveness "

@@ -109,7 +109,8 @@ def _conv_nhwc(x: np.ndarray, w_ohwi: np.ndarray, b: np.ndarray, pad: int) -> np
 
 def float_forward(graph, x_nchw: np.ndarray) -> np.ndarray:
     """Float forward pass of conv_relu_conv_gap_gemm's (also residual) and conv_dw_conv's IR after the passes (and
-    after pruning, before quantization): weights OHWI (depthwise 1HWC), activations NHWC, activations fused into the nodes."""
+    after pruning, before quantization): weights OHWI (depthwise 1HWC), activations NHWC, activations fused into the
+    nodes."""
     x = np.transpose(np.asarray(x_nchw, np.float64), (0, 2, 3, 1))
     feats = {}
     values = {}  # tensor name -> value, for an Add's second operand

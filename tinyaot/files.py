@@ -35,7 +35,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from tinyaot import __version__
 from tinyaot.errors import TinyaotError

@@ -143,7 +143,8 @@ def test_cli_deploy_reports_compression(small, tmp_path):
     assert rows["conv2"]["storage"] in ("clustered", "sparse_bitmap")
     # weights_bytes counts every stored byte (codebooks, indices, bitmaps); biases and requantization apart
     assert m["weights_bytes"] == sum(l["weights_bytes"] for l in r["layers"]) == c["weights_bytes"]
-    assert c["weights_bytes_dense"] == sum(l.get("weights_bytes_dense", 0) for l in r["layers"]) == 16 * 27 + 16 * 144 + 64
+    assert (c["weights_bytes_dense"] == sum(l.get("weights_bytes_dense", 0) for l in r["layers"])
+            == 16 * 27 + 16 * 144 + 64)
     assert m["params_bytes"] == sum(l["params_bytes"] for l in r["layers"])
     assert "compression:" in (out / "report.md").read_text()
 

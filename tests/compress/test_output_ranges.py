@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from tinyaot.compress.calibrate import collect_ranges, float_session
 from tinyaot.oracle.fake_quant import fake_quant_model

@@ -103,7 +103,8 @@ def test_model_too_big_for_board_is_one_line_with_overshoot(tmp_path, cal_dir):
 
 
 def test_sww_int8_accuracy_within_one_sample_of_float(cal_dir):
-    r = evaluate(model_path("sww_dscnn"), write_calibration("sww_dscnn", cal_dir), write_evaluation("sww_dscnn", cal_dir))
+    r = evaluate(model_path("sww_dscnn"), write_calibration("sww_dscnn", cal_dir),
+                 write_evaluation("sww_dscnn", cal_dir))
     assert r["samples"] == 30 and r["calibration_samples"] == 15
     assert r["host_c_matches_reference"]
     assert abs(r["int8_top1"] - r["float_top1"]) * r["samples"] <= 1 + 1e-9

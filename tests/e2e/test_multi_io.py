@@ -9,7 +9,6 @@ one `--label-output` names; the header, the invoke call and report.json name eve
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from tinyaot.api import compile_model, deploy
 from tinyaot.boards import load_board

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from tinyaot.ops.add import FAST, add_fast_params, add_params, elementwise_add_s8
+from tinyaot.ops.add import add_fast_params, add_params, elementwise_add_s8
 from tinyaot.paths import TEMPLATES
 from tinyaot.toolchain.host import compile_shared
 

@@ -270,7 +270,8 @@ def firmware(convs, fcs) -> str:
                 _c_array(pre + "m", mr, "int32_t"), _c_array(pre + "s", e, "int32_t"),
                 _c_array(pre + "e", c["expected"], "int8_t")]
         act = f"{{{p['act_min']}, {p['act_max']}}}"
-        body = f"static int case_{i}(void)\n{{\n    int rc;\n    const tinyaot_per_channel_quant_params q = {{{pre}m, {pre}s}};\n"
+        body = (f"static int case_{i}(void)\n{{\n    int rc;\n"
+                f"    const tinyaot_per_channel_quant_params q = {{{pre}m, {pre}s}};\n")
         if is_fc:
             b, d = x.shape
             o = w.shape[0]
@@ -286,7 +287,8 @@ def firmware(convs, fcs) -> str:
             geo = (f"{p['input_offset']}, {p['output_offset']}, {{{p['stride_hw'][0]}, {p['stride_hw'][1]}}}, "
                    f"{{{p['pad_top_left'][0]}, {p['pad_top_left'][1]}}}, "
                    f"{{{p['dilation_hw'][0]}, {p['dilation_hw'][1]}}}, {act}")
-            body += (f"    const tinyaot_dims in_d = {{{n}, {h}, {wd}, {cin}}}, f_d = {{{', '.join(map(str, w.shape))}}}, "
+            body += (f"    const tinyaot_dims in_d = {{{n}, {h}, {wd}, {cin}}}, "
+                     f"f_d = {{{', '.join(map(str, w.shape))}}}, "
                      f"b_d = {{1, 1, 1, {oc}}}, o_d = {{{n}, {oh}, {ow}, {oc}}};\n"
                      f"    const tinyaot_conv_params prm = {{{geo}}};\n"
                      f"    rc = tinyaot_convolve_s8_fold(&sctx, &prm, &q, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, "

@@ -69,7 +69,8 @@ def build() -> onnx.ModelProto:
     inits += [numpy_helper.from_array(w, "fc_w"), numpy_helper.from_array(np.zeros(2, np.float32), "fc_b")]
     nodes.append(helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], name="fc", transB=1))
     nodes.append(helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=1))
-    graph = helper.make_graph(nodes, "invres96", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 96, 96])],
+    graph = helper.make_graph(nodes, "invres96",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 96, 96])],
                               [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 2])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="tinyaot tests")
     model.ir_version = 7

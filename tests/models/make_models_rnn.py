@@ -183,7 +183,8 @@ def main() -> None:
         ops = sorted({n.op_type for n in onnx.load(str(path)).graph.node})
         print(f"{name}: train top-1 {accuracy(model, x_train, y_train):.4f}, calibration top-1 "
               f"{accuracy(model, x_saved[:100], y_saved[:100]):.4f}, evaluation top-1 "
-              f"{accuracy(model, x_saved[100:], y_saved[100:]):.4f}; {path.stat().st_size} B onnx, ops {', '.join(ops)}")
+              f"{accuracy(model, x_saved[100:], y_saved[100:]):.4f}; {path.stat().st_size} B onnx, "
+              f"ops {', '.join(ops)}")
 
 
 if __name__ == "__main__":

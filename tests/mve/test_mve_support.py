@@ -71,7 +71,8 @@ int main(void)
         vst1q_s32(got, tinyaot_mve_requantize(vld1q_s32(acc + i), vld1q_s32(mult + i), vld1q_s32(shift + i)));
         for (j = 0; j < 4; j++) {
             if (got[j] != want[i + j]) bad += report("per-channel", i + j);
-            if (tinyaot_requantize(acc[i + j], mult[i + j], shift[i + j]) != want[i + j]) bad += report("scalar", i + j);
+            if (tinyaot_requantize(acc[i + j], mult[i + j], shift[i + j]) != want[i + j])
+                bad += report("scalar", i + j);
         }
         /* per tensor: the four accumulators with lane 0's multiplier and shift */
         vst1q_s32(got, tinyaot_mve_requantize_n(vld1q_s32(acc + i), mult[i], shift[i]));

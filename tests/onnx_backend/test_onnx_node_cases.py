@@ -22,10 +22,11 @@ By the triangle inequality the remaining budget is what the int8 arithmetic itse
 exactly on the int8 grid:
 - 0.5 * s_out: rounding the result to the output's int8 grid;
 - N * s_out, N = the number of int8 nodes that compute the output (every node of the int8 graph it depends on
-  except Reshape aliases and Transposes, which move bytes without arithmetic): one output step per computing node for TFLite's fixed-point
-  requantization (two roundings, at most one step away from the exact rescale), the int8 rounding of per-channel
-  weights and int32 biases (measured at most 0.6 step on these single-layer cases), and fixed-point function
-  approximations (softmax's exponent: within one step, see tinyaot/ops/softmax.py). For graphs of several computing
+  except Reshape aliases and Transposes, which move bytes without arithmetic): one output step per computing node
+  for TFLite's fixed-point requantization (two roundings, at most one step away from the exact rescale), the int8
+  rounding of per-channel weights and int32 biases (measured at most 0.6 step on these single-layer cases), and
+  fixed-point function approximations (softmax's exponent: within one step, see tinyaot/ops/softmax.py). For graphs
+  of several computing
   nodes an early error is scaled by the gain of the nodes after it, so the budget is meant for the short graphs of
   ONNX's node tests; a longer case that exceeds it fails and needs its own derivation, not a wider constant.
 

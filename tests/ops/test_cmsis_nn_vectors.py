@@ -26,6 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernel_structs import (VP, Activation, Context, ConvParams, Dims, DwConvParams, FcParams, PoolParams, Tile,
+                            i32)
+
 from tinyaot.toolchain.host import compile_shared
 from tinyaot.errors import TinyaotError
 from tinyaot.core import fixedpoint as fp
@@ -152,18 +155,6 @@ def run_reference(case: dict, a: dict) -> np.ndarray:
 # ====================================================================================================================
 # The C kernels on the host, through ctypes (Structure twins of templates/kernels/tinyaot_nn_types.h)
 # ====================================================================================================================
-from kernel_structs import (VP, Activation, Context, ConvParams, Dims, DwConvParams, FcParams,  # noqa: F401
-                            PerTensorQuant, PoolParams, Tile, i32)
-
-
-
-
-
-
-
-
-
-
 class PerChannelQuant(ctypes.Structure):
     _fields_ = [("multiplier", ctypes.POINTER(i32)), ("shift", ctypes.POINTER(i32))]
 
@@ -406,7 +397,8 @@ def _random_case(kind: str, rng: np.random.Generator, idx: int) -> dict:
         if p["bias_is_null_or_zero"]:
             a["bias"][:] = 0
     elif kind in ("avgpool", "maxpool"):
-        n, h, w, c = int(rng.integers(1, 3)), int(rng.integers(1, 10)), int(rng.integers(1, 10)), int(rng.integers(1, 10))
+        n = int(rng.integers(1, 3))
+        h, w, c = int(rng.integers(1, 10)), int(rng.integers(1, 10)), int(rng.integers(1, 10))
         kh, kw = int(rng.integers(1, 5)), int(rng.integers(1, 5))
         sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
         # pads smaller than the window keep every window overlapping the input
@@ -518,8 +510,8 @@ def _c_case(i: int, case: dict) -> tuple[str, str]:
             body.append("    const int32_t need = tinyaot_convolve_s8_get_buffer_size(&in_d, &f_d);\n")
             body.append("    if (need > (int32_t)sizeof scratch_buf) return -3;\n")
             body.append("    const tinyaot_context ctx2 = {scratch_buf, need};\n")
-            body.append(f"    rc = tinyaot_convolve_s8(&ctx2, &prm, &q, &in_d, {pre}in, &f_d, {pre}w, &b_d, {bias_ptr}, "
-                        f"&o_d, out_buf);\n")
+            body.append(f"    rc = tinyaot_convolve_s8(&ctx2, &prm, &q, &in_d, {pre}in, &f_d, {pre}w, &b_d, "
+                        f"{bias_ptr}, &o_d, out_buf);\n")
         else:
             body.append(f"    const tinyaot_dw_conv_params prm = {{{geo}, {p['ch_mult']}}};\n")
             body.append(f"    rc = tinyaot_depthwise_conv_s8(&ctx, &prm, &q, &in_d, {pre}in, &f_d, {pre}w, &b_d, "
@@ -705,7 +697,8 @@ int32_t w_requantize(int32_t x, int32_t m, int32_t s) { return tinyaot_requantiz
 int32_t w_sat_shl(int32_t x, int32_t e) { return tinyaot_sat_shl(x, e); }
 int32_t w_exp(int32_t a) { return tinyaot_exp_on_negative_values(a); }
 int32_t w_recip(int32_t a) { return tinyaot_one_over_one_plus_x(a); }
-void w_taps(int32_t base, int32_t k, int32_t d, int32_t size, int32_t *b, int32_t *e) { tinyaot_valid_taps(base, k, d, size, b, e); }
+void w_taps(int32_t base, int32_t k, int32_t d, int32_t size, int32_t *b, int32_t *e)
+{ tinyaot_valid_taps(base, k, d, size, b, e); }
 """
 
 
@@ -726,7 +719,8 @@ def test_c_fixed_point_helpers_match_python(support):
     a = _int32_samples(rng, 3000)
     b = np.roll(a, 7)
     e = rng.integers(0, 32, a.size)
-    assert [support.w_srdhm(int(x), int(y)) for x, y in zip(a, b)] == fp.saturating_rounding_doubling_high_mul(a, b).tolist()
+    assert ([support.w_srdhm(int(x), int(y)) for x, y in zip(a, b)]
+            == fp.saturating_rounding_doubling_high_mul(a, b).tolist())
     assert [support.w_rdbpot(int(x), int(k)) for x, k in zip(a, e)] == fp.rounding_divide_by_pot(a, e).tolist()
     assert [support.w_sat_shl(int(x), int(k)) for x, k in zip(a, e)] == fp.saturating_left_shift(a, e).tolist()
     mult = np.abs(np.roll(a, 11)) | (1 << 30)  # valid multipliers in [2^30, 2^31) ...

@@ -16,12 +16,14 @@ longer than 255 for the sparse kinds), encoded with tinyaot.compress.encode (dec
 from __future__ import annotations
 
 import ctypes
-import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 import pytest
+
+from kernel_structs import (VP, Activation, Context, ConvParams, Dims, DwConvParams, FcParams,
+                            Tile, i32)
 
 from tinyaot.toolchain.host import compile_shared
 from tinyaot.compress.encode import (decode, encode_clustered, encode_int4, encode_sparse_bitmap,
@@ -199,17 +201,6 @@ def random_cases(op: str, kind: str, count: int = 14) -> tuple:
 # ====================================================================================================================
 # (a) host C through ctypes
 # ====================================================================================================================
-from kernel_structs import (VP, Activation, Context, ConvParams, Dims, DwConvParams, FcParams,  # noqa: F401
-                            Tile, i32)
-
-
-
-
-
-
-
-
-
 class PerChannelQuant(ctypes.Structure):
     _fields_ = [("multiplier", VP), ("shift", VP)]
 
@@ -437,7 +428,8 @@ def _c_filter(pre: str, st: WeightStorage) -> tuple[str, str]:
         d += (f"static const tinyaot_clustered_weights {pre}wt = {{{pre}cb, {pre}packed, {m['bits']}, {m['k']}, "
               f"{m['group_size']}, {m['row_bytes']}}};\n")
         return d, f"&{pre}wt"
-    first, stype = ("bitmap", "tinyaot_sparse_weights") if st.kind == "sparse_bitmap" else ("runs", "tinyaot_rle_weights")
+    first, stype = (("bitmap", "tinyaot_sparse_weights") if st.kind == "sparse_bitmap"
+                    else ("runs", "tinyaot_rle_weights"))
     d = _c_array(pre + first, a[first], "uint8_t") + _c_array(pre + "values", a["values"], "int8_t")
     d += _c_array(pre + "rows", a["row_offsets"], "int32_t")
     d += f"static const {stype} {pre}wt = {{{pre}{first}, {pre}values, {pre}rows}};\n"

@@ -3,7 +3,6 @@ a report passes against itself, and fails naming metric and config when the base
 current report (top-1 raised, flash or arena lowered)."""
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 

@@ -351,5 +351,5 @@ def int8_noise(scales: np.ndarray, row_len: int, hess: InputHessian | None = Non
 
 
 __all__ = ["GROUP_SIZES", "optimal_codebook", "quantize_to_codebook", "Clustering", "cluster_grouped",
-           "cluster_layer", "choose", "allocate", "output_energy", "rd_cost", "int8_noise", "candidate_group_sizes", "InputHessian",
-           "error_feedback_assign"]
+           "cluster_layer", "choose", "allocate", "output_energy", "rd_cost", "int8_noise", "candidate_group_sizes",
+           "InputHessian", "error_feedback_assign"]

@@ -675,8 +675,9 @@ def _store_layer(graph: Graph, node, s: LayerSettings, hessian, info: dict, targ
 
 def layer_report(graph: Graph, node) -> dict:
     """Per-layer compression fields for report.json's `layers` (empty for layers without weights)."""
+    # the 16-bit layers (ops/conv_s16.py, fully_connected_s16.py) have dense int8 weights as well
     if not traits_of(node.op).weighted_layer or len(node.inputs) < 2 \
-            or not node.inputs[1]:  # the 16-bit layers (ops/conv_s16.py, fully_connected_s16.py) have dense int8 weights as well
+            or not node.inputs[1]:
         return {}
     w = graph.tensors[node.inputs[1]]
     if not w.is_const:

@@ -42,7 +42,8 @@ def c_string(text: str) -> str:
 
 
 def c_array(ctype: str, name: str, values, per_line: int = 16) -> str:
-    """`static const <ctype> name[N] TINYAOT_WEIGHTS_ATTR = {...};` (int arrays only; the generated code has no float)."""
+    """`static const <ctype> name[N] TINYAOT_WEIGHTS_ATTR = {...};` (int arrays only; the generated code has no
+    float)."""
     flat = np.asarray(values).ravel()
     if flat.size == 0:
         flat = np.zeros(1, np.int64)

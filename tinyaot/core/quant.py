@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from tinyaot.core.errors import TinyaotError
+
+if TYPE_CHECKING:  # annotations only: the core never imports the IR at run time
+    from tinyaot.ir import Tensor
 
 INT32_MAX = (1 << 31) - 1
 QMIN, QMAX = -128, 127

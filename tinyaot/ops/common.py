@@ -127,12 +127,13 @@ def fold_requant_table(bias, weights, input_offset: int, mult, shift, output_off
     channel falls outside the bounds that make the kernels' short requantization exact.
 
     bias' is the folded bias (fold_input_offset); mr the pairs {mult, radd} with radd = 2^(e-1) + output_offset * 2^e
-    and e = -shift, as int32; e packed four per int32 word (channel o in bits 8 * (o % 4) of word o // 4). Exact when per channel e >= 1 (a right shift), B = |bias| + sum|w| * (128 +
-    |input_offset|) < 2^30 and B + 2^(e-1) + 128 * 2^e < 2^31. A channel whose weights are all zero (per-channel
-    quantization of a dead filter: its bias is often near 2^31 and its shift anything), or whose B is below 2^(e-1)
-    (the rounding division then gives 0 for every input), has a constant output v = requant(bias) + output_offset: it
-    gets bias' 0, mult 0, e 1 and radd 2v (the kernel computes (0 + 2v + 0) >> 1 = v, then the same clamp). mult/shift per channel, or per tensor (length 1: one pair, the bound checked against the
-    largest B, no constant channels)."""
+    and e = -shift, as int32; e packed four per int32 word (channel o in bits 8 * (o % 4) of word o // 4). Exact
+    when per channel e >= 1 (a right shift), B = |bias| + sum|w| * (128 + |input_offset|) < 2^30 and
+    B + 2^(e-1) + 128 * 2^e < 2^31. A channel whose weights are all zero (per-channel quantization of a dead filter: its
+    bias is often near 2^31 and its shift anything), or whose B is below 2^(e-1) (the rounding division then gives 0 for
+    every input), has a constant output v = requant(bias) + output_offset: it gets bias' 0, mult 0, e 1 and radd 2v (the
+    kernel computes (0 + 2v + 0) >> 1 = v, then the same clamp). mult/shift per channel, or per tensor (length 1: one
+    pair, the bound checked against the largest B, no constant channels)."""
     w = np.asarray(weights).astype(np.int64)
     w = np.abs(w.reshape(w.shape[0], -1))
     folded = fold_input_offset(bias, weights, input_offset).astype(np.int64)
@@ -166,7 +167,8 @@ def fold_requant_table(bias, weights, input_offset: int, mult, shift, output_off
 
 __all__ = ["set_const", "output_qparams", "record_raised", "out_params", "fused_clamp", "spatial_out", "nhwc_oracle",
            "activation_nodes", "dequantized_const", "oracle_operands", "fold_input_offset",
-           "fold_requant_table", "im2col_patches", "FLOAT_CHUNK", "fused_activation", "float_const", "float_bias", "new_int64_const", "new_float32_const", "lift_window_1d", "NHWC", "identity_perm"]
+           "fold_requant_table", "im2col_patches", "FLOAT_CHUNK", "fused_activation", "float_const", "float_bias",
+           "new_int64_const", "new_float32_const", "lift_window_1d", "NHWC", "identity_perm"]
 
 
 def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, list[str]]:

@@ -19,8 +19,8 @@ from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
-                                fused_activation, im2col_patches, lift_window_1d, nhwc_oracle, out_params, record_raised,
-                                set_const, spatial_out, fold_requant_table)
+                                fused_activation, im2col_patches, lift_window_1d, nhwc_oracle, out_params,
+                                record_raised, set_const, spatial_out, fold_requant_table)
 from tinyaot.ops.fully_connected import interleave_quads
 from tinyaot.ops.intbounds import layer_bounds, weight_rows
 from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
@@ -251,8 +251,9 @@ def conv_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray | None:
 @register("Conv", traits=Traits(
     layout="spatial", layer_1d=True, sliding_window=True, fuses_activation=True, weighted_layer=True,
     quantized_constants=True, scratch=True,
-    kernels=("tinyaot_convolve_s8", "tinyaot_convolve_s4", "tinyaot_convolve_s8_clustered", "tinyaot_convolve_s8_sparse",
-             "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8", "tinyaot_depthwise_conv_s4",
+    kernels=("tinyaot_convolve_s8", "tinyaot_convolve_s4", "tinyaot_convolve_s8_clustered",
+             "tinyaot_convolve_s8_sparse", "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8",
+             "tinyaot_depthwise_conv_s4",
              "tinyaot_depthwise_conv_s8_clustered", "tinyaot_depthwise_conv_s8_sparse",
              "tinyaot_depthwise_conv_s8_rle")))
 class Conv(OpSpec):

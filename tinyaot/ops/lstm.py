@@ -177,8 +177,9 @@ class LSTM(OpSpec):
         node.inputs = [node.inputs[0], *names]
         graph.tensors[node.outputs[0]].quant = QuantParams.per_tensor(H_SCALE, 0)
         shape = (dirs, 4 * h)
-        node.attrs.update(x_offset=-xq.zp, reverse=int(node.attrs.get("direction", "forward") == "reverse"), mult_x=mx.reshape(shape), shift_x=sx.reshape(shape),
-                          mult_h=mh.reshape(shape), shift_h=sh.reshape(shape), w_scale=sw, r_scale=sr)
+        node.attrs.update(x_offset=-xq.zp, reverse=int(node.attrs.get("direction", "forward") == "reverse"),
+                          mult_x=mx.reshape(shape), shift_x=sx.reshape(shape), mult_h=mh.reshape(shape),
+                          shift_h=sh.reshape(shape), w_scale=sw, r_scale=sr)
 
     def reference(self, node, graph, inputs):
         a = node.attrs
@@ -216,7 +217,8 @@ class LSTM(OpSpec):
                   ConstArray("int32_t", f"{cname}_sh", np.asarray(a["shift_h"]).ravel()),
                   ConstArray("int8_t", f"{cname}_h0", data["h0"].ravel()),
                   ConstArray("int16_t", f"{cname}_c0", data["c0"].astype(np.int16).ravel())]
-        args = [IN0, OUT0, SCRATCH, t, b, i, h, dirs, a["reverse"], a["last_only"], a["x_offset"]] + [c.name for c in consts]
+        args = ([IN0, OUT0, SCRATCH, t, b, i, h, dirs, a["reverse"], a["last_only"], a["x_offset"]]
+                + [c.name for c in consts])
         return KernelCall(KERNEL, args, [KERNEL + ".c"], consts=consts)
 
     def oracle(self, node, graph):

@@ -9,8 +9,9 @@ generic kernel's integers exactly (the reference is ops/conv.py depthwise_conv2d
 checks it under QEMU on mps3-an547 and its plain C fallback on the host.
 
 The weights are the generic kernel's array; bias, multipliers and shifts become one table laid out for the vector
-lanes (`dw_table`: folded bias, bias, multiplier and shift per channel, 16 bytes per channel instead of 12). No scratch; the output may overlap the input exactly as for the generic depthwise kernel (pixels in raster
-order, one or two at a time, each reading only its window).
+lanes (`dw_table`: folded bias, bias, multiplier and shift per channel, 16 bytes per channel instead of 12). No
+scratch; the output may overlap the input exactly as for the generic depthwise kernel (pixels in raster order, one
+or two at a time, each reading only its window).
 """
 from __future__ import annotations
 

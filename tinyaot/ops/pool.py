@@ -336,7 +336,8 @@ class AveragePool(_Pool):
 @register("GlobalAveragePool", traits=Traits(layout="spatial", layer_1d=True, fuses_activation=True, per_channel=True,
                                              scratch=True,
                                              kernels=("tinyaot_avgpool_s8", "tinyaot_avgpool_requant_s8",
-                                                      "tinyaot_avgpool_count_pad_s8", "tinyaot_avgpool_requant_s8_mve")))
+                                                      "tinyaot_avgpool_count_pad_s8",
+                                                      "tinyaot_avgpool_requant_s8_mve")))
 class GlobalAveragePool(_Pool):
     kernel = "tinyaot_avgpool_s8"
 

@@ -424,7 +424,8 @@ def traits_of(op_type: str) -> Traits:
 
 def ops_with(**wanted) -> tuple[str, ...]:
     """The registered op types whose traits have all the given values, e.g. ops_with(fuses_activation=True)."""
-    return tuple(op for op in sorted(_REGISTRY) if all(getattr(_REGISTRY[op].traits, k) == v for k, v in wanted.items()))
+    return tuple(op for op in sorted(_REGISTRY)
+                 if all(getattr(_REGISTRY[op].traits, k) == v for k, v in wanted.items()))
 
 
 def infer_shapes(node: "Node", graph: "Graph") -> list[tuple[int, ...]] | None:

@@ -3,8 +3,8 @@
 Per row: d = x - max(x) <= 0; differences below diff_min give exp = 0 (output -128); the others are rescaled to
 Q5.26 by (input_mult, input_left_shift) (see `fixedpoint.softmax_params`), exponentiated in fixed point
 (`exp_on_negative_values`, Q0.31), summed as Q12.19, and each exp is multiplied by the fixed-point reciprocal of the
-sum and rounded to 1/256 steps. The fixed-point exponent approximates exp within 2.2e-7 absolute (measured over the whole
-Q5.26 range) and the reciprocal within 3e-9, far below the 1/256 output step: against a float softmax on the same
+sum and rounded to 1/256 steps. The fixed-point exponent approximates exp within 2.2e-7 absolute (measured over the
+whole Q5.26 range) and the reciprocal within 3e-9, far below the 1/256 output step: against a float softmax on the same
 int8 input the result differs by at most one output step (measured on random rows in tests/ops).
 """
 from __future__ import annotations

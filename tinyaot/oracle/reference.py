@@ -19,7 +19,8 @@ def run_reference(graph: Graph, inputs: dict[str, np.ndarray]) -> dict[str, np.n
         outs = get_op(node.op).reference(node, graph, args)
         for name, value in zip(node.outputs, outs):
             value = np.asarray(value)
-            assert value.dtype == np.dtype(graph.tensors[name].dtype) and value.shape == tuple(graph.tensors[name].shape), (
+            assert (value.dtype == np.dtype(graph.tensors[name].dtype)
+                    and value.shape == tuple(graph.tensors[name].shape)), (
                 f"{node.op} reference gave {value.dtype}{value.shape} for {name}")
             values[name] = value
     return values

@@ -313,7 +313,8 @@ def check_fits(compiled: Compiled, b: Board) -> None:
     g = compiled.graph
     # (as stored: a compressed weight tensor counts its packed bytes)
     weights = sum(g.tensors[i].storage.nbytes(g.tensors[i].data) if g.tensors[i].storage is not None
-                  else g.tensors[i].nbytes for i in {i for n in g.nodes for i in n.inputs if i} if g.tensors[i].is_const)
+                  else g.tensors[i].nbytes
+                  for i in {i for n in g.nodes for i in n.inputs if i} if g.tensors[i].is_const)
     if weights > b.flash_bytes:
         raise TinyaotError(f"model too big for board '{b.name}': {weights} B of weights exceed its "
                            f"{b.flash_bytes} B of flash by {weights - b.flash_bytes} bytes")

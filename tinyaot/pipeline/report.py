@@ -171,7 +171,8 @@ def summary(r: dict, out: Path) -> list[str]:
     p = m.get("patch")
     if p:
         s.append(f"patch stage: the first {len(p['layers'])} layers in {p['stripes']} stripes "
-                 f"({p['macs_recomputed']} MACs recomputed, {100 * p['macs_recomputed'] / p['macs_layer_by_layer']:.1f} "
+                 f"({p['macs_recomputed']} MACs recomputed, "
+                 f"{100 * p['macs_recomputed'] / p['macs_layer_by_layer']:.1f} "
                  f"% of theirs); layer by layer the arena is {m['arena_layer_by_layer_bytes']} B")
     if "options" in r["compression"]:
         s.append(f"compression: {compression_line(r['compression'])}")

@@ -5,18 +5,19 @@ per layer and variant, the whole model is built once per *round*: in round k eve
 candidate (the cost model's choice is candidate 0, so round 0 is exactly the default deploy; a layer with fewer
 candidates keeps its last one), re-planned for those variants (a variant's scratch and in-place offset change the
 arena). Each round runs the first verification samples under QEMU with the harness's per-layer instruction marks
-(counted on the first, as report.json counts), and its outputs must equal the numpy reference; a round that does not (or does not build or run) rejects the
-variants it tried for the first time, since which of them is wrong cannot be told apart. Per layer the variant with
-the fewest instructions among the bit-exact ones wins (ties keep the cost model's choice), so the tuned model is
-never slower than the default layer by layer; `api.deploy` checks the whole-model count too and falls back to the
-default choice if the tuned firmware runs more instructions than round 0 did.
+(counted on the first, as report.json counts), and its outputs must equal the numpy reference; a round that does
+not (or does not build or run) rejects the variants it tried for the first time, since which of them is wrong
+cannot be told apart. Per layer the variant with the fewest instructions among the bit-exact ones wins (ties keep the
+cost model's choice), so the tuned model is never slower than the default layer by layer; `api.deploy` checks the
+whole-model count too and falls back to the default choice if the tuned firmware runs more instructions than round 0
+did.
 
 Results are records keyed by a layer signature: op, tensor shapes and dtypes, the attributes and quantization
 parameters that select code paths (offsets, clamps, the signs of the requantization shifts; not the weight values
 or multipliers), the weight storage kind, the candidate variants with a hash of their kernel sources and the
-shared kernel headers, the board, its compiler flags and the tinyaot version. They are kept in $TINYAOT_CACHE/tune/ (one JSON file
-per signature) so a second deploy measures nothing, and `--tuning-log FILE` reads and writes the same records as
-JSON lines (sorted by signature: a committed log diffs cleanly). Without `--tune` a log only supplies choices; the
+shared kernel headers, the board, its compiler flags and the tinyaot version. They are kept in $TINYAOT_CACHE/tune/ (one
+JSON file per signature) so a second deploy measures nothing, and `--tuning-log FILE` reads and writes the same records
+as JSON lines (sorted by signature: a committed log diffs cleanly). Without `--tune` a log only supplies choices; the
 layers it does not know keep the cost model's.
 """
 from __future__ import annotations

@@ -263,5 +263,5 @@ def band_rows(stage: PatchStage, tensor: str) -> list[Rows]:
     return [r[tensor] for r in stage.rows]
 
 
-__all__ = ["PatchStage", "Tile", "band_bytes", "band_rows", "make_stage", "row_bytes", "schedule_buffers", "split_points",
-           "stage_macs", "step_of", "stripe_rows", "tile"]
+__all__ = ["PatchStage", "Tile", "band_bytes", "band_rows", "make_stage", "row_bytes", "schedule_buffers",
+           "split_points", "stage_macs", "step_of", "stripe_rows", "tile"]

@@ -309,7 +309,8 @@ def judge(baseline: dict, current: dict, tolerances: dict[str, tuple[str, float]
     return Verdict(not bad, code, text, rows, notes, lines, baseline_name)
 
 
-def gate(baseline: dict, current: dict, tolerances: dict[str, tuple[str, float]], baseline_name: str) -> tuple[bool, str]:
+def gate(baseline: dict, current: dict, tolerances: dict[str, tuple[str, float]],
+         baseline_name: str) -> tuple[bool, str]:
     """(passed, the text to print) of `judge`."""
     v = judge(baseline, current, tolerances, baseline_name)
     return v.passed, v.text

@@ -77,7 +77,8 @@ def _overflow_message(output: str, board: Board, stack: int) -> str | None:
     # ld stops at the region check first; the assertions are a backstop should a section escape the regions.
     for region in ("RAM", "FLASH"):
         if f"TINYAOT_{region}_OVERFLOW" in output:
-            return f"the program does not fit board '{board.name}': {region.lower()} is too small ({_first_error(output)})"
+            return (f"the program does not fit board '{board.name}': {region.lower()} is too small "
+                    f"({_first_error(output)})")
     return None
 
 
