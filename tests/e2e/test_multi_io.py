@@ -71,7 +71,7 @@ def test_deploys_on_stm32_and_verifies_every_output(files):
                    if p in q["outputs"])
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     header = (out / "pt_halves_two_heads.h").read_text()
-    assert ("int tinyaot_pt_halves_two_heads_invoke(const int8_t *in_top, const int8_t *in_bottom, "
+    assert ("tinyaot_status tinyaot_pt_halves_two_heads_invoke(const int8_t *in_top, const int8_t *in_bottom, "
             "int8_t *out_digit, int8_t *out_odd);") in header
     for macro in ("INPUT_COUNT 2", "OUTPUT_COUNT 2", "INPUT_TOP_SIZE 392", "INPUT_BOTTOM_SIZE 392",
                   "OUTPUT_DIGIT_SIZE 10", "OUTPUT_ODD_SIZE 1", "OUTPUT_ODD_SCALE 0.00390625f",
