@@ -161,7 +161,9 @@ def test_arena_and_weights_go_to_the_named_sections(tmp_path):
     placed = sections(f'-D{define}_ARENA_SECTION=".bss.dtcm"', f'-D{define}_WEIGHTS_SECTION=".flash_b"')
     arena = c.plan.arena_bytes
     assert plain.get(".bss", 0) >= arena and ".bss.dtcm" not in plain and ".flash_b" not in plain
-    assert placed[".bss.dtcm"] == arena and placed.get(".bss", 0) == plain[".bss"] - arena
+    # what left .bss is the arena, plus at most the padding its alignment (ARENA_ALIGNMENT, 16) cost there
+    left = plain[".bss"] - placed.get(".bss", 0)
+    assert placed[".bss.dtcm"] == arena and arena <= left < arena + 16
     weights = placed[".flash_b"]
     assert weights > 0 and placed.get(".rodata", 0) == plain[".rodata"] - weights
 
