@@ -44,8 +44,10 @@ def calibration(path: Path, shape, n: int = 12, seed: int = 0, scale: float = 2.
     return path
 
 
-def deploy_verified(model: Path, cal: Path, out: Path) -> dict:
-    report = deploy(model, BOARD, cal, out).report
+def deploy_verified(model: Path, cal: Path, out: Path, **options) -> dict:
+    """Deploy for BOARD and check the verification; `options` as tinyaot.api.deploy takes them (e.g. disable_passes,
+    for a test of an op's own kernel that a pass would otherwise rewrite into another op)."""
+    report = deploy(model, BOARD, cal, out, **options).report
     v = report["verify"]
     assert v["ran"] and v["exit_code"] == 0 and v["outputs_match"], v
     assert v["max_abs_diff_vs_reference"] == 0
