@@ -104,9 +104,20 @@ class ShuffleNetBlock(nn.Module):
 MODELS = {"mbv3": MobileNetV3Block, "effnet": EfficientNetBlock, "shuffle": ShuffleNetBlock}
 
 
+def strip_stack_traces(m: onnx.ModelProto) -> None:
+    """Drop the per-node metadata the dynamo exporter adds (`pkg.torch.onnx.stack_trace` and the like): it holds
+    absolute paths of the machine that exported the model, and nothing a compiler reads."""
+    for nodes in [m.graph.node, *(f.node for f in m.functions)]:
+        for node in nodes:
+            keep = [kv for kv in node.metadata_props if not kv.key.startswith("pkg.torch.onnx.")]
+            del node.metadata_props[:]
+            node.metadata_props.extend(keep)
+
+
 def _finish(m: onnx.ModelProto, path: Path, how: str) -> None:
     m.producer_name = f"tinyaot tests/models/make_models_exporters.py ({how})"
     m.doc_string = "random weights (fixed seed): an exporter-pair fixture"
+    strip_stack_traces(m)
     onnx.checker.check_model(m)
     onnx.save(m, str(path))
 
