@@ -133,6 +133,21 @@ def test_spatial_reduce_mean_is_global_average_pool(tmp_path, keepdims):
     deploy_verified(path, cal, tmp_path / "out")
 
 
+def test_a_relu_after_a_flattening_mean_fuses_into_the_pool(tmp_path):
+    """`relu(x.mean([2, 3]))`: mean_to_pool gives GlobalAveragePool -> Reshape -> Relu; the Relu moves in front of
+    the Reshape (passes/fuse_activation.py) and fuses into the pool, so no layer of its own is left."""
+    conv, w = _conv("x", "c", 3, 4, seed=5)
+    nodes = [conv, helper.make_node("ReduceMean", ["c"], ["m"], axes=[2, 3], keepdims=0),
+             helper.make_node("Relu", ["m"], ["y"])]
+    path = save_model(tmp_path / "mean_relu.onnx", nodes, [1, 3, 8, 8], [1, 4], [w])
+    cal = calibration(tmp_path / "cal.npz", [1, 3, 8, 8])
+    c = compile_model(path, cal)
+    assert "Relu" not in _ops(c)
+    pool = next(n for n in c.graph.nodes if n.op == "GlobalAveragePool")
+    assert pool.attrs["activation"][0] == 0.0
+    deploy_verified(path, cal, tmp_path / "out")
+
+
 def test_a_constant_graph_output_is_refused_at_import(tmp_path):
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)]
     path = save_model(tmp_path / "const.onnx", nodes, [1, 4], [2])
