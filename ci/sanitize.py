@@ -35,7 +35,8 @@ from tinyaot.api import compile_model  # noqa: E402
 from tinyaot.toolchain.sanitize import check_model  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 
-SETTINGS = {"plain": None, "clusters16": {"clusters": 16}, "int4": {"weight_bits": 4}, "prune0.5": {"prune": 0.5}}
+SETTINGS = {"plain": None, "clusters16": {"clusters": 16}, "int4": {"weight_bits": 4}, "prune0.5": {"prune": 0.5},
+            "prune0.5_block": {"prune": 0.5, "prune_pattern": "block"}}
 CAL_SAMPLES = 4
 
 

@@ -50,18 +50,19 @@ void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, in
 }
 
 /* n_pairs pairs of columns against all n_out filter rows, two columns (two output pixels) per pass so that each
-   weight load serves both: column i at col0 + i * col_step, its outputs at out0 + i * n_out. */
-void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
-                          int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0)
+   weight load serves both: column i at col0 + i * col_step, its outputs at out0 + i * out_step. */
+void tinyaot_mve_gemm2_strided_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k,
+                                  const int8_t *filter, int32_t n_out, int32_t out_step, const tinyaot_mve_requant *q,
+                                  int8_t *out0)
 {
     const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
     const int32_t t = k & 15;
     const int32_t k16 = (k + 15) & ~15;
-    for (; n_pairs > 0; n_pairs--, col0 += 2 * col_step, out0 += 2 * n_out) {
+    for (; n_pairs > 0; n_pairs--, col0 += 2 * col_step, out0 += 2 * out_step) {
         const int8_t *col_a = col0;
         const int8_t *col_b = col0 + col_step;
         int8_t *out_a = out0;
-        int8_t *out_b = out0 + n_out;
+        int8_t *out_b = out0 + out_step;
         int32_t o;
         for (o = 0; o < n_out; o += 4) {
             const int8_t *w = filter + o * k16;
@@ -104,6 +105,13 @@ void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs,
     }
 }
 
+/* n_pairs pairs of columns against all n_out filter rows, each pixel's outputs after the previous one's. */
+void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
+                          int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0)
+{
+    tinyaot_mve_gemm2_strided_s8(col0, col_step, n_pairs, k, filter, n_out, n_out, q, out0);
+}
+
 #else /* portable C */
 
 void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,
@@ -121,13 +129,20 @@ void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, in
     }
 }
 
-void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
-                          int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0)
+void tinyaot_mve_gemm2_strided_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k,
+                                  const int8_t *filter, int32_t n_out, int32_t out_step, const tinyaot_mve_requant *q,
+                                  int8_t *out0)
 {
     int32_t i;
     for (i = 0; i < 2 * n_pairs; i++) {
-        tinyaot_mve_gemm1_s8(col0 + i * col_step, k, filter, n_out, q, out0 + i * n_out);
+        tinyaot_mve_gemm1_s8(col0 + i * col_step, k, filter, n_out, q, out0 + i * out_step);
     }
+}
+
+void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
+                          int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0)
+{
+    tinyaot_mve_gemm2_strided_s8(col0, col_step, n_pairs, k, filter, n_out, n_out, q, out0);
 }
 
 #endif

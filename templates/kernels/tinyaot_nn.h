@@ -88,6 +88,60 @@ tinyaot_status tinyaot_fully_connected_s8_fold(const tinyaot_context *ctx, const
                                                const tinyaot_dims *bias_dims, const int32_t *bias,
                                                const tinyaot_dims *output_dims, int8_t *output);
 
+/* The fold convolution over int4 or clustered weights decoded once per call (tinyaot_convolve_s8_fold_decoded.c):
+   arguments as tinyaot_convolve_s8_fold with the filter as its codes in the fold layout. Scratch (required, 4-byte
+   aligned): 4 * K bytes when in_ch is a multiple of 4 (the output must then not overlap the input), else the whole
+   filter rounded up to a word plus the fold kernel's column. */
+int32_t tinyaot_convolve_s8_fold_decoded_get_buffer_size(const tinyaot_dims *input_dims,
+                                                         const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_convolve_s8_fold_decoded(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                                const tinyaot_per_channel_quant_params *quant_params,
+                                                const tinyaot_dims *input_dims, const int8_t *input,
+                                                const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
+                                                const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                const tinyaot_dims *output_dims, int8_t *output);
+
+/* Conv and fully connected over block-sparse weights (tinyaot_block_weights; tinyaot_block_support.h): same
+   arguments as the dense kernels (conv: one group only; fully connected: filter_offset 0), but bias holds the input
+   offset folded in, quant_params the fold requantization table when filter->fold_table is set (else one multiplier
+   and shift per channel), and the scratch is required: 8 * ceil4(K) bytes, 4-byte aligned (K = kh * kw * in_ch, or
+   the fully connected depth; none for a fully connected layer of one row whose depth is a multiple of 4). Output
+   pixels in pairs, raster order, as the dense kernels. */
+int32_t tinyaot_convolve_s8_block_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_convolve_s8_block(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                         const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                         const int8_t *input, const tinyaot_dims *filter_dims,
+                                         const tinyaot_block_weights *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
+                                         const tinyaot_dims *output_dims, int8_t *output);
+int32_t tinyaot_fully_connected_s8_block_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_fully_connected_s8_block(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                                const tinyaot_dims *input_dims, const int8_t *input,
+                                                const tinyaot_dims *filter_dims, const tinyaot_block_weights *filter,
+                                                const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                const tinyaot_dims *output_dims, int8_t *output);
+
+/* int4 fully connected on DSP cores (tinyaot_fully_connected_s4_fold.c: nibbles unpacked by masks; the _rq form
+   takes one multiplier and shift per channel) and the 3x3 depthwise kernel over decoded int4/clustered weights. */
+tinyaot_status tinyaot_depthwise_conv_s8_3x3_decoded(const int8_t *input, const tinyaot_decoded_weights *weights, int8_t *scratch,
+                                                     int32_t scratch_size, const int32_t *qtab, int8_t *output, int32_t batches,
+                                                     int32_t in_h, int32_t in_w, int32_t channels, int32_t out_h, int32_t out_w,
+                                                     int32_t stride_h, int32_t stride_w, int32_t pad_t, int32_t pad_l,
+                                                     int32_t input_offset, int32_t output_offset, int32_t act_min,
+                                                     int32_t act_max, int32_t folded);
+tinyaot_status tinyaot_fully_connected_s4_fold(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                               const tinyaot_dims *input_dims, const int8_t *input,
+                                               const tinyaot_dims *filter_dims, const uint32_t *filter,
+                                               const tinyaot_dims *bias_dims, const int32_t *bias,
+                                               const tinyaot_dims *output_dims, int8_t *output);
+tinyaot_status tinyaot_fully_connected_s4_fold_rq(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                  const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                                  const tinyaot_dims *input_dims, const int8_t *input,
+                                                  const tinyaot_dims *filter_dims, const uint32_t *filter,
+                                                  const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                  const tinyaot_dims *output_dims, int8_t *output);
+
 /* Conv, depthwise conv and fully connected over compressed weights (structs in tinyaot_nn_types.h, formats in
    tinyaot/compress/storage.py): _s4 packed nibbles, _s8_clustered codebook indices, _s8_sparse bitmap sparsity,
    _s8_rle run-length sparsity. Same arguments and results as the dense kernels above, bit for bit, with the filter

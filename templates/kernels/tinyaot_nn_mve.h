@@ -47,6 +47,45 @@ tinyaot_status tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const 
                                               const tinyaot_dims *bias_dims, const int32_t *bias,
                                               const tinyaot_dims *output_dims, int8_t *output);
 
+/* Block-sparse convolution (one group) and fully connected (filter_offset 0): the filter is a tinyaot_block_weights
+   whose values are in the Helium layout and whose `deltas` hold each stored block's absolute block column (rows of
+   at most 1024 positions; tinyaot_mve_block.h). Scratch: none for a 1x1 convolution without padding on a multiple
+   of 4 input channels, or a fully connected depth that is a multiple of 4; else two int8 columns of K rounded up to
+   a multiple of 4 (required, 4-byte aligned). Input read in place must be 4-byte aligned. */
+int32_t tinyaot_convolve_s8_block_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                             const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                             const int8_t *input, const tinyaot_dims *filter_dims,
+                                             const tinyaot_block_weights *filter, const tinyaot_dims *bias_dims,
+                                             const int32_t *bias, const tinyaot_dims *output_dims, int8_t *output);
+
+/* Helium convolutions and depthwise over int4 or clustered weights decoded once per call (tinyaot_decode.h). */
+tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                                   const tinyaot_per_channel_quant_params *quant_params,
+                                                   const tinyaot_dims *input_dims, const int8_t *input,
+                                                   const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
+                                                   const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                   const tinyaot_dims *output_dims, int8_t *output);
+tinyaot_status tinyaot_convolve_s8_mve_decoded(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                               const tinyaot_per_channel_quant_params *quant_params,
+                                               const tinyaot_dims *input_dims, const int8_t *input,
+                                               const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
+                                               const tinyaot_dims *bias_dims, const int32_t *bias,
+                                               const tinyaot_dims *output_dims, int8_t *output);
+tinyaot_status tinyaot_depthwise_conv_s8_mve_decoded(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
+                                                     const tinyaot_per_channel_quant_params *quant_params,
+                                                     const tinyaot_dims *input_dims, const int8_t *input,
+                                                     const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
+                                                     const tinyaot_dims *bias_dims, const int32_t *table,
+                                                     const tinyaot_dims *output_dims, int8_t *output);
+int32_t tinyaot_fully_connected_s8_block_mve_get_buffer_size(const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_fully_connected_s8_block_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                    const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                                    const tinyaot_dims *input_dims, const int8_t *input,
+                                                    const tinyaot_dims *filter_dims, const tinyaot_block_weights *filter,
+                                                    const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                    const tinyaot_dims *output_dims, int8_t *output);
+
 #ifdef __cplusplus
 }
 #endif

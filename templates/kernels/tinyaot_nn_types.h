@@ -114,6 +114,32 @@ typedef struct {
     const int32_t *row_offsets; /* [out_ch + 1] */
 } tinyaot_rle_weights;
 
+/* Block sparsity (tinyaot/compress/storage.py "sparse_block"): the [out_ch, K] weight rows in blocks of 4 output
+   channels x 4 consecutive positions; only blocks holding a nonzero weight are stored. Block-row r (channels 4r ..
+   4r+3) has counts[r] blocks; block b of the layer is 16 bytes at values + 16b (the kernel's layout: the fold
+   kernels' four channels x four bytes, channel by channel, or Helium's, see the kernel files) and sits deltas[b]
+   block columns after the previous block of its block-row (after column 0 for the first). fold_table: 1 when
+   quant_params hold the fold kernels' requantization table (tinyaot_fold_support.h), 0 for multiplier/shift. */
+typedef struct {
+    const int8_t *values;
+    const uint8_t *deltas;
+    const uint16_t *counts;
+    int32_t fold_table;
+} tinyaot_block_weights;
+
+/* Int4 or clustered weights decoded once per call for a dense kernel (tinyaot_decode.h): codes of `bits` bits in
+   one little-endian stream, in the dense kernel's weight order, regions of `region` codes each decoded with
+   codebook (r / div) % mod of k int8 entries. */
+typedef struct {
+    const uint8_t *packed;   /* the codes, in the dense kernel's weight order */
+    const int8_t *codebooks; /* k entries per codebook */
+    int32_t bits;            /* bits per code, 1..8 */
+    int32_t k;               /* entries per codebook */
+    int32_t region;          /* codes per region */
+    int32_t div, mod;        /* region r: codebook (r / div) % mod */
+    int32_t count;           /* codes in all */
+} tinyaot_decoded_weights;
+
 /* Elementwise binary ops (tinyaot_elementwise_binary_s8). */
 #define TINYAOT_BINARY_ADD 0
 #define TINYAOT_BINARY_SUB 1

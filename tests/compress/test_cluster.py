@@ -12,7 +12,7 @@ from tinyaot.api import compile_model, deploy
 from tinyaot.compress.cluster import (InputHessian, cluster_grouped, cluster_layer, error_feedback_assign, int8_noise,
                                       optimal_codebook, rd_cost, refit_codebooks)
 from tinyaot.compress.encode import (assign_storage, decode, encode_clustered, encode_int4, encode_sparse_bitmap,
-                                     encode_sparse_rle, pack_indices, sparse_rle_nbytes)
+                                     encode_sparse_rle, pack_indices, sparse_block_nbytes, sparse_rle_nbytes)
 from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.storage import WeightStorage
 from tinyaot.ir import Tensor
@@ -286,6 +286,8 @@ def test_sparse_storage_is_the_smallest(small):
             dw = bool(n.attrs.get("depthwise"))
             sizes = {"dense": w.size, "sparse_bitmap": encode_sparse_bitmap(w.data, dw).nbytes(w.data),
                      "sparse_rle": sparse_rle_nbytes(w.data, dw)}
+            if not dw:  # whole 4x4 blocks (conv and fully connected rows)
+                sizes["sparse_block"] = sparse_block_nbytes(w.data)
             kind = c.graph.meta["compression"]["layers"][name]["storage"]
             assert sizes[kind] == min(sizes.values()), (sparsity, name, sizes, kind)
         if sparsity == 0.05:  # sparsity that does not pay stays dense
@@ -321,8 +323,11 @@ def test_compressed_model_deploys_bit_exact(kind, options, small, tmp_path):
     assert kind in kinds.values()
     for l in r["layers"]:
         if l.get("storage") not in (None, "dense"):
-            assert l["kernel"].endswith({"clustered": "_s8_clustered", "int4": "_s4", "sparse_bitmap": "_s8_sparse",
-                                         "sparse_rle": "_s8_rle"}[l["storage"]])
+            # the kind's own kernel (variant generic), or a dense variant's kernel on decoded weights (ops/decoded.py)
+            own = {"clustered": "_s8_clustered", "int4": "_s4", "sparse_bitmap": "_s8_sparse",
+                   "sparse_rle": "_s8_rle", "sparse_block": "_s8_block"}[l["storage"]]
+            assert l["kernel"].endswith(own) if l["variant"] == "generic" else \
+                l["kernel"].endswith(("_decoded", "_s4_fold", "_s4_fold_rq")), (l["kernel"], l["variant"])
     assert r["memory"]["weights_bytes"] == sum(l["weights_bytes"] for l in r["layers"])
     assert r["memory"]["weights_bytes"] < sum(l.get("weights_bytes_dense", 0) for l in r["layers"])
     # with and without, per layer: the uncompressed build measured on the same board and sample

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from tinyaot.api import compile_model, deploy
-from tinyaot.compress.options import CompressionOptions
+from tinyaot.compress.options import CompressionOptions, options_from_flags
+from tinyaot.compress.pattern import block_scores
 from tinyaot.compress.prune import (channel_group, eligible_producers, group_scores, lamp_scores, layer_nodes,
                                     magnitude_prune, prune_channels, prune_smallest)
+from tinyaot.compress.storage import rows
 from tinyaot.compress.refit import pre_activation, refit_consumers, ridge_fit, run_node, snapshot
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend import import_model
@@ -127,6 +129,26 @@ def test_zeros_survive_quantization(small_model):
         assert obs.graph.meta["compression"]["layers"][n.name]["sparsity"] >= 0.5
     r = c.graph.meta["compression"]
     assert r["layers"]["conv1"]["storage"] in ("dense", "sparse_bitmap", "sparse_rle")
+
+
+def test_block_pattern_zeroes_whole_blocks_and_stores_them_depthwise_stays_dense(tmp_path):
+    path = conv_dw_conv(tmp_path / "d.onnx", c=16)
+    c = compile_model(path, calibration(tmp_path / "cal.npz"),
+                      compression=options_from_flags(None, prune=0.5, prune_scope="layer", prune_pattern="block"))
+    layers = c.graph.meta["compression"]["layers"]
+    kinds = {}
+    for n in layer_nodes(c.graph):
+        q = c.graph.tensors[n.inputs[1]].data
+        kinds[n.name] = layers[n.name]["storage"]
+        if n.attrs.get("depthwise"):  # no block kernel: left dense, not pruned
+            assert kinds[n.name] == "dense" and layers[n.name]["sparsity"] < 0.2
+            continue
+        zero_blocks = block_scores(rows(q, False)) == 0  # [block-rows, block-columns]; 4x4 blocks of the rows view
+        assert zero_blocks.sum() >= zero_blocks.size // 2, n.name
+        assert kinds[n.name] == "sparse_block", n.name  # never the (slower) bitmap / run-length kernels
+    assert sorted(kinds.values()) == ["dense", "sparse_block", "sparse_block", "sparse_block"]
+    with pytest.raises(TinyaotError, match="prune-pattern"):
+        CompressionOptions(prune=0.5, prune_pattern="4x4")
 
 
 def test_pruning_a_prequantized_model_is_refused_clustering_works(tmp_path):

@@ -669,11 +669,13 @@ def test_kws_dscnn_compressed_deploys_and_verifies(kws_dense, tmp_path, cal_dir,
         if layer["storage"] != "dense":
             suffix = {"int4": "_s4", "clustered": "_s8_clustered", "sparse_bitmap": "_s8_sparse",
                       "sparse_rle": "_s8_rle"}
-            assert layer["kernel"].endswith(suffix[layer["storage"]]), layer
+            # the kind's own kernel (variant generic) or a dense variant on decoded weights (ops/decoded.py)
+            assert layer["kernel"].endswith(suffix[layer["storage"]]) if layer["variant"] == "generic" else \
+                layer["kernel"].endswith(("_decoded", "_s4_fold", "_s4_fold_rq")), layer
     assert m["weights_bytes"] < kws_dense["memory"]["weights_bytes"]
     assert m["flash_bytes"] < kws_dense["memory"]["flash_bytes"]  # the dense weights are not emitted as well
     c_files = {p.name for p in out.glob("*.c")}
-    assert any(k in f for f in c_files for k in ("_s4", "clustered", "sparse", "rle")), c_files
+    assert any(k in f for f in c_files for k in ("_s4", "clustered", "sparse", "rle", "_decoded")), c_files
     print(f"\nkws_dscnn {compression}: weights {m['weights_bytes']} B (dense {kws_dense['memory']['weights_bytes']}),"
           f" flash {m['flash_bytes']} B (dense {kws_dense['memory']['flash_bytes']}), instructions "
           f"{v['instructions']} (dense {kws_dense['verify']['instructions']})")

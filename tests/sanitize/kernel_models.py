@@ -3,8 +3,10 @@ templates/kernels: what the sanitizer tests build to put each kernel under ASan 
 layers give it (the emitted C calls them as a deploy does). One graph and one build keep it cheap.
 
 Each weight storage kind has one conv, one depthwise conv and one fully connected layer of its own, selected by
-layer name: dense int8, int4, clustered (16 values), bitmap-sparse (half the weights zero) and run-length-sparse
-(95 % zero, where runs take fewer bytes than a bitmap).
+layer name: dense int8, int4, clustered (16 values), bitmap-sparse (half the weights zero), run-length-sparse
+(95 % zero, where runs take fewer bytes than a bitmap) and block-sparse (half the weights zero in 4x4 blocks; its
+depthwise layer stays dense). A 1x1 conv and a 3x3 depthwise conv with int4 weights reach the dense variants'
+decoded forms (tinyaot/ops/decoded.py) on the DSP and Helium targets.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ KINDS = {  # layer-name suffix -> the per-layer rule fields that make the layer'
     "s4": {"weight_bits": 4},
     "clustered": {"clusters": 16},
     "sparse": {"sparsity": 0.5},
-    "rle": {"sparsity": 0.95},
+    "block": {"sparsity": 0.5, "prune_pattern": "block"},
+    "rle": {"sparsity": 0.95},  # last: its fully connected layer (10 outputs) feeds the LSTM
 }
 COMPRESSION = {"rules": [{"pattern": f"*_{kind}", **fields} for kind, fields in KINDS.items()]}
 X_SHAPE = [1, 3, 8, 8]
@@ -33,14 +36,19 @@ def _init(rng: np.random.Generator, name: str, shape, scale: float = 0.4) -> onn
 
 
 def all_kernels_model(path: Path, seed: int = 0) -> Path:
-    """x [1, 3, 8, 8]: five 3x3 convs and five 5x5 depthwise convs (5x5, so their rows are long enough to be
+    """x [1, 3, 8, 8]: six 3x3 convs and six 5x5 depthwise convs (5x5, so their rows are long enough to be
     stored sparse), one of each per storage kind; then add, mul, PRelu, sigmoid, pad, max pool, resize, average
     pools (padding counted or not), transposed conv, concat, clip, ReduceMean (the layout change after it runs the
-    transpose kernel), five fully connected layers, one per storage kind (48-long rows), and softmax."""
+    transpose kernel), six fully connected layers, one per storage kind (48-long rows), and softmax."""
     rng = np.random.default_rng(seed)
     n = helper.make_node
     inits, nodes = [], []
-    cur, ch = "x", X_SHAPE[1]
+    # an int4 1x1 conv on the input first, where the arena has room for its decoded tile: the Helium target takes
+    # it on the decoded 1x1 kernel (tinyaot_convolve_s8_mve_decoded.c)
+    rng0 = np.random.default_rng(seed + 2)
+    inits += [_init(rng0, "wpw0", (X_SHAPE[1], X_SHAPE[1], 1, 1)), _init(rng0, "bpw0", (X_SHAPE[1],), 0.1)]
+    nodes.append(n("Conv", ["x", "wpw0", "bpw0"], ["pw0"], name="pw0_s4"))
+    cur, ch = "pw0", X_SHAPE[1]
     for kind in KINDS:
         inits += [_init(rng, f"wc_{kind}", (C, ch, 3, 3)), _init(rng, f"bc_{kind}", (C,), 0.1)]
         nodes += [n("Conv", [cur, f"wc_{kind}", f"bc_{kind}"], [f"c_{kind}"], name=f"conv_{kind}", pads=[1, 1, 1, 1]),
@@ -55,8 +63,12 @@ def all_kernels_model(path: Path, seed: int = 0) -> Path:
     # too): a 1x1 conv, a 3x3 depthwise conv, and a global average pool that requantizes (its mean is scaled back
     # onto the layer, squeeze-and-excitation style, by a broadcast Mul)
     inits += [_init(rng, "wpw", (C, C, 1, 1)), _init(rng, "bpw", (C,), 0.1),
-              _init(rng, "wd3", (C, 1, 3, 3)), _init(rng, "bd3", (C,), 0.1)]
-    nodes += [n("Conv", [cur, "wpw", "bpw"], ["pw"], name="pw_s8"),
+              _init(rng, "wd3", (C, 1, 3, 3)), _init(rng, "bd3", (C,), 0.1),
+              _init(rng, "wpw4", (C, C, 1, 1)), _init(rng, "bpw4", (C,), 0.1),
+              _init(rng, "wd34", (C, 1, 3, 3)), _init(rng, "bd34", (C,), 0.1)]
+    nodes += [n("Conv", [cur, "wpw4", "bpw4"], ["pw4"], name="pw_s4"),
+              n("Conv", ["pw4", "wd34", "bd34"], ["dw34"], name="dw3_s4", pads=[1, 1, 1, 1], group=C),
+              n("Conv", ["dw34", "wpw", "bpw"], ["pw"], name="pw_s8"),
               n("Conv", ["pw", "wd3", "bd3"], ["dw3"], name="dw3_s8", pads=[1, 1, 1, 1], group=C),
               n("GlobalAveragePool", ["dw3"], ["gap"]),
               n("Mul", ["dw3", "gap"], ["se"])]

@@ -1,5 +1,5 @@
-"""report.html in a real headless browser (Debian's chromium, driven by playwright): both embedded plots decode
-(naturalWidth > 0) and the table has one row per config."""
+"""report.html in a real headless browser (Debian's chromium, driven by playwright): the three embedded plots (top-1
+against flash, arena and instructions) decode (naturalWidth > 0) and the table has one row per config."""
 from __future__ import annotations
 
 import shutil
@@ -25,6 +25,6 @@ def test_report_html_in_chromium(small_sweep):
             heading = page.text_content("h1")
         finally:
             browser.close()
-    assert len(widths) == 2 and all(w > 0 for w in widths), widths
+    assert len(widths) == 3 and all(w > 0 for w in widths), widths
     assert names == [c["name"] for c in small_sweep["report"]["configs"]]
     assert "kws_dscnn.onnx" in heading

@@ -29,7 +29,8 @@ def test_report_json_has_every_figure(small_sweep):
             assert isinstance(c[k], int) and c[k] > 0
     plain, clustered = r["configs"]
     assert clustered["weights_bytes"] < plain["weights_bytes"] and clustered["flash_bytes"] < plain["flash_bytes"]
-    assert r["pareto"]["flash_bytes"] == pareto(r["configs"], "flash_bytes")
+    for x in ("flash_bytes", "arena_bytes", "instructions"):  # top-1 against each axis, its own front
+        assert r["pareto"][x] == pareto(r["configs"], x)
     assert "clusters16" in r["pareto"]["flash_bytes"]  # the smallest flash is always on the front
 
 
@@ -48,12 +49,13 @@ def test_figures_equal_separate_evaluate_and_deploy(small_sweep, tmp_path):
 
 def test_files_written(small_sweep):
     out = small_sweep["out"]
-    for png in ("pareto_flash.png", "pareto_arena.png"):
+    for png in ("pareto_flash.png", "pareto_arena.png", "pareto_instructions.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text()
-    assert md.count("\n| int8 |") == 1 and "`--clusters 16`" in md and "pareto_flash.png" in md
+    assert md.count("\n| int8 |") == 1 and "`--clusters 16`" in md and "pareto_instructions.png" in md
+    assert "- against instructions: " in md
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 2 and 'src="pareto' not in html  # self-contained
+    assert html.count("data:image/png;base64,") == 3 and 'src="pareto' not in html  # self-contained
     for c in GRID:
         assert json.loads((out / "configs" / f"{c.name}.json").read_text())["name"] == c.name
         assert (out / "configs" / c.name / "report.json").exists()  # the setting's deploy folder
@@ -91,7 +93,7 @@ def test_cache_evicts_least_recently_used(tmp_path):
 def test_default_and_example_grids():
     assert len(DEFAULT_GRID) >= 8
     kinds = {k for c in DEFAULT_GRID for k in c.flags}
-    assert {"clusters", "weight_bits", "prune", "prune_channels"} <= kinds
+    assert {"clusters", "weight_bits", "prune", "prune_channels", "prune_pattern"} <= kinds
     assert any(len(c.flags) >= 2 for c in DEFAULT_GRID) and any(not c.flags for c in DEFAULT_GRID)
     grid = load_grid(ROOT / "examples" / "sweep_grid.toml")
     assert [c.name for c in grid][:2] == ["int8", "clusters16"]

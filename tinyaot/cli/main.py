@@ -152,6 +152,10 @@ PruneMethodOpt = Annotated[Optional[str], typer.Option(
     "--prune-method", help="'obs' (default with calibration data: masks by second-order saliency, each layer's "
     "sparsity by measured sensitivity, compress/reconstruct.py) or 'magnitude' (the smallest weights; LAMP scores "
     "across layers)")]
+PrunePatternOpt = Annotated[Optional[str], typer.Option(
+    "--prune-pattern", help="'unstructured' (default: any weight; smallest flash, slower kernels) or 'block' (whole "
+    "blocks of 4 output channels x 4 inputs that the block kernels skip: fewer instructions than dense; depthwise "
+    "layers stay dense)")]
 PruneExcludeOpt = Annotated[Optional[list[str]], typer.Option(
     "--prune-exclude", help="never prune layers whose name matches this fnmatch pattern (repeatable)")]
 PruneChannelsOpt = Annotated[Optional[float], typer.Option(
@@ -205,11 +209,11 @@ CompressionSpecOpt = Annotated[Optional[Path], typer.Option(
 
 
 def _compression(spec, prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget,
-                 prune_method=None):
+                 prune_method=None, prune_pattern=None):
     return api.compression_options(spec, prune=prune, prune_scope=prune_scope,
                                    prune_exclude=tuple(prune_exclude or ()), prune_channels=prune_channels,
                                    clusters=clusters, weight_bits=weight_bits, clusters_budget=clusters_budget,
-                                   prune_method=prune_method)
+                                   prune_method=prune_method, prune_pattern=prune_pattern)
 
 
 @app.command()
@@ -227,6 +231,7 @@ def deploy(
     print_ir_after: Annotated[Optional[list[str]], typer.Option(help="print the IR after a pass (repeatable)")]
     = None,
     prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_method: PruneMethodOpt = None,
+    prune_pattern: PrunePatternOpt = None,
     prune_exclude: PruneExcludeOpt = None,
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
@@ -259,7 +264,7 @@ def deploy(
             calibrate=calibrate, cle=cle, bias_correction=bias_correction,
             activation_bits=int(activation_bits.value), max_accuracy_drop=max_accuracy_drop,
             compression=_compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters,
-                                     weight_bits, clusters_budget, prune_method),
+                                     weight_bits, clusters_budget, prune_method, prune_pattern),
             verify=verify, verify_samples=verify_samples, label_output=label_output, echo=_echo, quiet=quiet)
         result = api.deploy(model, board, calibration, out_dir, options, data=data)
     except TinyaotError as exc:
@@ -283,6 +288,7 @@ def evaluate(
                                               help="also measure onnxruntime's quantize_static")] = True,
     input_shape: InputShapeOpt = None,
     prune: PruneOpt = None, prune_scope: PruneScopeOpt = None, prune_method: PruneMethodOpt = None,
+    prune_pattern: PrunePatternOpt = None,
     prune_exclude: PruneExcludeOpt = None,
     prune_channels: PruneChannelsOpt = None, clusters: ClustersOpt = None, weight_bits: WeightBitsOpt = None,
     clusters_budget: ClustersBudgetOpt = None,
@@ -301,7 +307,7 @@ def evaluate(
             calibrate=calibrate, cle=cle, bias_correction=bias_correction,
             activation_bits=int(activation_bits.value), max_accuracy_drop=max_accuracy_drop,
             compression=_compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters,
-                                     weight_bits, clusters_budget, prune_method),
+                                     weight_bits, clusters_budget, prune_method, prune_pattern),
             limit=limit, compare_onnxruntime=onnxruntime, label_output=label_output, quiet=quiet)
         r = api.evaluate(model, calibration, data, options)
         if json_out is not None:
@@ -393,7 +399,7 @@ def sweep(
                                       "configs/ (one result per setting; a rerun resumes from them)")],
     board: Annotated[str, typer.Option("--board", "-b", help="target board name or alias")] = "stm32",
     grid: Annotated[Optional[Path], typer.Option(help="settings to run (.toml, see examples/sweep_grid.toml); "
-                                                 "default: 10 settings of int8, clusters, int4, pruning")] = None,
+                                                 "default: 12 settings of int8, clusters, int4, pruning")] = None,
     workers: Annotated[Optional[int], typer.Option(min=1, help="settings run at once (default: the core count)")]
     = None,
     qemu: Annotated[bool, typer.Option("--qemu/--no-qemu", help="run each firmware under QEMU for its "

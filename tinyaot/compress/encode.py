@@ -20,7 +20,7 @@ import numpy as np
 
 from tinyaot.compress.storage import WeightStorage, rows
 
-KINDS = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle")
+KINDS = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
 
 
 def _from_rows(r: np.ndarray, shape: tuple[int, ...], depthwise: bool) -> np.ndarray:
@@ -177,10 +177,96 @@ def sparse_rle_nbytes(values: np.ndarray, depthwise: bool = False) -> int:
     return 2 * entries + 4 * (r.shape[0] + 1)
 
 
+# ---- block sparse ----------------------------------------------------------------------------------------------
+
+BLOCK_ROWS, BLOCK_COLS = 4, 4  # output channels x consecutive row positions per block (compress/pattern.py)
+MAX_DELTA = 255
+
+
+def _padded_rows(values: np.ndarray) -> np.ndarray:
+    """[out_ch, row_len] rows zero-padded to whole 4 x 4 blocks."""
+    r = rows(np.asarray(values), False)
+    out_ch, row_len = r.shape
+    padded = np.zeros((-(-out_ch // BLOCK_ROWS) * BLOCK_ROWS, -(-row_len // BLOCK_COLS) * BLOCK_COLS), np.int8)
+    padded[:out_ch, :row_len] = r
+    return padded
+
+
+def encode_sparse_block(values: np.ndarray, depthwise: bool = False) -> WeightStorage:
+    """Storage of the 4 x 4 blocks that hold a nonzero weight (storage.py "sparse_block"); any values work (an
+    unstructured mask keeps nearly every block), block-sparse ones are what it is small for."""
+    if depthwise:
+        raise ValueError("sparse_block storage is for conv and fully connected rows, not depthwise taps")
+    padded = _padded_rows(values)
+    nbr, nbc = padded.shape[0] // BLOCK_ROWS, padded.shape[1] // BLOCK_COLS
+    blocks = padded.reshape(nbr, BLOCK_ROWS, nbc, BLOCK_COLS).transpose(0, 2, 1, 3)  # [nbr, nbc, 4, 4]
+    kept = blocks.reshape(nbr, nbc, -1).any(axis=2)
+    vals, deltas, counts = [], [], []
+    zero = np.zeros((BLOCK_ROWS, BLOCK_COLS), np.int8)
+    for r in range(nbr):
+        pos, n = 0, 0
+        for j in np.flatnonzero(kept[r]):
+            while j - pos > MAX_DELTA:  # bridge a long gap with stored zero blocks
+                pos += MAX_DELTA
+                vals.append(zero)
+                deltas.append(MAX_DELTA)
+                n += 1
+            deltas.append(int(j - pos))
+            vals.append(blocks[r, j])
+            pos = int(j)
+            n += 1
+        counts.append(n)
+    values_arr = np.stack(vals).reshape(-1).astype(np.int8) if vals else np.zeros(0, np.int8)
+    return WeightStorage("sparse_block", {"values": values_arr, "deltas": np.asarray(deltas, np.uint8),
+                                          "counts": np.asarray(counts, np.uint16)}, {"depthwise": False})
+
+
+def sparse_block_nbytes(values: np.ndarray) -> int:
+    """Bytes encode_sparse_block would take, without building it."""
+    padded = _padded_rows(values)
+    nbr, nbc = padded.shape[0] // BLOCK_ROWS, padded.shape[1] // BLOCK_COLS
+    kept = padded.reshape(nbr, BLOCK_ROWS, nbc, BLOCK_COLS).any(axis=(1, 3))
+    n = 0
+    for r in range(nbr):
+        pos = 0
+        for j in np.flatnonzero(kept[r]):
+            n += 1 + max(0, (int(j) - pos - 1) // MAX_DELTA)  # and the zero blocks bridging a gap
+            pos = int(j)
+    return 17 * n + 2 * nbr
+
+
+def block_positions(st: WeightStorage) -> list[np.ndarray]:
+    """Per block-row the absolute block column of each stored block (what the deltas add up to)."""
+    deltas, counts = st.arrays["deltas"].astype(np.int64), st.arrays["counts"].astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return [np.cumsum(deltas[starts[r]:starts[r + 1]]) for r in range(counts.size)]
+
+
+def _decode_sparse_block(st: WeightStorage, shape, depthwise) -> np.ndarray:
+    out_ch = shape[0]
+    row_len = int(np.prod(shape, dtype=np.int64)) // out_ch
+    nbr, nbc = -(-out_ch // BLOCK_ROWS), -(-row_len // BLOCK_COLS)
+    if st.arrays["counts"].size != nbr or st.arrays["values"].size != 16 * st.arrays["deltas"].size or \
+            int(st.arrays["counts"].astype(np.int64).sum()) != st.arrays["deltas"].size:
+        raise ValueError("sparse_block: counts, deltas and values do not agree")
+    padded = np.zeros((nbr * BLOCK_ROWS, nbc * BLOCK_COLS), np.int8)
+    blocks = st.arrays["values"].reshape(-1, BLOCK_ROWS, BLOCK_COLS)
+    b = 0
+    for r, cols in enumerate(block_positions(st)):
+        for j in cols:
+            if j >= nbc:
+                raise ValueError("sparse_block: a block column past the row")
+            padded[BLOCK_ROWS * r:BLOCK_ROWS * (r + 1), BLOCK_COLS * j:BLOCK_COLS * (j + 1)] |= blocks[b]
+            b += 1
+    if padded[out_ch:].any() or padded[:, row_len:].any():
+        raise ValueError("sparse_block: nonzero padding")
+    return padded[:out_ch, :row_len].reshape(shape)
+
+
 # ---- any kind --------------------------------------------------------------------------------------------------
 
 _DECODERS = {"int4": _decode_int4, "clustered": _decode_clustered, "sparse_bitmap": _decode_sparse_bitmap,
-             "sparse_rle": _decode_sparse_rle}
+             "sparse_rle": _decode_sparse_rle, "sparse_block": _decode_sparse_block}
 
 
 def decode(tensor, depthwise: bool | None = None) -> np.ndarray:
@@ -207,4 +293,5 @@ def assign_storage(tensor, storage: WeightStorage) -> None:
 
 
 __all__ = ["KINDS", "index_bits", "pack_indices", "unpack_indices", "encode_int4", "encode_clustered",
-           "encode_sparse_bitmap", "encode_sparse_rle", "sparse_rle_nbytes", "decode", "assign_storage"]
+           "encode_sparse_bitmap", "encode_sparse_rle", "sparse_rle_nbytes", "encode_sparse_block",
+           "sparse_block_nbytes", "block_positions", "decode", "assign_storage"]

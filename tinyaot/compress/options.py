@@ -8,12 +8,14 @@
 A spec file (TOML, or YAML when PyYAML is installed) has the flags' names as top-level defaults and a list of
 per-layer entries; see examples/compression.toml:
 
-    prune = 0.5                  # top level: prune, prune_scope, prune_exclude, prune_channels, clusters, weight_bits,
-                                 # clusters_budget (bits per weight over the clustered layers, compress/cluster.py)
+    prune = 0.5                  # top level: prune, prune_scope, prune_pattern, prune_exclude, prune_channels,
+                                 # clusters, weight_bits, clusters_budget (bits per weight over the clustered
+                                 # layers, compress/cluster.py)
     [[layer]]
     pattern = "*conv2d_1*"       # fnmatch on the layer name (the names report.json's "layers" lists)
     op = "depthwise"             # optional: only layers of this kind (conv, depthwise, fully_connected)
-    sparsity = 0.3               # any of: sparsity, channels, clusters (0 = none), weight_bits (8 or 4), exclude
+    sparsity = 0.3               # any of: sparsity, prune_pattern, channels, clusters (0 = none), weight_bits
+                                 # (8 or 4), exclude
 
 Precedence, lowest first: built-in defaults (nothing compressed), the spec's top level, the flags given
 explicitly, --prune-exclude, then the [[layer]] entries in file order (a later entry overrides an earlier one
@@ -34,6 +36,7 @@ from tinyaot.errors import TinyaotError
 KINDS = ("conv", "depthwise", "fully_connected")
 SCOPES = ("global", "layer")
 PRUNE_METHODS = ("obs", "magnitude")
+PATTERNS = ("unstructured", "block")  # compress/pattern.py
 
 
 def _fraction(value, what: str) -> float:
@@ -58,6 +61,13 @@ def _clusters(value, what: str, allow_zero: bool) -> int | None:
     return value
 
 
+def _pattern(value, what: str) -> str:
+    if value not in PATTERNS:
+        raise TinyaotError(f"{what} must be 'block' (4x4 blocks the kernels skip: faster) or 'unstructured' (any "
+                           f"weight: smaller), got {value!r}")
+    return value
+
+
 def _bits(value, what: str) -> int:
     if isinstance(value, bool) or value not in (4, 8):
         raise TinyaotError(f"{what} must be 8 or 4, got {value!r}")
@@ -71,6 +81,7 @@ class LayerRule:
     pattern: str = "*"
     op: str | None = None
     sparsity: float | None = None
+    prune_pattern: str | None = None
     channels: float | None = None
     clusters: int | None = None
     weight_bits: int | None = None
@@ -84,6 +95,8 @@ class LayerRule:
             raise TinyaotError(f"{where}: op must be one of {', '.join(KINDS)}, got {self.op!r}")
         if self.sparsity is not None:
             object.__setattr__(self, "sparsity", _fraction(self.sparsity, f"{where}: sparsity"))
+        if self.prune_pattern is not None:
+            _pattern(self.prune_pattern, f"{where}: prune_pattern")
         if self.channels is not None:
             object.__setattr__(self, "channels", _fraction(self.channels, f"{where}: channels"))
         _clusters(self.clusters, f"{where}: clusters", allow_zero=True)
@@ -102,6 +115,7 @@ class LayerSettings:
 
     sparsity: float = 0.0
     shared_threshold: bool = False  # pruned with the global threshold of all layers at the default sparsity
+    prune_pattern: str = "unstructured"  # which zeros: any weight, or whole 4x4 blocks (compress/pattern.py)
     channels: float = 0.0
     clusters: int | None = None
     weight_bits: int = 8
@@ -114,6 +128,8 @@ class CompressionOptions:
     prune_scope: str = "global"  # "global": one threshold over all layers; "layer": the fraction in each layer
     prune_method: str = "obs"  # "obs": masks by second-order saliency on the calibration data (compress/
     # reconstruct.py), the layers' sparsities by measured sensitivity; "magnitude": smallest |w| (LAMP across layers)
+    prune_pattern: str = "unstructured"  # "block": whole 4x4 blocks that the block kernels skip (conv and fully
+    # connected layers; depthwise ones stay dense); "unstructured": any weight (compress/pattern.py)
     prune_exclude: tuple[str, ...] = ()  # fnmatch patterns of layers never pruned
     prune_channels: float = 0.0  # fraction of output channels removed in eligible layers (see compress/prune.py)
     clusters: int | None = None  # K, 2..256: int8 codebook clustering after quantization
@@ -128,6 +144,7 @@ class CompressionOptions:
         object.__setattr__(self, "prune_channels", _fraction(self.prune_channels, "--prune-channels"))
         if self.prune_method not in PRUNE_METHODS:
             raise TinyaotError(f"--prune-method must be 'obs' or 'magnitude', got {self.prune_method!r}")
+        _pattern(self.prune_pattern, "--prune-pattern")
         if self.prune_scope not in SCOPES:
             raise TinyaotError(f"--prune-scope must be 'global' or 'layer', got {self.prune_scope!r}")
         excl = (self.prune_exclude,) if isinstance(self.prune_exclude, str) else tuple(self.prune_exclude)
@@ -149,8 +166,8 @@ class CompressionOptions:
         return bool(self.prune or self.prune_channels or self.clusters or self.weight_bits != 8 or self.rules)
 
     def for_layer(self, name: str, kind: str) -> LayerSettings:
-        s = dict(sparsity=self.prune, shared_threshold=self.prune_scope == "global", channels=self.prune_channels,
-                 clusters=self.clusters, weight_bits=self.weight_bits, excluded=False)
+        s = dict(sparsity=self.prune, shared_threshold=self.prune_scope == "global", prune_pattern=self.prune_pattern,
+                 channels=self.prune_channels, clusters=self.clusters, weight_bits=self.weight_bits, excluded=False)
         if any(fnmatch.fnmatchcase(name, p) for p in self.prune_exclude):
             s.update(sparsity=0.0, channels=0.0)
         for r in self.rules:
@@ -158,6 +175,8 @@ class CompressionOptions:
                 continue
             if r.sparsity is not None:
                 s.update(sparsity=r.sparsity, shared_threshold=False)
+            if r.prune_pattern is not None:
+                s["prune_pattern"] = r.prune_pattern
             if r.channels is not None:
                 s["channels"] = r.channels
             if r.clusters is not None:
@@ -238,8 +257,8 @@ def options_from_flags(spec: str | Path | None = None, **flags) -> CompressionOp
     return CompressionOptions(**given)
 
 
-_TOP_KEYS = {"prune", "prune_scope", "prune_method", "prune_exclude", "prune_channels", "clusters", "weight_bits",
-             "clusters_budget"}
+_TOP_KEYS = {"prune", "prune_scope", "prune_method", "prune_pattern", "prune_exclude", "prune_channels", "clusters",
+             "weight_bits", "clusters_budget"}
 _RULE_KEYS = {f.name for f in fields(LayerRule)}
 
 
@@ -284,4 +303,4 @@ def load_spec_file(path: Path) -> dict:
 
 
 __all__ = ["CompressionOptions", "LayerRule", "LayerSettings", "load_spec_file", "options_from_flags", "KINDS",
-           "SCOPES"]
+           "SCOPES", "PATTERNS"]

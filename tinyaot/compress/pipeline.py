@@ -21,9 +21,9 @@ reference, on calibration samples 64-99 (the fitting uses 0-63, hessian.MAX_SAMP
 
 Storage choice per layer, by measured bytes (WeightStorage.nbytes), among the kinds the layer's options make
 possible: dense always; int4 for a 4-bit layer; clustered for a clustered layer (its values become the clustered
-ones only if this storage is chosen); sparse_bitmap and sparse_rle for a pruned layer (not for a pre-quantized
-fully connected layer with a filter offset, whose zeros are not real zeros). Ties go to the simpler kind, in
-that order. Without compression options nothing here runs and weights stay dense (storage None).
+ones only if this storage is chosen); sparse_bitmap, sparse_rle and (not depthwise) sparse_block for a pruned layer
+(not for a pre-quantized fully connected layer with a filter offset, whose zeros are not real zeros). Ties go to
+the simpler kind, in that order. Without compression options nothing here runs and weights stay dense (storage None).
 
 Everything the report needs is kept in graph.meta["compression"].
 """
@@ -35,7 +35,8 @@ from tinyaot.compress.bounds import INT32_MAX, channel_bounds, check_graph
 from tinyaot.compress.cluster import InputHessian, allocate, cluster_layer, error_feedback_assign, output_energy
 from tinyaot.compress.encode import index_bits
 from tinyaot.compress.encode import (assign_storage, encode_clustered, encode_int4, encode_sparse_bitmap,
-                                     encode_sparse_rle, sparse_rle_nbytes)
+                                     encode_sparse_block, encode_sparse_rle, sparse_block_nbytes,
+                                     sparse_rle_nbytes)
 from tinyaot.compress.hessian import MAX_SAMPLES, SampleRunner, cross_moments, layer_hessian, layer_statistics
 from tinyaot.compress.options import CompressionOptions, LayerSettings
 from tinyaot.compress.prune import (channel_group, group_scores, layer_kind, layer_nodes, magnitude_prune,
@@ -49,7 +50,7 @@ from tinyaot.compress.storage import WeightStorage, rows
 from tinyaot.ir import Graph
 from tinyaot.ops.registry import FloatUnsupported, get_op, traits_of
 
-ORDER = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle")
+ORDER = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
 
 
 def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph:
@@ -84,7 +85,7 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph
     info["masks_by_data"] = samples is not None and options.prune_method == "obs"
     if sparsity and not info["masks_by_data"]:
         pooled = {name for name, s in settings.items() if s.sparsity > 0 and s.shared_threshold}
-        magnitude_prune(graph, sparsity, pooled)
+        magnitude_prune(graph, sparsity, pooled, {name: s.prune_pattern for name, s in settings.items()})
     info["pruned_masks"] = {}
     for n in layer_nodes(graph):
         if n.name in info["float_weights"] and settings[n.name].sparsity > 0 and not info["masks_by_data"]:
@@ -173,9 +174,10 @@ def _float_layer(graph: Graph, node) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _candidates(w, s: LayerSettings, depthwise: bool, filter_offset: int, hessian, target=None,
-                group_size: int | None = None):
+                group_size: int | None = None, blocks: bool = False):
     """(kind, storage or None for dense, values, bytes) for every kind this layer may use; `group_size`: the
-    codebook grouping the budget allocation gave the layer (None: the per-layer rule)."""
+    codebook grouping the budget allocation gave the layer (None: the per-layer rule); `blocks`: whether a block
+    kernel can run the layer (one group, not depthwise)."""
     q = np.asarray(w.data)
     out = [("dense", None, q, q.size)]
     if s.weight_bits == 4:
@@ -190,11 +192,21 @@ def _candidates(w, s: LayerSettings, depthwise: bool, filter_offset: int, hessia
             st = encode_clustered(best.values, best.codebooks, best.group_size, depthwise)
             out.append(("clustered", st, best.values, st.nbytes(best.values)))
     if s.sparsity > 0 and filter_offset == 0:
+        if blocks and s.prune_pattern == "block":
+            # pruned for speed: the block kernels or dense, never the slower bitmap / run-length kernels (their
+            # bytes win when the int8 rounding zeroes much of the kept blocks too)
+            if sparse_block_nbytes(q) < min(c[3] for c in out):
+                st = encode_sparse_block(q)
+                out.append(("sparse_block", st, q, st.nbytes(q)))
+            return out
         st = encode_sparse_bitmap(q, depthwise)
         out.append(("sparse_bitmap", st, q, st.nbytes(q)))
         if sparse_rle_nbytes(q, depthwise) < min(c[3] for c in out):
             st = encode_sparse_rle(q, depthwise)
             out.append(("sparse_rle", st, q, st.nbytes(q)))
+        if blocks and sparse_block_nbytes(q) < min(c[3] for c in out):  # zeros in whole 4x4 blocks
+            st = encode_sparse_block(q)
+            out.append(("sparse_block", st, q, st.nbytes(q)))
     return out
 
 
@@ -657,8 +669,10 @@ def _float_rows(graph: Graph, node, info: dict) -> np.ndarray:
 def _store_layer(graph: Graph, node, s: LayerSettings, hessian, info: dict, target=None) -> None:
     w = graph.tensors[node.inputs[1]]
     depthwise = bool(node.attrs.get("depthwise"))
+    # one group: each output channel's row spans all the input's channels (conv OHWI and fully connected alike)
+    blocks = not depthwise and w.shape[-1] == graph.tensors[node.inputs[0]].shape[-1]
     cands = [] if s.excluded else _candidates(w, s, depthwise, int(node.attrs.get("filter_offset", 0)), hessian,
-                                              target, info.get("cluster_groups", {}).get(node.name))
+                                              target, info.get("cluster_groups", {}).get(node.name), blocks)
     kind, st, values, _ = min(cands, key=lambda c: (c[3], ORDER.index(c[0]))) if cands else \
         ("dense", None, w.data, w.size)
     w.data = np.asarray(values, np.int8)

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinyaot.compress.pattern import BLOCK, block_grid, block_scores, expand_block_mask, takes_blocks
+from tinyaot.compress.storage import rows
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node, verify
 from tinyaot.ops.common import float_bias, fused_activation
@@ -105,23 +107,58 @@ def prune_smallest(arrays: list[np.ndarray], sparsity: float) -> list[np.ndarray
     return out
 
 
-def magnitude_prune(graph: Graph, sparsity: dict[str, float], pooled: set[str]) -> dict[str, float]:
-    """Zero weights of the layers named in `sparsity` (node name -> fraction). Layers in `pooled` with the same
-    fraction share one global threshold; every other layer is pruned on its own. Returns the achieved float
-    sparsity per pruned layer."""
+def prune_smallest_blocks(arrays: list[np.ndarray], sparsity: float) -> list[np.ndarray]:
+    """Block pattern (compress/pattern.py) of prune_smallest: whole 4x4 blocks of the [out_ch, row_len] rows go,
+    the lowest LAMP scores of the blocks' L2 norms first, until round(sparsity * N) weights are gone (the block that
+    comes closest). Returns new arrays."""
+    scores, sizes, shapes = [], [], []
+    for a in arrays:
+        r = rows(np.asarray(a), False)
+        scores.append(lamp_scores(np.sqrt(block_scores(r))).reshape(-1))
+        nbr, nbc = block_grid(np.shape(a))
+        rc = np.minimum(BLOCK[0], r.shape[0] - BLOCK[0] * np.arange(nbr))
+        cc = np.minimum(BLOCK[1], r.shape[1] - BLOCK[1] * np.arange(nbc))
+        sizes.append((rc[:, None] * cc[None, :]).reshape(-1))
+        shapes.append((nbr, nbc))
+    flat = np.concatenate(scores) if scores else np.zeros(0)
+    size = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+    order = np.argsort(flat, kind="stable")
+    gone = np.concatenate([[0], np.cumsum(size[order])])
+    count = int(np.argmin(np.abs(gone - sparsity * size.sum())))
+    keep = np.ones(flat.size, bool)
+    keep[order[:count]] = False
+    out, pos = [], 0
+    for a, (nbr, nbc) in zip(arrays, shapes):
+        mask = expand_block_mask(keep[pos:pos + nbr * nbc].reshape(nbr, nbc), np.shape(a))
+        out.append(np.where(mask, a, 0).astype(np.asarray(a).dtype))
+        pos += nbr * nbc
+    return out
+
+
+def magnitude_prune(graph: Graph, sparsity: dict[str, float], pooled: set[str],
+                    patterns: dict[str, str] | None = None) -> dict[str, float]:
+    """Zero weights of the layers named in `sparsity` (node name -> fraction), by the pattern `patterns` names for
+    the layer (compress/pattern.py; default unstructured). Layers in `pooled` with the same fraction and pattern
+    share one global threshold; every other layer is pruned on its own. Returns the achieved float sparsity per
+    pruned layer."""
     nodes = {n.name: n for n in layer_nodes(graph)}
+    patterns = patterns or {}
     targets = {name: s for name, s in sparsity.items() if name in nodes and s > 0}
     for name in targets:
         _check_float(graph, nodes[name], "--prune")
     groups: dict[tuple, list[str]] = {}
     for name, s in targets.items():
-        key = ("global", s) if name in pooled else ("layer", name)
+        pattern = patterns.get(name, "unstructured")
+        if pattern == "block" and not takes_blocks(layer_kind(nodes[name])):
+            continue  # no kernel skips blocks of this layer: left dense
+        key = ("global", s, pattern) if name in pooled else ("layer", name, pattern)
         groups.setdefault(key, []).append(name)
     achieved = {}
-    for names in groups.values():
+    for key, names in groups.items():
         s = targets[names[0]]
         tensors = [graph.tensors[nodes[n].inputs[1]] for n in names]
-        for n, t, new in zip(names, tensors, prune_smallest([t.data for t in tensors], s)):
+        prune = prune_smallest_blocks if key[2] == "block" else prune_smallest
+        for n, t, new in zip(names, tensors, prune([t.data for t in tensors], s)):
             t.data = new
             achieved[n] = float(np.mean(new == 0)) if new.size else 0.0
     return achieved

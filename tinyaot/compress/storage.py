@@ -21,6 +21,14 @@ Kinds (all packings little-endian within a byte: the first value in the low bits
 - "sparse_rle": per output channel, pairs (skip, value): `skip` zeros then one nonzero; runs of more than 255
                zeros are split with value 0 entries. arrays: {"runs": uint8 skips, "values": int8,
                "row_offsets": int32 [out_ch + 1]}
+- "sparse_block": block sparsity a kernel skips whole (compress/pattern.py): the [out_ch, row_len] rows cut into
+               blocks of 4 output channels x 4 consecutive positions (the last block-row and block-column partial,
+               zero-padded); only blocks holding a nonzero weight are stored, block-row by block-row, each in
+               increasing block column. arrays: {"values": int8 [n_blocks * 16] (per block its 4 channels' 4 values,
+               channel by channel), "deltas": uint8 [n_blocks] (block columns advanced from the previous stored
+               block of the same block-row, from column 0 for the first; a gap over 255 is bridged by stored
+               all-zero blocks), "counts": uint16 [ceil(out_ch / 4)] (stored blocks per block-row)}. Depthwise
+               weights have no block form (no kernel skips there).
 "Output channel" is axis 0 of OHWI/[out, in] weights and axis 3 (the last) of depthwise 1HWC weights, where a
 row is then the kh*kw taps of one channel: `rows()` gives the [out_ch, row_len] view every kind is defined on.
 """

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinyaot.ops.common import fold_input_offset, fold_requant_table
 from tinyaot.ops.registry import ConstArray, ConstStruct
 
-SUFFIX = {"int4": "s4", "clustered": "s8_clustered", "sparse_bitmap": "s8_sparse", "sparse_rle": "s8_rle"}
+SUFFIX = {"int4": "s4", "clustered": "s8_clustered", "sparse_bitmap": "s8_sparse", "sparse_rle": "s8_rle",
+          "sparse_block": "s8_block"}
 BASE = {"conv": "tinyaot_convolve", "depthwise": "tinyaot_depthwise_conv", "fc": "tinyaot_fully_connected"}
 HEADER = "tinyaot_nn_compressed.h"
 CONV_PIXELS_AT_ONCE = 4  # TINYAOT_MAC4's four column lanes
@@ -31,6 +33,7 @@ class CompressedFilter:
     files: list[str]  # kernel file and the shared header, under templates/kernels/
     consts: list  # the storage's arrays (and struct), flash: ConstArray / ConstStruct
     arg: str  # what to pass as the kernel's `filter` argument
+    requant: tuple | None = None  # (bias, mult, shift) the kernel takes instead of the layer's own (block kernels)
 
 
 def is_compressed(tensor) -> bool:
@@ -45,6 +48,85 @@ def kernel_name(kind: str, op: str) -> str:
     return f"{BASE[op]}_{SUFFIX[kind]}"
 
 
+def block_scratch_bytes(k: int) -> int:
+    """= tinyaot_convolve_s8_block_get_buffer_size / tinyaot_fully_connected_s8_block_...: the int16 column of two
+    pixels (or input rows), K rounded up to whole groups of four positions."""
+    return 4 * 2 * (-(-int(k) // 4) * 4)
+
+
+# Cost model of the block kernels, instructions under QEMU per unit of work, keyed by target.has_dsp (fitted to
+# kws_dscnn's and ad_fc_autoencoder's layers at --prune 0.5 --prune-pattern block on mps2-an386 and mps2-an385):
+# per stored multiply-accumulate (a stored block's 16 products per pixel), per output value (bias, the block-row's
+# call and requantization), per window value copied into the two-pixel column.
+_BLOCK_COST = {True: (1.22, 28.0, 1.9), False: (2.6, 36.0, 3.0)}
+
+
+def stored_blocks(tensor) -> int:
+    """Blocks a sparse_block storage keeps (zero blocks bridging long gaps included: the kernels run them too)."""
+    return int(tensor.storage.arrays["deltas"].size)
+
+
+def block_cost(tensor, pixels: int, dsp: bool, column: bool) -> float:
+    """Cost-model instructions of the block kernel (tinyaot_convolve_s8_block / fully_connected) for `pixels`
+    output pixels (rows); `column`: whether the windows are copied into the int16 column."""
+    per_mac, per_out, per_value = _BLOCK_COST[dsp]
+    out_c = tensor.shape[0]
+    k = int(np.prod(tensor.shape[1:]))
+    return (16 * stored_blocks(tensor) * pixels * per_mac + pixels * out_c * per_out
+            + (pixels * k * per_value if column else 0.0))
+
+
+def mve_block_stream(st) -> np.ndarray:
+    """The Helium layout of a sparse_block storage (tinyaot_mve_block.h): per block-row its count (two bytes), then
+    its stored blocks in groups of four, per group the blocks' absolute block columns (one byte each), then the
+    blocks' values channel by channel. The same bytes as the storage's arrays, reordered (index bytes absolute, not
+    deltas)."""
+    blocks = np.asarray(st.arrays["values"], np.int8).reshape(-1, 4, 4)  # [block, channel, position]
+    counts = st.arrays["counts"].astype(np.int64)
+    deltas = st.arrays["deltas"].astype(np.int64)
+    out, b = [], 0
+    for n in counts:
+        out.append(np.array([n & 0xFF, n >> 8], np.uint8).view(np.int8))  # the row's count, little-endian
+        cols = np.cumsum(deltas[b:b + n])
+        if cols.size and cols.max() > 255:
+            raise ValueError("the Helium block kernels index block columns in one byte (rows of at most 1024 values)")
+        row = blocks[b:b + n]
+        for g in range(0, int(n), 4):
+            out.append(cols[g:g + 4].astype(np.uint8).view(np.int8))
+            out.append(row[g:g + 4].transpose(1, 0, 2).reshape(-1))  # channel by channel
+        b += int(n)
+    return np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)
+
+
+def mve_block_params(bias, weights, input_offset: int, mult, shift) -> np.ndarray:
+    """The Helium block kernels' requantization words: per block-row of four channels the folded biases, the
+    multipliers and the shifts of its channels (four each, zero past the last channel), 12 int32."""
+    out_c = np.asarray(weights).shape[0]
+    pad = -out_c % 4
+    folded = np.concatenate([fold_input_offset(bias, weights, input_offset), np.zeros(pad, np.int64)])
+    mult, shift = (np.asarray(v, np.int64).reshape(-1) for v in (mult, shift))
+    if mult.size == 1:
+        mult, shift = np.repeat(mult, out_c), np.repeat(shift, out_c)
+    mult, shift = (np.concatenate([v, np.zeros(pad, np.int64)]) for v in (mult, shift))
+    rows = np.stack([folded.reshape(-1, 4), mult.reshape(-1, 4), shift.reshape(-1, 4)], axis=1)  # [rows, 3, 4]
+    return rows.reshape(-1).astype(np.int32)
+
+
+def block_requant(bias, weights, input_offset: int, mult, shift, output_offset: int):
+    """(folded bias, mult, shift, fold_table) of a block kernel: the input offset folded into the bias, and the fold
+    kernels' requantization table where it is exact (tinyaot_fold_support.h), else one multiplier and shift per
+    channel."""
+    out_c = np.asarray(weights).shape[0]
+    mult = np.asarray(mult, np.int64).reshape(-1)
+    shift = np.asarray(shift, np.int64).reshape(-1)
+    if mult.size == 1:  # per tensor: one entry per channel all the same, what the kernels index
+        mult, shift = np.repeat(mult, out_c), np.repeat(shift, out_c)
+    table = fold_requant_table(bias, weights, input_offset, mult, shift, output_offset)
+    if table is not None:
+        return table[0], table[1], table[2], 1
+    return fold_input_offset(bias, weights, input_offset), mult.astype(np.int32), shift.astype(np.int32), 0
+
+
 def conv_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
     """= tinyaot_convolve_<kind>_get_buffer_size: a column of K = kh*kw*in_ch/groups positions (rounded up to
     even), each four pixels as int16. Optional for the kernel (it falls back to a 16-position stack column)."""
@@ -52,8 +134,11 @@ def conv_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
     return 8 * (k + k % 2)
 
 
-def compressed_filter(tensor, cname: str, op: str) -> CompressedFilter | None:
-    """Kernel, constants and filter argument for `tensor`'s storage; None when it is dense (or has none)."""
+def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
+                      helium: bool = False) -> CompressedFilter | None:
+    """Kernel, constants and filter argument for `tensor`'s storage; None when it is dense (or has none). `layer`:
+    the layer's bias, input_offset, mult, shift and output_offset, which the block kernels take transformed;
+    `helium`: the block kernels' Helium variant (MVE_BLOCK)."""
     if not is_compressed(tensor):
         return None
     st = tensor.storage
@@ -80,6 +165,27 @@ def compressed_filter(tensor, cname: str, op: str) -> CompressedFilter | None:
                   ConstArray("int32_t", f"{name}_rows", a["row_offsets"]),
                   ConstStruct("tinyaot_sparse_weights", name, [f"{name}_bitmap", f"{name}_values", f"{name}_rows"])]
         arg = f"&{name}"
+    elif st.kind == "sparse_block":
+        if helium:  # the Helium layout, folded bias, one multiplier and shift per channel, padded to fours
+            stream = mve_block_stream(st)
+            params = mve_block_params(layer["bias"], tensor.data.reshape(tensor.shape[0], -1), layer["input_offset"],
+                                      layer["mult"], layer["shift"])
+            consts = [ConstArray("int8_t", f"{name}_stream", stream),
+                      ConstStruct("tinyaot_block_weights", name, [f"{name}_stream", 0, 0, 0])]
+            kernel += "_mve"
+            return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block.h", "tinyaot_nn_mve.h",
+                                             "tinyaot_mve_gemm.h", "tinyaot_mve_support.h", "tinyaot_mve_im2col.h"],
+                                    consts, f"&{name}", (params, np.zeros(0, np.int32), np.zeros(0, np.int32)))
+        bias, mult, shift, table = block_requant(layer["bias"], tensor.data.reshape(tensor.shape[0], -1),
+                                                 layer["input_offset"], layer["mult"], layer["shift"],
+                                                 layer["output_offset"])
+        consts = [ConstArray("int8_t", f"{name}_values", a["values"]),
+                  ConstArray("uint8_t", f"{name}_deltas", a["deltas"]),
+                  ConstArray("uint16_t", f"{name}_counts", a["counts"]),
+                  ConstStruct("tinyaot_block_weights", name, [f"{name}_values", f"{name}_deltas", f"{name}_counts",
+                                                              table])]
+        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_block_support.h", "tinyaot_fold_support.h"],
+                                consts, f"&{name}", (bias, mult, shift))
     else:  # sparse_rle
         consts = [ConstArray("uint8_t", f"{name}_runs", a["runs"]), ConstArray("int8_t", f"{name}_values", a["values"]),
                   ConstArray("int32_t", f"{name}_rows", a["row_offsets"]),
@@ -89,5 +195,27 @@ def compressed_filter(tensor, cname: str, op: str) -> CompressedFilter | None:
     return CompressedFilter(kernel, [kernel + ".c", HEADER, "tinyaot_dw3_support.h"], consts, arg)
 
 
-__all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "is_compressed", "kernel_name",
+MVE_BLOCK = "mve_block"  # the Helium variant of the block kernels
+
+
+def mve_block_ok(tensor, target) -> bool:
+    """The Helium block variant fits: MVE, block storage, block columns below 256 (one index byte)."""
+    st = getattr(tensor, "storage", None)
+    return bool(target.has_mve) and st is not None and st.kind == "sparse_block" and \
+        -(-int(np.prod(tensor.shape[1:])) // 4) <= 256
+
+
+def mve_block_cost(tensor, pixels: int, column: bool) -> float:
+    """Cost-model instructions of the Helium block kernels: per group of four stored blocks and pixel pair 16
+    (gathers, weight loads, VMLADAVA, loop), per output value the requantization share, per pixel the column copy
+    (16 bytes per instruction pair) and the pair's bookkeeping."""
+    out_c = tensor.shape[0]
+    k = int(np.prod(tensor.shape[1:]))
+    groups = stored_blocks(tensor) / 4 + tensor.storage.arrays["counts"].size * 0.75  # tails
+    return groups * 16 * pixels / 2 + pixels * out_c * 9.0 + pixels * (60.0 + (k / 8 if column else 0.0))
+
+
+__all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
+           "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
+           "MVE_BLOCK", "is_compressed", "kernel_name",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]

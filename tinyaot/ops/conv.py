@@ -23,11 +23,16 @@ from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const
                                 record_raised, set_const, spatial_out, fold_requant_table)
 from tinyaot.ops.fully_connected import interleave_quads
 from tinyaot.ops.intbounds import layer_bounds, weight_rows
-from tinyaot.ops.compressed import CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, compressed_filter, is_compressed
+from tinyaot.ops.compressed import (CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, MVE_BLOCK, block_cost,
+                                    block_scratch_bytes, compressed_filter, is_compressed, mve_block_cost,
+                                    mve_block_ok)
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.ops.depthwise3x3 import DW3X3_VARIANTS, dw3x3_variants, render_node as dw3x3_render
+from tinyaot.ops.depthwise3x3 import scratch_bytes as dw3x3_scratch_bytes
 from tinyaot.ops.mve_depthwise import MVE_DW, mve_dw_variants, render_node as mve_dw_render
+from tinyaot.ops.mve_depthwise import scratch_bytes as mve_dw_scratch_bytes
 from tinyaot.ops import mve as mve_conv  # Helium standard conv variants (mve-mac)
+from tinyaot.ops import decoded  # int4 / clustered weights decoded for the dense variants
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import (ConstArray, KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits,
                                   Variant, variant_of)
@@ -69,6 +74,11 @@ def fold_scratch_bytes(kernel_hw, in_ch: int) -> int:
 #   2.59 / 2.08 per MAC on mps2-an386, 4.36 / 3.61 on mps2-an385.
 _FOLD_COST = {True: (1.32, 17.6, 76.7), False: (2.60, 19.1, 69.5)}
 _FOLD_COLUMN_COST = {True: (1.10, 27.2, 15.4, 53.2), False: (2.59, 27.8, 21.1, 39.0)}
+# fold over decoded weights, in place (tinyaot_convolve_s8_fold_decoded.c): per block of four channels and pixel pair
+# the pair's bookkeeping that the dense kernel pays once per pair
+_DECODED_PAIR_BLOCK = 40.0
+# scratch of a decoded tile: up to this many bytes of whole blocks (more blocks per tile, less per-pair work)
+DECODED_TILE_BYTES = 1024
 _GENERIC_COST = {True: (1.57, 65.0), False: (2.86, 96.0)}
 # (generic without DSP: its column loop is not the in-place one, so per output value is fitted too; four layers,
 # four coefficients)
@@ -118,6 +128,12 @@ def fold_block_calls(in_shape, out_shape, kernel_hw, stride_hw, pad_top_left, di
     rows_whole = whole[0::2] & whole[1::2]
     clipped = np.where(rows_whole, 1, kw).sum(axis=1)
     return int(np.where(both, kh, clipped).sum())
+
+
+def _storage(graph, node) -> str:
+    """The weight storage kind of a layer (compress/storage.py), "dense" when it has none."""
+    st = graph.tensors[node.inputs[1]].storage
+    return "dense" if st is None else st.kind
 
 
 def conv_inplace_offset(in_shape, out_shape, stride_hw, pads, aligned_group: int = 0) -> int:
@@ -255,7 +271,7 @@ def conv_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray | None:
              "tinyaot_convolve_s8_sparse", "tinyaot_convolve_s8_rle", "tinyaot_depthwise_conv_s8",
              "tinyaot_depthwise_conv_s4",
              "tinyaot_depthwise_conv_s8_clustered", "tinyaot_depthwise_conv_s8_sparse",
-             "tinyaot_depthwise_conv_s8_rle")))
+             "tinyaot_depthwise_conv_s8_rle", "tinyaot_convolve_s8_block")))
 class Conv(OpSpec):
     """ONNX Conv (X, W, B; strides, pads, dilations, group, kernel_shape, auto_pad) in NHWC after `to_nhwc`:
     weights OHWI for standard and grouped convolution, 1HWC for depthwise (group == C_in > 1)."""
@@ -350,13 +366,20 @@ class Conv(OpSpec):
         listed = [Variant("generic")]
         w = graph.tensors[node.inputs[1]]
         x = graph.tensors[node.inputs[0]].shape
+        if _storage(graph, node) == "sparse_block":  # block kernels: the DSP/C one, and Helium's where it fits
+            pixels = int(np.prod(graph.tensors[node.outputs[0]].shape[:3]))
+            listed = [Variant("generic", block_cost(w, pixels, bool(target.has_dsp), True))]
+            if mve_block_ok(w, target):
+                listed.append(Variant(MVE_BLOCK, mve_block_cost(w, pixels, not self._block_in_place(node, graph))))
+            return tuple(listed)
         # the generic kernel plans its im2col below 8 input channels (not 1x1)
         small = w.shape[3] < 8 and not (w.shape[1] == 1 and w.shape[2] == 1)
         # in place (in_ch a multiple of 4: no scratch) for any window: 1x1 and ic_resnet8's 3x3 layers measured
         # faster than the generic kernel on mps2-an386 and mps2-an385; other in_ch take the column path, whose
         # scratch the variant choice weighs against the arena (pipeline/variants.py)
         inplace = w.shape[3] % 4 == 0 and w.shape[3] <= 256  # a padded tap: in_ch zero points from the stack
-        if (target.core != "generic" and not node.attrs.get("depthwise") and not is_compressed(w)
+        comp = is_compressed(w)  # int4 / clustered weights run fold decoded (ops/decoded.py), others not at all
+        if (target.core != "generic" and not node.attrs.get("depthwise") and (not comp or decoded.decodable(w, 4))
                 and w.shape[3] == x[3] and (inplace or w.shape[3] % 4 != 0)
                 and self._fold_table(node, graph) is not None):
             # standard convolution, one group, dense weights: the fold kernel (any core; DSP or plain C inside)
@@ -379,6 +402,11 @@ class Conv(OpSpec):
                 fold = macs * per_mac + outs * per_out + fold_block_calls(*geo) * -(-o[3] // 4) * per_call
             else:
                 fold = column_cost(_FOLD_COLUMN_COST)
+            if comp:
+                # each weight decoded once; in place, every block runs over every pixel pair (locate, loop)
+                fold += decoded.decode_cost(w) + (_DECODED_PAIR_BLOCK * (outs // o[3] + 1) // 2 * -(-o[3] // 4)
+                                                  if w.shape[3] % 4 == 0 else 0)
+                generic = None  # the compressed kernels: not modelled (--tune measures them)
             listed = [Variant("generic", generic), Variant(FOLD, fold)]
         listed += mve_dw_variants(node, graph, target, self.macs(node, graph))  # Helium depthwise (mve_depthwise.py)
         listed += dw3x3_variants(node, graph, target, self.macs(node, graph))  # depthwise 3x3 (depthwise3x3.py)
@@ -391,11 +419,25 @@ class Conv(OpSpec):
         return fold_requant_table(graph.tensors[node.inputs[2]].data, graph.tensors[node.inputs[1]].data,
                                   a["input_offset"], a["output_mult"], a["output_shift"], a["output_offset"])
 
+    def _block_in_place(self, node, graph) -> bool:
+        """Whether tinyaot_convolve_s8_block_mve reads the input in place (1x1, no padding, in_ch a multiple of 4)."""
+        w = graph.tensors[node.inputs[1]].shape
+        return w[1] == 1 and w[2] == 1 and not any(node.attrs.get("pads", (0, 0, 0, 0))) and w[3] % 4 == 0
+
     def scratch_bytes(self, node, graph):
+        if variant_of(node) in DW3X3_VARIANTS:  # compressed weights decoded there
+            return dw3x3_scratch_bytes(node, graph)
+        if variant_of(node) == MVE_DW:
+            return mve_dw_scratch_bytes(node, graph)
         if variant_of(node) in mve_conv.CONV_VARIANTS:
             return mve_conv.conv_scratch_bytes(node, graph)
         if variant_of(node) == FOLD:
             w = graph.tensors[node.inputs[1]].shape
+            if is_compressed(graph.tensors[node.inputs[1]]):  # tinyaot_convolve_s8_fold_decoded.c
+                k = int(np.prod(w[1:]))
+                if w[3] % 4 == 0:  # a tile of whole blocks of four channels: up to DECODED_TILE_BYTES
+                    return 4 * k * max(1, min(-(-w[0] // 4), DECODED_TILE_BYTES // (4 * k)))
+                return -(-w[0] * k // 4) * 4 + fold_scratch_bytes(w[1:3], w[3])
             return fold_scratch_bytes(w[1:3], w[3])
         # The im2col scratch pays when the input has few channels (a window then is many short runs: the
         # DS-CNN first layer, 10x4 taps of 1 channel, drops from 6.5 to 3.4 instructions per MAC on an M4) and
@@ -403,6 +445,10 @@ class Conv(OpSpec):
         if node.attrs.get("depthwise"):
             return 0
         w = graph.tensors[node.inputs[1]].shape  # OHWI
+        if _storage(graph, node) == "sparse_block":  # the two-pixel column (tinyaot_block_support.h)
+            if variant_of(node) == MVE_BLOCK:  # two int8 columns unless read in place (tinyaot_mve_block.h)
+                return 0 if self._block_in_place(node, graph) else 2 * (-(-int(np.prod(w[1:])) // 4) * 4)
+            return block_scratch_bytes(int(np.prod(w[1:])))
         if is_compressed(graph.tensors[node.inputs[1]]):  # its four-pixel column shares each decoded weight
             return compressed_conv_scratch_bytes(w[1:3], w[3])
         if w[3] >= 8 or (w[1] == 1 and w[2] == 1):
@@ -425,8 +471,14 @@ class Conv(OpSpec):
         o = graph.tensors[node.outputs[0]].shape
         if not node.attrs["depthwise"] and graph.tensors[node.inputs[1]].shape[3] != x[3]:
             return None
+        if variant_of(node) == FOLD and is_compressed(graph.tensors[node.inputs[1]]) and \
+                graph.tensors[node.inputs[1]].shape[3] % 4 == 0:
+            return None  # decoded block by block: every block reads every window
+        if not mve_conv.decoded_inplace_ok(node, graph):
+            return None  # decoded tile by tile: every tile reads every window
         group = 0  # compressed weights: aligned groups of pixels at once (tinyaot/ops/compressed.py)
-        if is_compressed(graph.tensors[node.inputs[1]]):
+        if (is_compressed(graph.tensors[node.inputs[1]]) and _storage(graph, node) != "sparse_block"
+                and variant_of(node) == "generic"):  # (the dense variants' decoded forms keep their own order)
             group = DW_PIXELS_AT_ONCE if node.attrs["depthwise"] else CONV_PIXELS_AT_ONCE
         return conv_inplace_offset(x, o, *self._geometry(node, graph)[1:3], aligned_group=group)
 
@@ -443,21 +495,35 @@ class Conv(OpSpec):
         if variant_of(node) == MVE_DW:
             return mve_dw_render(node, graph, cname, (k, s, p, d))
         # compressed weights: that kind's kernel, the storage's arrays as constants (tinyaot/ops/compressed.py)
-        cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "depthwise" if dw else "conv")
+        cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "depthwise" if dw else "conv",
+                               layer=dict(bias=graph.tensors[node.inputs[2]].data, input_offset=a["input_offset"],
+                                          mult=a["output_mult"], shift=a["output_shift"],
+                                          output_offset=a["output_offset"]),
+                               helium=variant_of(node) == MVE_BLOCK)
         if cf is not None:
             kernel = cf.kernel
         weights = cf.consts if cf is not None else [ConstArray("int8_t", f"{cname}_weights",
                                                                graph.tensors[node.inputs[1]].data)]
         bias = graph.tensors[node.inputs[2]].data
-        if variant_of(node) == FOLD and cf is None and not dw:
+        if variant_of(node) == FOLD and not dw:
             # input offset folded into the bias, weights rearranged for the kernel's 4x2 block (compile time)
             kernel = "tinyaot_convolve_s8_fold"
             wd = graph.tensors[node.inputs[1]].data
+            layout = interleave_quads(wd.reshape(wd.shape[0], -1))
             # (bias: the folded one of _fold_table, below)
-            weights = [ConstArray("int8_t", f"{cname}_weights", interleave_quads(wd.reshape(wd.shape[0], -1)))]
+            weights = [ConstArray("int8_t", f"{cname}_weights", layout)]
+            if cf is not None:  # int4 / clustered: the codes in the same layout, decoded block by block
+                kernel = "tinyaot_convolve_s8_fold_decoded"
+                codes = decoded.layout_codes(graph.tensors[node.inputs[1]], layout, 4 * int(np.prod(w[1:])),
+                                             *decoded.block_regions(graph.tensors[node.inputs[1]], 4), cname)
+                weights = codes.consts
+                cf = None
+                params_filter = codes.arg
         mult, shift = a["output_mult"], a["output_shift"]
-        if kernel == "tinyaot_convolve_s8_fold":  # {mult, radd} pairs and right shifts (tinyaot_fold_support.h)
+        if kernel.startswith("tinyaot_convolve_s8_fold"):  # {mult, radd} pairs and right shifts (fold_support.h)
             bias, mult, shift = self._fold_table(node, graph)
+        if cf is not None and cf.requant is not None:  # block kernels: folded bias, their requantization
+            bias, mult, shift = cf.requant
         consts = weights + [ConstArray("int32_t", f"{cname}_bias", bias),
                             ConstArray("int32_t", f"{cname}_mult", mult),
                             ConstArray("int32_t", f"{cname}_shift", shift)]
@@ -470,7 +536,11 @@ class Conv(OpSpec):
                   "bias": f"{cname}_bias"}
         files = cf.files if cf is not None else [kernel + ".c"]
         if kernel == "tinyaot_convolve_s8_fold":
-            files = ["tinyaot_fold_support.h"] + files
+            files = ["tinyaot_fold_support.h", "tinyaot_fold_conv.h"] + files
+        if kernel == "tinyaot_convolve_s8_fold_decoded":  # (its column path calls the dense fold kernel)
+            params["filter"] = params_filter
+            files = ["tinyaot_fold_support.h", "tinyaot_fold_conv.h", *decoded.FILES, "tinyaot_convolve_s8_fold.c",
+                     *files]
         if variant_of(node) in mve_conv.CONV_VARIANTS:
             return mve_conv.render_conv(node, graph, cname, params)
         return KernelCall(kernel, files=files, consts=consts, template="layers/conv.c.j2", params=params)

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyaot.ops.registry import IN0, OUT0, ConstArray, KernelCall, variant_of
+from tinyaot.ops import decoded
+from tinyaot.ops.compressed import is_compressed
+from tinyaot.ops.registry import IN0, OUT0, SCRATCH, ConstArray, KernelCall, Variant, variant_of
 
 DW3X3 = "dw3x3"  # DSP cores: the input offset rides along in SXTAB16
 DW3X3_FOLD = "dw3x3_fold"  # cores without DSP: interior pixels start from the folded bias (one add less per MAC)
@@ -121,8 +123,9 @@ def channel_table(bias, mult, shift, output_offset: int, channels: int, folded_b
 
 
 def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, stride_hw, pads, input_offset: int,
-                 output_offset: int, act_min: int, act_max: int, folded: bool = False) -> KernelCall:
-    """The layer's call of the dw3x3 kernel (flat arguments, generic call template)."""
+                 output_offset: int, act_min: int, act_max: int, folded: bool = False, tensor=None) -> KernelCall:
+    """The layer's call of the dw3x3 kernel (flat arguments, generic call template). `tensor`: the weight tensor
+    when its storage is int4 or clustered, decoded into the scratch first (tinyaot_depthwise_conv_s8_3x3_decoded)."""
 
     n, h, w, c = x_shape
     fb = None
@@ -133,33 +136,44 @@ def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, 
     bound = accumulator_bound(weights_1hwc, bias, input_offset)
     table = channel_table(bias, mult, shift, output_offset, c, fb, short_form(bound, shift, mult),
                           left_form(bound, shift))
-    consts = [ConstArray("int8_t", f"{cname}_weights", arrange_weights(weights_1hwc)),
-              ConstArray("int32_t", f"{cname}_qtab", table)]
-    args = [IN0, f"{cname}_weights", f"{cname}_qtab", OUT0, n, h, w, c, o_shape[1], o_shape[2], stride_hw[0],
-            stride_hw[1], pads[0], pads[1], int(input_offset), int(output_offset), int(act_min), int(act_max),
-            int(folded)]
-    return KernelCall(KERNEL, args=args, files=[KERNEL + ".c", "tinyaot_dw3_support.h"], consts=consts)
+    layout = arrange_weights(weights_1hwc)
+    consts = [ConstArray("int8_t", f"{cname}_weights", layout), ConstArray("int32_t", f"{cname}_qtab", table)]
+    tail = [n, h, w, c, o_shape[1], o_shape[2], stride_hw[0], stride_hw[1], pads[0], pads[1], int(input_offset),
+            int(output_offset), int(act_min), int(act_max), int(folded)]
+    files = [KERNEL + ".c", "tinyaot_dw3_support.h"]
+    if tensor is not None:  # the codes in the same layout, regions of four channels (36 taps)
+        codes = decoded.layout_codes(tensor, layout, 36, *decoded.block_regions(tensor, 4), cname)
+        args = [IN0, codes.arg, SCRATCH, 9 * c, f"{cname}_qtab", OUT0, *tail]
+        return KernelCall(KERNEL + "_decoded", args=args, files=[KERNEL + "_decoded.c", *decoded.FILES, *files],
+                          consts=codes.consts + consts[1:])
+    args = [IN0, f"{cname}_weights", f"{cname}_qtab", OUT0, *tail]
+    return KernelCall(KERNEL, args=args, files=files, consts=consts)
 
 
 def dw3x3_variants(node, graph, target, macs: int) -> list:
     """[Variant(dw3x3, cost)] when the layer is a dense depthwise 3x3 the kernel computes exactly, on a known core;
     else []. (The generic kernel stays listed by Conv.variants.)"""
-    from tinyaot.ops.compressed import is_compressed
-    from tinyaot.ops.registry import Variant
-
     a = node.attrs
     if target.core == "generic" or not a.get("depthwise"):
         return []
     wt = graph.tensors[node.inputs[1]]
     x = graph.tensors[node.inputs[0]].shape
     o = graph.tensors[node.outputs[0]].shape
-    if is_compressed(wt) or o[3] != x[3]:
+    comp = is_compressed(wt)  # int4 / clustered weights decoded into the scratch (ops/decoded.py)
+    if (comp and not (decoded.decodable(wt, 4) and o[3] % 4 == 0)) or o[3] != x[3]:
         return []
     bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
     if not applicable(wt.data, bias, a["output_shift"], a["input_offset"], tuple(a["kernel_shape"]),
                       tuple(a.get("dilations", (1, 1))), o[3] // x[3]):
         return []
-    return [Variant(DW3X3 if target.has_dsp else DW3X3_FOLD, macs * COST_PER_MAC[bool(target.has_dsp)])]
+    cost = macs * COST_PER_MAC[bool(target.has_dsp)] + (decoded.decode_cost(wt) if comp else 0.0)
+    return [Variant(DW3X3 if target.has_dsp else DW3X3_FOLD, cost)]
+
+
+def scratch_bytes(node, graph) -> int:
+    """The decoded weights of a compressed layer (9 bytes per channel); dense weights need none."""
+    w = graph.tensors[node.inputs[1]]
+    return 9 * w.shape[3] if is_compressed(w) else 0
 
 
 def render_node(node, graph, cname: str) -> KernelCall:
@@ -170,4 +184,5 @@ def render_node(node, graph, cname: str) -> KernelCall:
     return render_dw3x3(cname, graph.tensors[node.inputs[0]].shape, graph.tensors[node.outputs[0]].shape,
                         graph.tensors[node.inputs[1]].data, bias, a["output_mult"], a["output_shift"],
                         tuple(a.get("strides", (1, 1))), (p[0], p[1]), a["input_offset"], a["output_offset"],
-                        a["act_min"], a["act_max"], folded=variant_of(node) == DW3X3_FOLD)
+                        a["act_min"], a["act_max"], folded=variant_of(node) == DW3X3_FOLD,
+                        tensor=graph.tensors[node.inputs[1]] if is_compressed(graph.tensors[node.inputs[1]]) else None)

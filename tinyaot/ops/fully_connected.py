@@ -14,14 +14,16 @@ from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
-                                fold_requant_table, fused_activation, identity_perm, out_params, record_raised,
-                                set_const)
-from tinyaot.ops.compressed import compressed_filter, is_compressed
+                                fold_input_offset, fold_requant_table, fused_activation, identity_perm, out_params,
+                                record_raised, set_const)
+from tinyaot.ops.compressed import (MVE_BLOCK, block_cost, block_scratch_bytes, compressed_filter, is_compressed,
+                                    mve_block_cost, mve_block_ok)
 from tinyaot.ops.intbounds import layer_bounds
 from tinyaot.core.quant import input_magnitude
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ops.registry import ConstArray, KernelCall, OpSpec, OracleLayer, register, Traits, Variant, variant_of
 from tinyaot.ops import mve  # Helium variant (mve-mac)
+from tinyaot.ops import decoded  # int4 weights unpacked by masks (tinyaot_fully_connected_s4_fold.c)
 
 # The "fold" variant (templates/kernels/tinyaot_fully_connected_s8_fold.c): input offset folded into the bias,
 # weights rearranged for blocks of eight output channels (interleave_fc), a requantization table.
@@ -33,6 +35,7 @@ FOLD = "fold"
 # ran 2.40 -> 2.98), so fold is offered from four channels on.
 _FOLD_COST = {True: (1.40, 29.0), False: (2.66, 32.0)}
 _GENERIC_COST = {True: (1.88, 53.0), False: (4.76, 54.0)}
+_S4_FOLD_COST = {True: (1.50, 30.0), False: (3.0, 32.0)}  # tinyaot_fully_connected_s4_fold (int4 weights)
 
 
 def interleave_quads(rows: np.ndarray) -> np.ndarray:
@@ -102,7 +105,8 @@ def fc_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray:
 @register("FullyConnected", traits=Traits(fuses_activation=True, weighted_layer=True, absorbs_column_order=True,
                                             scratch=True, kernels=(
                      "tinyaot_fully_connected_s8", "tinyaot_fully_connected_s4", "tinyaot_fully_connected_s8_clustered",
-                     "tinyaot_fully_connected_s8_sparse", "tinyaot_fully_connected_s8_rle")))
+                     "tinyaot_fully_connected_s8_sparse", "tinyaot_fully_connected_s8_rle",
+                     "tinyaot_fully_connected_s8_block")))
 class FullyConnected(OpSpec):
     """tinyaot's fully connected op: Y[M,N] = X[M,K] @ W[N,K].T + B[N], made by `fuse_fully_connected` from ONNX
     MatMul (+ Add) and Gemm. Weights are stored [out, in] (CMSIS's layout), per-output-channel int8."""
@@ -148,10 +152,31 @@ class FullyConnected(OpSpec):
         return graph.tensors[node.inputs[2]].nbytes + 8 * graph.tensors[node.inputs[1]].shape[0]
 
     def scratch_bytes(self, node, graph):
+        w = graph.tensors[node.inputs[1]]
+        if w.storage is not None and w.storage.kind == "sparse_block":  # the int16 column of two input rows
+            if variant_of(node) == MVE_BLOCK:  # int8 columns unless the depth is a multiple of 4
+                return 0 if w.shape[1] % 4 == 0 else 2 * (-(-w.shape[1] // 4) * 4)
+            one_row = graph.tensors[node.inputs[0]].shape[0] == 1 and w.shape[1] % 4 == 0  # read in place
+            return 0 if one_row else block_scratch_bytes(w.shape[1])
         return int(node.attrs.get("scratch_bytes", 0))
 
     def variants(self, node, graph, target):
         w = graph.tensors[node.inputs[1]]
+        if w.storage is not None and w.storage.kind == "sparse_block":  # block kernels (DSP/C and Helium)
+            rows = graph.tensors[node.inputs[0]].shape[0]
+            column = not (rows == 1 and w.shape[1] % 4 == 0)
+            listed = [Variant("generic", block_cost(w, rows, bool(target.has_dsp), column))]
+            if mve_block_ok(w, target):
+                listed.append(Variant(MVE_BLOCK, mve_block_cost(w, rows, w.shape[1] % 4 != 0)))
+            return tuple(listed)
+        if (target.core != "generic" and w.storage is not None and w.storage.kind == "int4"
+                and node.attrs.get("filter_offset", 0) == 0 and np.size(node.attrs["output_mult"]) == w.shape[0]
+                and decoded.s4_fold_bound(w.data, graph.tensors[node.inputs[2]].data, node.attrs["input_offset"])
+                < 2**31):
+            # int4 unpacked by masks: per MAC about the int8 fold kernel's cost (46 against 43 per 32)
+            rows = graph.tensors[node.inputs[0]].shape[0]
+            per_mac, per_out = _S4_FOLD_COST[bool(target.has_dsp)]
+            return (Variant("generic"), Variant(FOLD, self.macs(node, graph) * per_mac + rows * w.shape[0] * per_out))
         if target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0:
             return (Variant("generic"),)
         macs, outs = self.macs(node, graph), graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
@@ -178,20 +203,33 @@ class FullyConnected(OpSpec):
         m, k = graph.tensors[node.inputs[0]].shape
         n = graph.tensors[node.inputs[1]].shape[0]
         # compressed weights: that kind's kernel, the storage's arrays as constants (tinyaot/ops/compressed.py)
-        cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "fc")
+        cf = compressed_filter(graph.tensors[node.inputs[1]], cname, "fc",
+                               layer=dict(bias=graph.tensors[node.inputs[2]].data, input_offset=a["input_offset"],
+                                          mult=a["output_mult"], shift=a["output_shift"],
+                                          output_offset=a["output_offset"]),
+                               helium=variant_of(node) == MVE_BLOCK)
         kernel = cf.kernel if cf is not None else "tinyaot_fully_connected_s8"
         weights = cf.consts if cf is not None else [ConstArray("int8_t", f"{cname}_weights",
                                                                graph.tensors[node.inputs[1]].data)]
         bias = graph.tensors[node.inputs[2]].data
-        if variant_of(node) == FOLD and cf is None:
+        if variant_of(node) == FOLD and cf is not None:  # int4: biased nibbles in words, unpacked by masks
+            kernel = "tinyaot_fully_connected_s4_fold" + ("" if self._fold_table(node, graph) is not None else "_rq")
+            weights = [ConstArray("uint32_t", f"{cname}_weights",
+                                  decoded.s4_fold_layout(graph.tensors[node.inputs[1]].data))]
+            cf = None
+        if variant_of(node) == FOLD and cf is None and not kernel.startswith("tinyaot_fully_connected_s4_fold"):
             # input offset folded into the bias, weights rearranged for the kernel's eight-channel block
             kernel = "tinyaot_fully_connected_s8_fold"
             wd = graph.tensors[node.inputs[1]].data
             # (bias: the folded one of _fold_table, below)
             weights = [ConstArray("int8_t", f"{cname}_weights", interleave_fc(wd))]
         mult, shift = a["output_mult"], a["output_shift"]
-        if kernel == "tinyaot_fully_connected_s8_fold":  # {mult, radd} pairs, right shifts (tinyaot_fold_support.h)
+        if kernel in ("tinyaot_fully_connected_s8_fold", "tinyaot_fully_connected_s4_fold"):  # fold_support.h table
             bias, mult, shift = self._fold_table(node, graph)
+        if kernel == "tinyaot_fully_connected_s4_fold_rq":  # folded bias, one multiplier and shift per channel
+            bias = fold_input_offset(bias, graph.tensors[node.inputs[1]].data, a["input_offset"])
+        if cf is not None and cf.requant is not None:  # block kernels: folded bias, their requantization
+            bias, mult, shift = cf.requant
         consts = weights + [ConstArray("int32_t", f"{cname}_bias", bias),
                             ConstArray("int32_t", f"{cname}_mult", mult),
                             ConstArray("int32_t", f"{cname}_shift", shift)]
@@ -201,7 +239,9 @@ class FullyConnected(OpSpec):
                   "filter_dims": [k, 1, 1, n], "bias_dims": [1, 1, 1, n], "output_dims": [m, 1, 1, n],
                   "filter": cf.arg if cf is not None else f"{cname}_weights", "bias": f"{cname}_bias"}
         files = cf.files if cf is not None else [kernel + ".c"]
-        if kernel == "tinyaot_fully_connected_s8_fold":
+        if kernel.startswith("tinyaot_fully_connected_s4_fold"):
+            files = ["tinyaot_fold_support.h", "tinyaot_fully_connected_s4_fold.c"]
+        elif kernel == "tinyaot_fully_connected_s8_fold":
             files = ["tinyaot_fold_support.h"] + files
         if variant_of(node) == mve.MVE_FC:
             return mve.render_fc(node, graph, cname, params)

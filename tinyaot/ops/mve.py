@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyaot.ops import decoded
 from tinyaot.ops.common import fold_input_offset
 from tinyaot.ops.compressed import is_compressed
 from tinyaot.ops.registry import ConstArray, KernelCall, Variant, variant_of
@@ -29,7 +30,8 @@ MVE_FC = "mve_fc"      # tinyaot_fully_connected_s8_mve
 CONV_VARIANTS = (MVE_CONV, MVE_1X1)
 # what every kernel file here needs besides itself: the matrix cores (one file, so a model holds them once) and
 # the headers, all copied into a deployed project with the kernel file
-HEADERS = ["tinyaot_mve_gemm_s8.c", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h"]
+HEADERS = ["tinyaot_mve_gemm_s8.c", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h",
+           "tinyaot_mve_im2col.h"]
 
 # Cost model: instructions executed under QEMU on mps3-an547, fitted to single layers of the shared models' shapes
 # (kws 1x1 64->64: 164,147 for 512,000 MACs; ic 1x1 s2 16->32: 125,028 for 131,072; ic 3x3 16->16 without
@@ -66,7 +68,42 @@ def per_channel4(values, channels: int) -> np.ndarray:
 
 
 def _dense_int8(graph, node) -> bool:
-    return graph.tensors[node.inputs[0]].dtype == "int8" and not is_compressed(graph.tensors[node.inputs[1]])
+    """int8 activations, and dense weights or int4 / clustered ones the decoded kernels take (ops/decoded.py)."""
+    w = graph.tensors[node.inputs[1]]
+    return graph.tensors[node.inputs[0]].dtype == "int8" and (not is_compressed(w) or decoded.decodable(w, 4))
+
+
+# scratch of a decoded tile (tinyaot_convolve_s8_mve_decoded.c): up to this many bytes of whole blocks
+DECODED_TILE_BYTES = 1024
+# per tile and output pixel pair, the pair's bookkeeping the dense kernel pays once per pair
+_DECODED_PAIR_TILE = 40.0
+
+
+def _tiled(node, graph) -> bool:
+    """A decoded layer that runs tile by tile (the 1x1 kernel), not on a whole decoded filter (the conv kernel)."""
+    return variant_of(node) == MVE_1X1
+
+
+def _free_positions(node, graph) -> np.ndarray:
+    """Positions of the layer's Helium filter layout whose value no output depends on: padded rows (their outputs
+    are never stored), and on the 1x1 kernel and the column path the padding past K (its activations load as zero;
+    the direct path multiplies a padded tap's zero points by it, so there it must stay 0)."""
+    wd = graph.tensors[node.inputs[1]].data
+    ones = np.ones_like(np.asarray(wd), dtype=np.int8)
+    out_c = wd.shape[0]
+    if variant_of(node) == MVE_1X1:
+        return block_filter(ones.reshape(out_c, -1)) == 0
+    real_rows = conv_filter(ones, tuple(node.attrs.get("dilations", (1, 1)))[1])
+    if not _direct(node, graph):
+        return real_rows == 0
+    rows = np.zeros((-(-out_c // 4) * 4, len(real_rows) // -(-out_c // 4) // 4), np.int8)
+    rows[:out_c] = 1
+    return block_filter(rows) == 0
+
+
+def _tile_bytes(w) -> int:
+    block = 4 * (-(-int(np.prod(w[1:])) // 16) * 16)
+    return block * max(1, min(-(-w[0] // 4), DECODED_TILE_BYTES // block))
 
 
 def _is_1x1(node, graph) -> bool:
@@ -86,6 +123,14 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
     outs = int(np.prod(o))
     pixels = outs // o[3]
     compute = macs * PER_MAC + outs * PER_OUT + pixels * PER_PIXEL
+    wt = graph.tensors[node.inputs[1]]
+    if is_compressed(wt):  # decoded once per call (the 1x1 kernel tile by tile: each tile re-walks the pixels)
+        compute += decoded.decode_cost(wt, True)
+        if _is_1x1(node, graph):
+            tiles = -(-w[0] // (_tile_bytes(w) // (4 * (-(-int(np.prod(w[1:])) // 16) * 16)) * 4))
+            compute += _DECODED_PAIR_TILE * (pixels // 2 + 1) * tiles
+        elif _direct(node, graph) and (w[2] * w[3]) % 16 and not _has_zero(wt):
+            return []  # the direct path's row padding must decode to 0, which a codebook without 0 cannot give
     if _is_1x1(node, graph):
         return [Variant(MVE_1X1, compute)]
     if _direct(node, graph):
@@ -95,6 +140,12 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
     # the column path: its scratch (one or two columns) may raise the arena where the generic kernel plans none;
     # the variant choice takes it only where the planned arena stays (pipeline/variants.py)
     return [Variant(MVE_CONV, compute + pixels * w[1] * PER_COLUMN_ROW)]
+
+
+def _has_zero(tensor) -> bool:
+    """Every codebook of the (int4 or clustered) tensor holds the value 0."""
+    st = tensor.storage
+    return st.kind == "int4" or bool((np.asarray(st.arrays["codebooks"]) == 0).any(axis=1).all())
 
 
 def _row16(n: int) -> int:
@@ -135,11 +186,22 @@ def conv_filter(w_ohwi: np.ndarray, dilation_w: int = 1) -> np.ndarray:
 
 def conv_scratch_bytes(node, graph) -> int:
     """Scratch of MVE_CONV: none on its direct path, else two int8 columns (= tinyaot_convolve_s8_mve_get_buffer_size),
-    so that two pixels share each weight load; MVE_1X1 reads its input in place."""
-    if variant_of(node) != MVE_CONV or _direct(node, graph):
-        return 0
+    so that two pixels share each weight load; MVE_1X1 reads its input in place. Decoded weights (int4, clustered):
+    a tile of whole blocks for MVE_1X1, else the whole decoded filter before the columns."""
     w = graph.tensors[node.inputs[1]].shape
-    return 2 * int(np.prod(w[1:]))
+    columns = 0 if variant_of(node) != MVE_CONV or _direct(node, graph) else 2 * int(np.prod(w[1:]))
+    if is_compressed(graph.tensors[node.inputs[1]]):
+        if _tiled(node, graph):
+            return _tile_bytes(w)
+        layout = conv_filter(np.zeros(w, np.int8), tuple(node.attrs.get("dilations", (1, 1)))[1])
+        return -(-layout.size // 4) * 4 + columns  # the whole decoded filter, then the dense kernel's columns
+    return columns
+
+
+def decoded_inplace_ok(node, graph) -> bool:
+    """False where the decoded kernel reads every window once per tile (the output must not overlap the input)."""
+    return not (is_compressed(graph.tensors[node.inputs[1]]) and variant_of(node) in CONV_VARIANTS
+                and _tiled(node, graph))
 
 
 def render_conv(node, graph, cname: str, params: dict) -> KernelCall:
@@ -148,19 +210,27 @@ def render_conv(node, graph, cname: str, params: dict) -> KernelCall:
     wd = graph.tensors[node.inputs[1]].data
     out_c = wd.shape[0]
     if variant_of(node) == MVE_1X1:
-        kernel, filt = "tinyaot_convolve_1x1_s8_mve", block_filter(wd.reshape(out_c, -1))
+        kernel, layout = "tinyaot_convolve_1x1_s8_mve", block_filter(wd.reshape(out_c, -1))
     else:
-        kernel, filt = "tinyaot_convolve_s8_mve", conv_filter(wd, tuple(a.get("dilations", (1, 1)))[1])
-    consts = [ConstArray("int8_t", f"{cname}_weights", filt),
+        kernel, layout = "tinyaot_convolve_s8_mve", conv_filter(wd, tuple(a.get("dilations", (1, 1)))[1])
+    weights = [ConstArray("int8_t", f"{cname}_weights", layout)]
+    files = [kernel + ".c", *HEADERS]
+    filt = f"{cname}_weights"
+    wt = graph.tensors[node.inputs[1]]
+    if is_compressed(wt):  # the codes in the same layout, decoded (tinyaot_convolve_s8_mve_decoded.c)
+        codes = decoded.layout_codes(wt, layout, len(layout) // -(-out_c // 4), *decoded.block_regions(wt, 4), cname,
+                                     _free_positions(node, graph))
+        weights, filt = codes.consts, codes.arg
+        files = ["tinyaot_convolve_s8_mve_decoded.c", "tinyaot_convolve_s8_mve.c", *decoded.FILES, *HEADERS]
+        kernel += "_decoded"
+    consts = [*weights,
               ConstArray("int32_t", f"{cname}_bias",
                          per_channel4(fold_input_offset(graph.tensors[node.inputs[2]].data, wd, a["input_offset"]),
                                       out_c)),
               ConstArray("int32_t", f"{cname}_mult", per_channel4(a["output_mult"], out_c)),
               ConstArray("int32_t", f"{cname}_shift", per_channel4(a["output_shift"], out_c))]
-    params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
-                  shift=f"{cname}_shift")
-    return KernelCall(kernel, files=[kernel + ".c", *HEADERS], consts=consts, template="layers/conv.c.j2",
-                      params=params)
+    params = dict(params, filter=filt, bias=f"{cname}_bias", mult=f"{cname}_mult", shift=f"{cname}_shift")
+    return KernelCall(kernel, files=files, consts=consts, template="layers/conv.c.j2", params=params)
 
 
 def fc_variants(node, graph, target, macs: int) -> list[Variant]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from tinyaot.ops.common import fold_input_offset
 from tinyaot.ops.compressed import is_compressed
+from tinyaot.ops import decoded
 from tinyaot.ops.registry import ConstArray, KernelCall, Variant
 
 MVE_DW = "mve_dw"
@@ -40,10 +41,30 @@ def mve_dw_variants(node, graph, target, macs: int) -> list:
     x = graph.tensors[node.inputs[0]]
     w = graph.tensors[node.inputs[1]]
     o = graph.tensors[node.outputs[0]].shape
-    if (x.dtype != "int8" or w.dtype != "int8" or is_compressed(w) or o[3] != x.shape[3]
+    comp = is_compressed(w)  # int4 / clustered weights decoded into the scratch (ops/decoded.py)
+    if (x.dtype != "int8" or w.dtype != "int8" or (comp and not _decodable(w)) or o[3] != x.shape[3]
             or not -128 <= a["input_offset"] <= 128 or w.shape[1] * w.shape[2] > MAX_TAPS):
         return []
-    return [Variant(MVE_DW, macs * PER_MAC[o[3] % 16 == 0])]
+    return [Variant(MVE_DW, macs * PER_MAC[o[3] % 16 == 0] + (decoded.decode_cost(w, True) if comp else 0.0))]
+
+
+def _decodable(w) -> bool:
+    """The 1HWC layout's regions are runs of one codebook group's channels: the groups must tile the channels."""
+    return decoded.decodable(w, 1) and (decoded.group_size(w) >= w.shape[3]
+                                        or w.shape[3] % decoded.group_size(w) == 0)
+
+
+def _regions(w) -> tuple[int, int, int]:
+    """(region, div, mod) of the 1HWC layout: tap rows of C channels, a region per codebook group's channels."""
+    g = decoded.group_size(w)
+    c = w.shape[3]
+    return (c, 1, 1) if g >= c else (g, 1, c // g)
+
+
+def scratch_bytes(node, graph) -> int:
+    """The decoded weights of a compressed layer (kh * kw * channels bytes); dense weights need none."""
+    w = graph.tensors[node.inputs[1]]
+    return int(w.size) if is_compressed(w) else 0
 
 
 GROUP = 16  # table entries per group of four lanes: folded bias, bias, multiplier, shift
@@ -103,11 +124,15 @@ def render_node(node, graph, cname: str, geometry) -> KernelCall:
     o = graph.tensors[node.outputs[0]].shape
     consts = [ConstArray("int8_t", f"{cname}_weights", w.data),
               ConstArray("int32_t", f"{cname}_table", layer_table(node, graph))]
+    kernel, files, filt = KERNEL, [KERNEL + ".c", "tinyaot_mve_support.h"], f"{cname}_weights"
+    if is_compressed(w):  # the codes in the 1HWC layout, decoded into the scratch first
+        codes = decoded.layout_codes(w, w.data, *_regions(w), cname)
+        consts = codes.consts + consts[1:]
+        kernel, files, filt = KERNEL + "_decoded", [KERNEL + "_decoded.c", *decoded.FILES, *files], codes.arg
     params = {"ptype": "tinyaot_dw_conv_params", "context": True, "input_offset": a["input_offset"],
               "output_offset": a["output_offset"], "stride": s[:2], "padding": p[:2], "dilation": d[:2],
               "activation": [a["act_min"], a["act_max"]], "ch_mult": 1, "mult": "NULL", "shift": "NULL",
               "input_dims": list(x), "filter_dims": list(w.shape),
-              "bias_dims": [1, 1, 1, o[3]], "output_dims": list(o), "filter": f"{cname}_weights",
+              "bias_dims": [1, 1, 1, o[3]], "output_dims": list(o), "filter": filt,
               "bias": f"{cname}_table"}
-    return KernelCall(KERNEL, files=[KERNEL + ".c", "tinyaot_mve_support.h"], consts=consts,
-                      template="layers/conv.c.j2", params=params)
+    return KernelCall(kernel, files=files, consts=consts, template="layers/conv.c.j2", params=params)

@@ -5,10 +5,11 @@
     flags = { clusters = 16, prune = 0.3 }
 
 `flags` takes the compression flags of `deploy` / `evaluate` by their Python names (prune, prune_scope,
-prune_method, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget) and `compression`, a per-layer
-spec file (relative paths are relative to the grid file), and the quantization settings calibrate ("mse", "minmax",
-"percentile:99.9", ...), cle and bias_correction (true/false), activation_bits (8 or 16), and optimize ("speed" or
-"size": the kernel variants deploy chooses). An empty table is plain int8 with the defaults.
+prune_method, prune_pattern, prune_exclude, prune_channels, clusters, weight_bits, clusters_budget) and
+`compression`, a per-layer spec file (relative paths are relative to the grid file), and the quantization
+settings calibrate ("mse", "minmax", "percentile:99.9", ...), cle and bias_correction (true/false), activation_bits
+(8 or 16), and optimize ("speed" or "size": the kernel variants deploy chooses).
+An empty table is plain int8 with the defaults.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from tinyaot.compress.ranges import parse_method
 from tinyaot.errors import TinyaotError
 from tinyaot.files import check_name
 
-FLAG_KEYS = ("prune", "prune_scope", "prune_method", "prune_exclude", "prune_channels", "clusters", "weight_bits",
-             "clusters_budget", "compression", "calibrate", "cle", "bias_correction", "optimize", "activation_bits")
+FLAG_KEYS = ("prune", "prune_scope", "prune_method", "prune_pattern", "prune_exclude", "prune_channels", "clusters",
+             "weight_bits", "clusters_budget", "compression", "calibrate", "cle", "bias_correction", "optimize",
+             "activation_bits")
 # quantization settings (compress/ranges.py, equalize.py; activation_bits 8 or 16: compress/precision.py)
 QUANT_KEYS = ("calibrate", "cle", "bias_correction", "activation_bits")
 DEPLOY_KEYS = ("optimize",)  # deploy only: which kernel variants (pipeline/variants.py)
@@ -45,7 +47,9 @@ class Config:
         return " ".join(parts) or "(int8)"
 
 
-# At least 8 settings: plain int8, each compression alone, and the mixes a team would weigh against each other.
+# At least 8 settings: plain int8, each compression alone, and the mixes a team would weigh against each other;
+# pruning both ways (compress/pattern.py): whole 4x4 blocks the kernels skip (fewer instructions) and any weight
+# (fewer bytes).
 DEFAULT_GRID = (
     Config("int8", {}),
     Config("clusters16", {"clusters": 16}),
@@ -53,6 +57,8 @@ DEFAULT_GRID = (
     Config("int4", {"weight_bits": 4}),
     Config("prune0.3", {"prune": 0.3}),
     Config("prune0.5", {"prune": 0.5}),
+    Config("prune0.5_block", {"prune": 0.5, "prune_pattern": "block"}),
+    Config("prune0.7_block", {"prune": 0.7, "prune_pattern": "block"}),
     Config("channels0.25", {"prune_channels": 0.25}),
     Config("clusters16_prune0.3", {"clusters": 16, "prune": 0.3}),
     Config("int4_prune0.3", {"weight_bits": 4, "prune": 0.3}),

@@ -11,7 +11,9 @@ from tinyaot.codegen.env import render
 
 # x-axis metric -> (file name, axis label)
 PLOTS = {"flash_bytes": ("pareto_flash.png", "flash (bytes, arm-none-eabi-size)"),
-         "arena_bytes": ("pareto_arena.png", "arena (bytes)")}
+         "arena_bytes": ("pareto_arena.png", "arena (bytes)"),
+         "instructions": ("pareto_instructions.png", "instructions (per inference, under QEMU)")}
+MARKS = {"flash_bytes": "flash", "arena_bytes": "arena", "instructions": "instructions"}
 
 
 def pareto(configs: list[dict], x: str) -> list[str]:
@@ -67,8 +69,7 @@ def _rows(report: dict) -> list[dict]:
     """The configs with their figures formatted for the tables."""
     rows = []
     for c in report["configs"]:
-        marks = [label for x, label in (("flash_bytes", "flash"), ("arena_bytes", "arena"))
-                 if c["name"] in report["pareto"][x]]
+        marks = [label for x, label in MARKS.items() if c["name"] in report["pareto"][x]]
         rows.append({
             "name": c["name"], "flags": c["command_line"],
             "top1": "-" if c["top1"] is None else f"{100 * c['top1']:.2f} %",

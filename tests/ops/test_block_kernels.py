@@ -1,0 +1,238 @@
+"""The block-sparse kernels (tinyaot_convolve_s8_block, tinyaot_fully_connected_s8_block and their Helium forms
+tinyaot_*_block_mve) against the dense numpy references, bit for bit.
+
+Weights: random int8 values in random 4x4 blocks (compress/pattern.py), encoded with encode_sparse_block (decode()
+must give them back), at densities from empty to full, with empty block-rows, out_ch and K not multiples of 4, and
+rows longer than 1020 positions (stored zero blocks bridge long gaps). The constants are rendered exactly as
+tinyaot/ops/compressed.py renders them for a deploy (the fold requantization table where exact, else multipliers
+and shifts; the Helium stream). One C program runs every case:
+  - on the host (portable C, UBSan, -Werror),
+  - on mps2-an386 (Cortex-M4: the DSP inline assembly) and mps2-an385 (Cortex-M3: plain C) under QEMU,
+  - on mps3-an547 (Cortex-M55: the Helium gathers) under QEMU, at -O2 (assembly) and -O0 (intrinsics),
+and each output must equal the reference, no byte past the output written.
+"""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from mve.mve_harness import HOST_CC, KERNELS, needs_arm, run_program
+from tinyaot.compress.encode import decode, encode_sparse_block
+from tinyaot.compress.pattern import expand_block_mask
+from tinyaot.core.fixedpoint import quantize_multiplier_array
+from tinyaot.ir import Tensor
+from tinyaot.ops.compressed import block_requant, mve_block_params, mve_block_stream
+from tinyaot.ops.conv import conv2d_s8
+from tinyaot.ops.fully_connected import fully_connected_s8
+
+SENTINEL = 0x5A
+DSP_FILES = ["tinyaot_convolve_s8_block.c", "tinyaot_fully_connected_s8_block.c"]
+MVE_FILES = ["tinyaot_convolve_s8_block_mve.c", "tinyaot_fully_connected_s8_block_mve.c"]
+
+
+def _arr(name, values, ctype):
+    flat = np.asarray(values).astype(np.int64).ravel()
+    items = ", ".join(f"({v + 1} - 1)" if v == -(1 << 31) else str(int(v)) for v in flat)
+    return f"static const {ctype} {name}[{max(len(flat), 1)}] = {{{items or '0'}}};\n"
+
+
+def _block_weights(rng, out_c, k, density, extreme=None):
+    nbr, nbc = -(-out_c // 4), -(-k // 4)
+    mask = rng.random((nbr, nbc)) < density
+    if nbr > 1:
+        mask[int(rng.integers(0, nbr))] = False  # an empty block-row
+    vals = rng.integers(-128, 128, (out_c, k)) if extreme is None else np.full((out_c, k), extreme)
+    w = np.where(expand_block_mask(mask, (out_c, k)), vals, 0).astype(np.int8)
+    st = encode_sparse_block(w)
+    assert np.array_equal(decode(Tensor("w", w.shape, "int8", w, None, st)), w)
+    return w, st
+
+
+def _quant(rng, n, positive=False):
+    scales = rng.uniform(0.0004, 0.02, n)
+    if positive:
+        scales[0] = rng.uniform(1.0, 3.0)  # a positive shift: no fold table
+    return quantize_multiplier_array(scales)
+
+
+def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride=(1, 1), pads=(0, 0, 0, 0),
+          dil=(1, 1), rows=1, depth=8, zp=None, out_zp=None, act=(-128, 127), extreme=None, positive=False):
+    if conv:
+        k = kh * kw * cin
+        x = rng.integers(-128, 128, (n, h, w, cin)).astype(np.int8) if extreme is None else \
+            np.full((n, h, w, cin), 127 if extreme < 0 else -128, np.int8)
+    else:
+        k = depth
+        x = rng.integers(-128, 128, (rows, depth)).astype(np.int8) if extreme is None else \
+            np.full((rows, depth), 127 if extreme < 0 else -128, np.int8)
+    w2, st = _block_weights(rng, out_c, k, density, extreme)
+    bias = rng.integers(-20000, 20000, out_c).astype(np.int32)
+    mult, shift = _quant(rng, out_c, positive)
+    zp = int(rng.integers(-128, 128)) if zp is None else zp
+    out_zp = int(rng.integers(-128, 128)) if out_zp is None else out_zp
+    if conv:
+        wt = w2.reshape(out_c, kh, kw, cin)
+        oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+        ow = (w + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+        exp = conv2d_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, stride_hw=stride,
+                        pad_top_left=pads[:2], dilation_hw=dil, output_hw=(oh, ow), act_min=act[0], act_max=act[1])
+    else:
+        wt = w2
+        exp = fully_connected_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, act_min=act[0],
+                                 act_max=act[1])
+    return dict(conv=conv, x=x, w=wt, st=st, bias=bias, mult=mult, shift=shift, in_off=-zp, out_off=out_zp,
+                act=act, exp=exp, geo=dict(stride=stride, pad=pads[:2], dil=dil), k=k)
+
+
+def _cases():
+    rng = np.random.default_rng(2020)
+    cs = []
+    for i, d in enumerate([0.0, 0.1, 0.35, 0.6, 1.0]):
+        cs.append(_case(rng, conv=True, out_c=16 + i % 3, density=d, h=5, w=4, cin=16))  # 1x1 in place (MVE)
+    cs.append(_case(rng, conv=True, out_c=13, density=0.5, h=7, w=6, cin=12, kh=3, kw=3, pads=(1, 1, 1, 1)))
+    cs.append(_case(rng, conv=True, out_c=8, density=0.5, h=8, w=9, cin=3, kh=3, kw=3, stride=(2, 2),
+                    pads=(0, 1, 1, 1), n=2))
+    cs.append(_case(rng, conv=True, out_c=6, density=0.4, h=9, w=9, cin=5, kh=3, kw=2, dil=(2, 3),
+                    pads=(2, 1, 2, 2)))
+    cs.append(_case(rng, conv=True, out_c=10, density=0.5, h=12, w=5, cin=1, kh=10, kw=4, stride=(2, 2),
+                    pads=(4, 1, 5, 1)))  # kws's first layer shape class
+    cs.append(_case(rng, conv=True, out_c=7, density=0.05, h=3, w=3, cin=128, kh=3, kw=3, pads=(1, 1, 1, 1)))
+    cs.append(_case(rng, conv=True, out_c=5, density=0.3, h=3, w=1, cin=6))  # 1x1, in_ch not a multiple of 4
+    cs.append(_case(rng, conv=True, out_c=9, density=0.5, h=4, w=4, cin=8, positive=True))
+    cs.append(_case(rng, conv=True, out_c=8, density=0.5, h=3, w=3, cin=16, act=(-20, 90)))
+    for extreme, zp in [(127, -128), (-128, 127)]:
+        cs.append(_case(rng, conv=True, out_c=8, density=1.0, h=3, w=3, cin=8, kh=3, kw=3, pads=(1, 1, 1, 1),
+                        zp=zp, extreme=extreme))
+    for rows, depth, out_c, d in [(1, 640, 128, 0.5), (1, 8, 5, 0.7), (2, 37, 7, 0.5), (3, 128, 12, 0.3),
+                                  (1, 30, 9, 0.6), (4, 16, 4, 1.0), (1, 64, 12, 0.0), (1, 1500, 6, 0.02)]:
+        cs.append(_case(rng, conv=False, out_c=out_c, density=d, rows=rows, depth=depth))
+    cs.append(_case(rng, conv=False, out_c=10, density=0.5, rows=1, depth=64, positive=True, act=(-50, 60)))
+    for extreme, zp in [(127, -128), (-128, 127)]:
+        cs.append(_case(rng, conv=False, out_c=6, density=1.0, rows=2, depth=40, zp=zp, extreme=extreme))
+    return cs
+
+
+CASES = _cases()
+# the Helium variant is offered for rows of at most 1024 positions (one index byte per block; ops/compressed.py)
+HELIUM_CASES = [c for c in CASES if -(-c["k"] // 4) <= 256]
+
+
+def _program(cases, helium: bool) -> str:
+    parts = ['#include <stddef.h>\n#include <string.h>\n#include "tinyaot_nn.h"\n#include "tinyaot_nn_mve.h"\n',
+             "void report(int i, int bad);\n"]
+    out_size = max(c["exp"].size for c in cases) + 16
+    scratch = max(8 * (-(-c["k"] // 4) * 4) for c in cases) + 16
+    parts.append(f"static int8_t out_buf[{out_size}];\nstatic int32_t scratch_buf[{scratch // 4}];\n")
+    parts.append("static int bad_bytes(const int8_t *a, const int8_t *e, int n, int total)\n{\n    int bad = 0, i;\n"
+                 "    for (i = 0; i < n; i++) bad += a[i] != e[i];\n"
+                 f"    for (; i < total; i++) bad += a[i] != {SENTINEL};\n    return bad;\n}}\n")
+    for i, c in enumerate(cases):
+        p = f"c{i}_"
+        out_c = c["w"].shape[0]
+        w2 = c["w"].reshape(out_c, -1)
+        if helium:  # as ops/compressed.py renders the Helium variant
+            params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
+            bias, mult, shift, table = params, [0], [0], 0
+            parts.append(_arr(p + "v", mve_block_stream(c["st"]), "int8_t") + _arr(p + "d", [0], "uint8_t"))
+        else:
+            bias, mult, shift, table = block_requant(c["bias"], w2, c["in_off"], c["mult"], c["shift"], c["out_off"])
+            parts.append(_arr(p + "v", c["st"].arrays["values"], "int8_t")
+                         + _arr(p + "d", c["st"].arrays["deltas"], "uint8_t"))
+        parts.append(_arr(p + "n", c["st"].arrays["counts"], "uint16_t") + _arr(p + "x", c["x"], "int8_t")
+                     + _arr(p + "b", bias, "int32_t") + _arr(p + "m", mult, "int32_t")
+                     + _arr(p + "s", shift, "int32_t") + _arr(p + "e", c["exp"], "int8_t"))
+        parts.append(f"static const tinyaot_block_weights {p}w = {{{p}v, {p}d, {p}n, {table}}};\n")
+        suffix = "_mve" if helium else ""
+        body = [f"static int case_{i}(void)\n{{\n    int rc;\n",
+                f"    const tinyaot_per_channel_quant_params q = {{{p}m, {p}s}};\n",
+                "    const tinyaot_context ctx = {scratch_buf, (int32_t)sizeof scratch_buf};\n"]
+        if c["conv"]:
+            n, h, w, cin = c["x"].shape
+            _, oh, ow, _ = c["exp"].shape
+            g = c["geo"]
+            body.append(f"    const tinyaot_conv_params prm = {{{c['in_off']}, {c['out_off']}, {{{g['stride'][0]}, "
+                        f"{g['stride'][1]}}}, {{{g['pad'][0]}, {g['pad'][1]}}}, {{{g['dil'][0]}, {g['dil'][1]}}}, "
+                        f"{{{c['act'][0]}, {c['act'][1]}}}}};\n"
+                        f"    const tinyaot_dims in_d = {{{n}, {h}, {w}, {cin}}}, f_d = {{{out_c}, {c['w'].shape[1]}, "
+                        f"{c['w'].shape[2]}, {cin}}}, b_d = {{1, 1, 1, {out_c}}}, o_d = {{{n}, {oh}, {ow}, "
+                        f"{out_c}}};\n")
+            call = f"tinyaot_convolve_s8_block{suffix}(&ctx, &prm, &q, &in_d, {p}x, &f_d, &{p}w, &b_d, {p}b, &o_d, " \
+                   "out_buf)"
+        else:
+            rows, depth = c["x"].shape
+            body.append(f"    const tinyaot_fc_params prm = {{{c['in_off']}, 0, {c['out_off']}, "
+                        f"{{{c['act'][0]}, {c['act'][1]}}}}};\n"
+                        f"    const tinyaot_dims in_d = {{{rows}, 1, 1, {depth}}}, f_d = {{{depth}, 1, 1, {out_c}}}, "
+                        f"b_d = {{1, 1, 1, {out_c}}}, o_d = {{{rows}, 1, 1, {out_c}}};\n")
+            call = f"tinyaot_fully_connected_s8_block{suffix}(&ctx, &prm, &q, 1, &in_d, {p}x, &f_d, &{p}w, &b_d, " \
+                   f"{p}b, &o_d, out_buf)"
+        body.append(f"    memset(out_buf, {SENTINEL}, sizeof out_buf);\n"
+                    "    __asm__ volatile(\"\" : : \"r\"(out_buf) : \"memory\");\n"
+                    f"    rc = {call};\n    if (rc != 0) return 1000;\n"
+                    f"    return bad_bytes(out_buf, {p}e, {c['exp'].size}, (int)sizeof out_buf);\n}}\n")
+        parts.append("".join(body))
+    parts.append("int run_cases(void)\n{\n    int fails = 0, bad;\n")
+    for i in range(len(cases)):
+        parts.append(f"    bad = case_{i}();\n    if (bad) {{ report({i}, bad); fails++; }}\n")
+    parts.append("    return fails;\n}\n")
+    return "".join(parts)
+
+
+HOST_MAIN = r"""
+#include <stdio.h>
+int run_cases(void);
+void report(int i, int bad) { printf("case %d: %d wrong bytes\n", i, bad); }
+int main(void) { int f = run_cases(); printf(f ? "SOME FAILED\n" : "ALL PASSED\n"); return f != 0; }
+"""
+
+ARM_MAIN = r"""
+#include "tinyaot_hal.h"
+int run_cases(void);
+void report(int i, int bad)
+{
+    tinyaot_hal_puts("case ");
+    tinyaot_hal_put_uint((uint32_t)i);
+    tinyaot_hal_puts(": wrong bytes ");
+    tinyaot_hal_put_uint((uint32_t)bad);
+    tinyaot_hal_puts("\n");
+}
+int main(void) { int f = run_cases(); tinyaot_hal_puts(f ? "SOME FAILED\n" : "ALL PASSED\n"); return f != 0; }
+"""
+
+
+def test_cases_cover_the_kernels_paths():
+    ks = {c["k"] for c in CASES}
+    assert any(k % 4 for k in ks) and max(ks) > 1020  # partial groups; stored zero blocks bridging gaps
+    assert any(c["w"].shape[0] % 4 for c in CASES)
+    assert any(c["st"].arrays["deltas"].size == 0 for c in CASES)  # nothing stored
+    outs = np.concatenate([c["exp"].ravel() for c in CASES])
+    assert (outs == -128).any() and (outs == 127).any() and (outs == -20).any() and (outs == 90).any()
+
+
+@pytest.mark.skipif(HOST_CC is None, reason="no host C compiler")
+@pytest.mark.parametrize("helium", [False, True], ids=["dsp", "helium"])
+def test_portable_c_matches_reference_on_host(tmp_path, helium):
+    (tmp_path / "cases.c").write_text(_program(HELIUM_CASES if helium else CASES, helium))
+    (tmp_path / "main.c").write_text(HOST_MAIN)
+    exe = tmp_path / "cases"
+    files = MVE_FILES if helium else DSP_FILES
+    cmd = [HOST_CC, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
+           "-fno-sanitize-recover=all", f"-I{KERNELS}", str(tmp_path / "cases.c"), str(tmp_path / "main.c"),
+           *[str(KERNELS / f) for f in files], "-o", str(exe)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "ALL PASSED" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+@needs_arm
+@pytest.mark.parametrize("board, helium, opt", [("mps2-an386", False, "-O2"), ("mps2-an385", False, "-O2"),
+                                                ("mps3-an547", True, "-O2"), ("mps3-an547", True, "-O0")])
+def test_kernels_match_reference_under_qemu(tmp_path, board, helium, opt):
+    (tmp_path / "cases.c").write_text(_program(HELIUM_CASES if helium else CASES, helium))
+    res = run_program(tmp_path, ARM_MAIN, [*(MVE_FILES if helium else DSP_FILES), tmp_path / "cases.c"],
+                      board_name=board, extra_cflags=[opt])
+    out = res.stdout + res.stderr
+    assert res.exit_code == 0 and "ALL PASSED" in out, out[-3000:]

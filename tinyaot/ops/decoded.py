@@ -1,0 +1,132 @@
+"""Int4 and clustered weights on the dense kernels' fast paths (templates/kernels/tinyaot_decode.h).
+
+A layer whose weights are stored as int4 nibbles or clustered codebook indices (compress/storage.py) can run a dense
+kernel variant (fold, dw3x3, the Helium ones) on weights decoded into RAM once per call, instead of the
+tinyaot_*_s4 / _s8_clustered kernels that decode in their inner loop. At compile time the codes are permuted into
+the dense kernel's own weight layout (`layout_codes`), so the C decoder walks them in order and writes each weight
+where the dense kernel reads it. The regions of the layout (a fold block of four output channels, a dw3x3 group of
+four channels, ...) each take one codebook, which must hold every weight of the region: clustered layers whose
+codebook groups are whole regions (group_size a multiple of the region's channels, or the whole tensor) qualify.
+
+Flash: the same codes (bits per weight) and codebooks as the storage, in another order, as one bit stream (no
+per-channel byte alignment, so at most as many bytes). int4 layers take the fixed codebook of their two's-complement
+nibbles (16 bytes, in params rather than weights: it is the same for every layer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinyaot.ops.registry import ConstArray, ConstStruct
+
+HEADER = "tinyaot_decode.h"
+FILES = [HEADER, "tinyaot_mve_support.h"]  # what a decoded kernel needs besides its own files
+INT4_CODEBOOK = np.array([0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1], np.int8)
+KINDS = ("int4", "clustered")
+# Cost model: instructions per decoded weight (tinyaot_decode_run: two codes per byte for 4 bits, a bit accumulator
+# otherwise), fitted under QEMU on mps2-an386
+PER_CODE = {4: 3.5, 8: 3.0}
+PER_CODE_MVE = {4: 0.25, 8: 0.2}  # Helium: 32 (16) codes per pass of gathers
+PER_CODE_OTHER = 7.0
+
+
+def decodable(tensor, region_channels: int) -> bool:
+    """Whether `tensor`'s storage can be decoded region by region, each region the weights of `region_channels`
+    consecutive output channels (1: any layout with one codebook per channel run)."""
+    st = getattr(tensor, "storage", None)
+    if st is None or st.kind not in KINDS:
+        return False
+    if st.kind == "int4":
+        return True
+    g = int(st.meta["group_size"])
+    out_c = tensor.shape[-1] if st.meta.get("depthwise") else tensor.shape[0]
+    return g % region_channels == 0 or g >= out_c
+
+
+def decode_cost(tensor, mve: bool = False) -> float:
+    """Cost-model instructions of decoding the whole tensor once (`mve`: on a Helium core)."""
+    st = tensor.storage
+    bits = 4 if st.kind == "int4" else int(st.meta["bits"])
+    return tensor.size * (PER_CODE_MVE if mve else PER_CODE).get(bits, PER_CODE_OTHER)
+
+
+@dataclass
+class LayoutCodes:
+    consts: list  # flash arrays and the tinyaot_decoded_weights struct
+    arg: str  # the struct's address, what the kernel takes as its filter
+
+
+def group_size(tensor) -> int:
+    """Output channels per codebook (every channel for int4: one fixed codebook)."""
+    st = tensor.storage
+    out_c = tensor.shape[-1] if st.meta.get("depthwise") else tensor.shape[0]
+    return out_c if st.kind == "int4" else int(st.meta["group_size"])
+
+
+def block_regions(tensor, region_channels: int) -> tuple[int, int]:
+    """(div, mod) for layouts whose region r holds output channels region_channels * r ...: the codebook of region r
+    is group (r // div) % mod."""
+    st = tensor.storage
+    groups = 1 if st.kind == "int4" else int(st.arrays["codebooks"].shape[0])
+    return max(1, group_size(tensor) // region_channels), groups
+
+
+def layout_codes(tensor, layout: np.ndarray, region: int, div: int, mod: int, cname: str,
+                 free: np.ndarray | None = None) -> LayoutCodes:
+    """The codes of `tensor`'s weights in the dense kernel's `layout` (its int8 weight array, flat, a permutation of
+    the weights): regions of `region` codes (the last may be shorter), region r decoded with codebook
+    (r // div) % mod, which must hold each of its weights. `free`: positions of the layout whose value the kernel
+    never uses (padding), which take code 0."""
+    st = tensor.storage
+    layout = np.asarray(layout, np.int8).reshape(-1)
+    n_regions = -(-layout.size // region)
+    if st.kind == "int4":
+        codebooks = INT4_CODEBOOK.reshape(1, -1)
+        bits, k = 4, 16
+    else:
+        codebooks = np.asarray(st.arrays["codebooks"], np.int8)
+        bits, k = int(st.meta["bits"]), int(st.meta["k"])
+    codes = np.zeros(layout.size, np.int64)
+    for r in range(n_regions):
+        cb = codebooks[(r // div) % mod].astype(np.int16)
+        seg = layout[r * region:(r + 1) * region].astype(np.int16)
+        hit = seg[:, None] == cb[None, :]
+        if free is not None:
+            hit[np.asarray(free, bool).reshape(-1)[r * region:(r + 1) * region], 0] = True
+        if not hit.any(axis=1).all():
+            raise ValueError(f"{tensor.name!r}: a weight of region {r} is not in its codebook (a tinyaot bug)")
+        codes[r * region:(r + 1) * region] = hit.argmax(axis=1)
+    stream = ((codes[:, None] >> np.arange(bits)) & 1).astype(np.uint8).reshape(-1)
+    packed = np.packbits(stream, bitorder="little")
+    consts = [ConstArray("uint8_t", f"{cname}_codes", packed),
+              ConstArray("int8_t", f"{cname}_codebooks", codebooks.reshape(-1)),
+              ConstStruct("tinyaot_decoded_weights", f"{cname}_decoded",
+                          [f"{cname}_codes", f"{cname}_codebooks", bits, k, region, div, mod, int(layout.size)])]
+    return LayoutCodes(consts, f"&{cname}_decoded")
+
+
+def s4_fold_layout(values: np.ndarray) -> np.ndarray:
+    """[out, depth] int4 values -> tinyaot_fully_connected_s4_fold's words: per block of four output channels (rows
+    padded with 0 to a multiple of four), per group of eight inputs (depth padded with 0), one uint32 per channel of
+    its eight biased nibbles u = w + 8, nibble j (bits 4j .. 4j+3) for input 8g + (0, 1, 4, 5, 2, 3, 6, 7)[j]."""
+    v = np.asarray(values, np.int64)
+    out_c, depth = v.shape
+    padded = np.zeros((-(-out_c // 4) * 4, -(-depth // 8) * 8), np.int64)
+    padded[:out_c, :depth] = v
+    u = (padded + 8).reshape(padded.shape[0] // 4, 4, -1, 8)  # [block, channel, group, input]
+    u = u[..., [0, 1, 4, 5, 2, 3, 6, 7]]  # nibble j holds the weight of this input (SXTB16's lane pairs)
+    words = (u << (4 * np.arange(8))).sum(axis=3)  # [block, channel, group]
+    return words.transpose(0, 2, 1).reshape(-1).astype(np.uint32)
+
+
+def s4_fold_bound(values: np.ndarray, bias, input_offset: int) -> int:
+    """The largest accumulator magnitude of tinyaot_fully_connected_s4_fold (see its header)."""
+    v = np.abs(np.asarray(values, np.int64))
+    d8 = -(-v.shape[1] // 8) * 8
+    b = np.zeros(v.shape[0], np.int64) if bias is None else np.abs(np.asarray(bias, np.int64).reshape(-1))
+    return int((b + v.sum(axis=1) * (128 + abs(int(input_offset))) + (8 + 15) * 128 * d8).max(initial=0))
+
+
+__all__ = ["FILES", "HEADER", "INT4_CODEBOOK", "KINDS", "LayoutCodes", "block_regions", "decodable", "decode_cost",
+           "group_size", "layout_codes", "s4_fold_bound", "s4_fold_layout"]
