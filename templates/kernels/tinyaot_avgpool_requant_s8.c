@@ -111,44 +111,30 @@ tinyaot_status tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params
                                           int32_t input_offset, int32_t output_offset, int32_t mult, int32_t shift,
                                           int8_t *output)
 {
-    const int32_t batches = input_dims->n;
-    const int32_t in_h = input_dims->h;
-    const int32_t in_w = input_dims->w;
-    const int32_t ch = input_dims->c;
-    const int32_t k_h = filter_dims->h;
-    const int32_t k_w = filter_dims->w;
-    const int32_t out_h = output_dims->h;
-    const int32_t out_w = output_dims->w;
-    const int32_t stride_h = pool_params->stride.h;
-    const int32_t stride_w = pool_params->stride.w;
-    const int32_t act_min = pool_params->activation.min;
-    const int32_t act_max = pool_params->activation.max;
-    /* Every tap contributes input_offset once: add it per window instead of per tap. */
-    const int32_t window_offset = input_offset * k_h * k_w;
-
-    if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0 || pool_params->padding.h != 0 ||
-        pool_params->padding.w != 0 || (out_h - 1) * stride_h + k_h > in_h || (out_w - 1) * stride_w + k_w > in_w) {
-        return TINYAOT_ARG_ERROR; /* a window would leave the input: this kernel has no padding */
+    tinyaot_window_geom g;
+    if (tinyaot_pool_geom_unpadded(&g, pool_params, input_dims, filter_dims, output_dims) != TINYAOT_OK) {
+        return TINYAOT_ARG_ERROR;
     }
+    const int32_t ch = g.in_c;
+    /* Every tap contributes input_offset once: add it per window instead of per tap. */
+    const int32_t window_offset = input_offset * g.k_h * g.k_w;
     pool_rq rq;
-    pool_rq_init(&rq, mult, shift, output_offset, act_min, act_max, k_h * k_w);
-    const int32_t row_skip = in_w * ch;
-    int32_t b;
-    for (b = 0; b < batches; b++) {
-        const int8_t *in_b = input + b * in_h * in_w * ch;
-        int32_t oy;
-        for (oy = 0; oy < out_h; oy++) {
-            int32_t ox;
-            for (ox = 0; ox < out_w; ox++) {
-                int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
-                const int8_t *win = in_b + (oy * stride_h * in_w + ox * stride_w) * ch;
+    pool_rq_init(&rq, mult, shift, output_offset, g.act_min, g.act_max, g.k_h * g.k_w);
+    const int32_t row_skip = g.in_w * ch;
+    int32_t b, oy, ox;
+    for (b = 0; b < g.batches; b++) {
+        const int8_t *in_b = tinyaot_window_image(&g, input, b);
+        for (oy = 0; oy < g.out_h; oy++) {
+            for (ox = 0; ox < g.out_w; ox++) {
+                int8_t *out = tinyaot_window_out(&g, output, b, oy, ox);
+                const int8_t *win = in_b + (oy * g.stride_h * g.in_w + ox * g.stride_w) * ch;
                 int32_t c = 0;
 #if TINYAOT_USE_DSP
-                if (k_h * k_w <= 256) {
+                if (g.k_h * g.k_w <= 256) {
                     for (; c + 8 <= ch; c += 8) {
                         int32_t sums[8];
                         int32_t j;
-                        sum8_dsp(win + c, k_h, k_w, row_skip, ch, sums);
+                        sum8_dsp(win + c, g.k_h, g.k_w, row_skip, ch, sums);
                         if (rq.fast == 1) {
                             for (j = 0; j < 8; j++) {
                                 out[c + j] = pool_requant_k(window_offset + sums[j], &rq, 1);
@@ -169,10 +155,10 @@ tinyaot_status tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params
                     int32_t s0 = window_offset, s1 = window_offset, s2 = window_offset, s3 = window_offset;
                     const int8_t *r = win + c;
                     int32_t ky;
-                    for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                    for (ky = 0; ky < g.k_h; ky++, r += row_skip) {
                         const int8_t *p = r;
                         int32_t kx;
-                        for (kx = 0; kx < k_w; kx++, p += ch) {
+                        for (kx = 0; kx < g.k_w; kx++, p += ch) {
                             s0 += p[0];
                             s1 += p[1];
                             s2 += p[2];
@@ -185,7 +171,7 @@ tinyaot_status tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params
                     out[c + 3] = pool_requant(s3, &rq);
                 }
                 for (; c < ch; c++) {
-                    const int32_t s = window_offset + tinyaot_window_sum_s8(win + c, k_h, k_w, row_skip, ch);
+                    const int32_t s = window_offset + tinyaot_window_sum_s8(win + c, g.k_h, g.k_w, row_skip, ch);
                     out[c] = pool_requant(s, &rq);
                 }
             }

@@ -31,36 +31,23 @@ tinyaot_status tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_pa
                                               const tinyaot_dims *output_dims, int32_t input_offset, int32_t output_offset,
                                               int32_t mult, int32_t shift, int8_t *output)
 {
-    const int32_t batches = input_dims->n;
-    const int32_t in_h = input_dims->h;
-    const int32_t in_w = input_dims->w;
-    const int32_t ch = input_dims->c;
-    const int32_t k_h = filter_dims->h;
-    const int32_t k_w = filter_dims->w;
-    const int32_t out_h = output_dims->h;
-    const int32_t out_w = output_dims->w;
-    const int32_t stride_h = pool_params->stride.h;
-    const int32_t stride_w = pool_params->stride.w;
-    const int32_t act_min = pool_params->activation.min;
-    const int32_t act_max = pool_params->activation.max;
-    /* every tap contributes input_offset once: added per window; |.| <= 128 * taps */
-    const int32_t window_offset = input_offset * k_h * k_w;
-
-    if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0 || pool_params->padding.h != 0 ||
-        pool_params->padding.w != 0 || (out_h - 1) * stride_h + k_h > in_h || (out_w - 1) * stride_w + k_w > in_w) {
-        return TINYAOT_ARG_ERROR; /* a window would leave the input: this kernel has no padding */
+    tinyaot_window_geom g;
+    if (tinyaot_pool_geom_unpadded(&g, pool_params, input_dims, filter_dims, output_dims) != TINYAOT_OK) {
+        return TINYAOT_ARG_ERROR;
     }
-    const int32_t row_skip = in_w * ch;
-    const int32_t narrow = k_h * k_w <= 256; /* int16 sums are exact */
-    int32_t b;
-    for (b = 0; b < batches; b++) {
-        const int8_t *in_b = input + b * in_h * in_w * ch;
-        int32_t oy;
-        for (oy = 0; oy < out_h; oy++) {
-            int32_t ox;
-            for (ox = 0; ox < out_w; ox++) {
-                int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
-                const int8_t *win = in_b + (oy * stride_h * in_w + ox * stride_w) * ch;
+    const int32_t ch = g.in_c;
+    /* every tap contributes input_offset once: added per window; |.| <= 128 * taps */
+    const int32_t window_offset = input_offset * g.k_h * g.k_w;
+    const int32_t row_skip = g.in_w * ch;
+    const int32_t narrow = g.k_h * g.k_w <= 256; /* int16 sums are exact */
+    int32_t b, oy, ox;
+    for (b = 0; b < g.batches; b++) {
+        const int8_t *in_b = tinyaot_window_image(&g, input, b);
+        for (oy = 0; oy < g.out_h; oy++) {
+            const int8_t *in_row = in_b + oy * g.stride_h * row_skip;
+            for (ox = 0; ox < g.out_w; ox++) {
+                int8_t *out = tinyaot_window_out(&g, output, b, oy, ox);
+                const int8_t *win = in_row + ox * g.stride_w * ch;
                 int32_t c = 0;
 #if TINYAOT_USE_MVE
                 const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */
@@ -69,36 +56,36 @@ tinyaot_status tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_pa
                         int16x8_t s0 = vdupq_n_s16(0), s1 = vdupq_n_s16(0);
                         const int8_t *r = win + c;
                         int32_t ky, kx;
-                        for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                        for (ky = 0; ky < g.k_h; ky++, r += row_skip) {
                             const int8_t *q = r;
-                            for (kx = 0; kx < k_w; kx++, q += ch) {
+                            for (kx = 0; kx < g.k_w; kx++, q += ch) {
                                 s0 = vaddq_s16(s0, vldrbq_s16(q));
                                 s1 = vaddq_s16(s1, vldrbq_s16(q + 8));
                             }
                         }
                         vstrbq_scatter_offset_s32(out + c, idx, avgm_out(vmovlbq_s16(s0), window_offset, mult, shift,
-                                                                         output_offset, act_min, act_max));
+                                                                         output_offset, g.act_min, g.act_max));
                         vstrbq_scatter_offset_s32(out + c + 1, idx, avgm_out(vmovltq_s16(s0), window_offset, mult,
-                                                                             shift, output_offset, act_min, act_max));
+                                                                             shift, output_offset, g.act_min, g.act_max));
                         vstrbq_scatter_offset_s32(out + c + 8, idx, avgm_out(vmovlbq_s16(s1), window_offset, mult,
-                                                                             shift, output_offset, act_min, act_max));
+                                                                             shift, output_offset, g.act_min, g.act_max));
                         vstrbq_scatter_offset_s32(out + c + 9, idx, avgm_out(vmovltq_s16(s1), window_offset, mult,
-                                                                             shift, output_offset, act_min, act_max));
+                                                                             shift, output_offset, g.act_min, g.act_max));
                     }
                     for (; c + 8 <= ch; c += 8) {
                         int16x8_t s0 = vdupq_n_s16(0);
                         const int8_t *r = win + c;
                         int32_t ky, kx;
-                        for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                        for (ky = 0; ky < g.k_h; ky++, r += row_skip) {
                             const int8_t *q = r;
-                            for (kx = 0; kx < k_w; kx++, q += ch) {
+                            for (kx = 0; kx < g.k_w; kx++, q += ch) {
                                 s0 = vaddq_s16(s0, vldrbq_s16(q));
                             }
                         }
                         vstrbq_scatter_offset_s32(out + c, idx, avgm_out(vmovlbq_s16(s0), window_offset, mult, shift,
-                                                                         output_offset, act_min, act_max));
+                                                                         output_offset, g.act_min, g.act_max));
                         vstrbq_scatter_offset_s32(out + c + 1, idx, avgm_out(vmovltq_s16(s0), window_offset, mult,
-                                                                             shift, output_offset, act_min, act_max));
+                                                                             shift, output_offset, g.act_min, g.act_max));
                     }
                 }
                 for (; c < ch; c += 4) {
@@ -106,20 +93,20 @@ tinyaot_status tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_pa
                     int32x4_t s = vdupq_n_s32(0);
                     const int8_t *r = win + c;
                     int32_t ky, kx;
-                    for (ky = 0; ky < k_h; ky++, r += row_skip) {
+                    for (ky = 0; ky < g.k_h; ky++, r += row_skip) {
                         const int8_t *q = r;
-                        for (kx = 0; kx < k_w; kx++, q += ch) {
+                        for (kx = 0; kx < g.k_w; kx++, q += ch) {
                             s = vaddq_s32(s, vldrbq_z_s32(q, p));
                         }
                     }
-                    vstrbq_p_s32(out + c, avgm_out(s, window_offset, mult, shift, output_offset, act_min, act_max),
+                    vstrbq_p_s32(out + c, avgm_out(s, window_offset, mult, shift, output_offset, g.act_min, g.act_max),
                                  p);
                 }
 #else
                 (void)narrow;
                 for (; c < ch; c++) {
-                    const int32_t s = window_offset + tinyaot_window_sum_s8(win + c, k_h, k_w, row_skip, ch);
-                    out[c] = tinyaot_requantize_s8(s, mult, shift, output_offset, act_min, act_max);
+                    const int32_t s = window_offset + tinyaot_window_sum_s8(win + c, g.k_h, g.k_w, row_skip, ch);
+                    out[c] = tinyaot_requantize_s8(s, mult, shift, output_offset, g.act_min, g.act_max);
                 }
 #endif
             }

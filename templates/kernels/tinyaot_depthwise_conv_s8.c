@@ -150,87 +150,62 @@ tinyaot_status tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinya
                                          const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
                                          int8_t *output)
 {
-    const int32_t batches = input_dims->n;
-    const int32_t in_h = input_dims->h;
-    const int32_t in_w = input_dims->w;
-    const int32_t in_c = input_dims->c;
-    const int32_t k_h = filter_dims->h;
-    const int32_t k_w = filter_dims->w;
-    const int32_t out_c = filter_dims->c;
-    const int32_t out_h = output_dims->h;
-    const int32_t out_w = output_dims->w;
+    tinyaot_window_geom g;
+    tinyaot_dw_conv_geom(&g, dw_conv_params, input_dims, filter_dims, output_dims);
     const int32_t ch_mult = dw_conv_params->ch_mult;
-    const int32_t stride_h = dw_conv_params->stride.h;
-    const int32_t stride_w = dw_conv_params->stride.w;
-    const int32_t pad_t = dw_conv_params->padding.h;
-    const int32_t pad_l = dw_conv_params->padding.w;
-    const int32_t dil_h = dw_conv_params->dilation.h;
-    const int32_t dil_w = dw_conv_params->dilation.w;
-    const int32_t in_off = dw_conv_params->input_offset;
-    const int32_t out_off = dw_conv_params->output_offset;
-    const int32_t act_min = dw_conv_params->activation.min;
-    const int32_t act_max = dw_conv_params->activation.max;
     const int32_t *mult = quant_params->multiplier;
     const int32_t *shift = quant_params->shift;
     (void)ctx;
     (void)bias_dims;
 
-    if (ch_mult <= 0 || out_c != in_c * ch_mult || output_dims->c != out_c || stride_h <= 0 || stride_w <= 0 ||
-        dil_h <= 0 || dil_w <= 0) {
+    if (ch_mult <= 0 || g.out_c != g.in_c * ch_mult || !tinyaot_window_steps_ok(&g, output_dims)) {
         return TINYAOT_ARG_ERROR;
     }
-    const int32_t in_row = in_w * in_c;
-
-    int32_t b;
-    for (b = 0; b < batches; b++) {
-        const int8_t *in_b = input + (int32_t)b * in_h * in_row;
-        int32_t oy;
-        for (oy = 0; oy < out_h; oy++) {
-            const int32_t base_y = oy * stride_h - pad_t;
-            int32_t ky0, ky1;
-            tinyaot_valid_taps(base_y, k_h, dil_h, in_h, &ky0, &ky1);
-            int32_t ox;
-            for (ox = 0; ox < out_w; ox++) {
-                const int32_t base_x = ox * stride_w - pad_l;
-                int32_t kx0, kx1;
-                tinyaot_valid_taps(base_x, k_w, dil_w, in_w, &kx0, &kx1);
-                int8_t *out_px = output + (((int32_t)b * out_h + oy) * out_w + ox) * out_c;
+    const int32_t in_row = g.in_w * g.in_c;
+    int32_t b, oy, ox;
+    for (b = 0; b < g.batches; b++) {
+        const int8_t *in_b = input + b * g.in_h * in_row;
+        for (oy = 0; oy < g.out_h; oy++) {
+            const tinyaot_span y = tinyaot_window_rows(&g, oy);
+            for (ox = 0; ox < g.out_w; ox++) {
+                const tinyaot_span x = tinyaot_window_cols(&g, ox);
+                int8_t *out_px = tinyaot_window_out(&g, output, b, oy, ox);
                 dw_window win;
-                win.rows = ky1 - ky0;
-                win.cols = kx1 - kx0;
-                win.in_col_step = dil_w * in_c;
-                win.in_row_skip = dil_h * in_row - win.cols * win.in_col_step;
-                win.w_col_step = out_c;
-                win.w_row_skip = (k_w - win.cols) * out_c;
-                win.in_off = in_off;
+                win.rows = y.k1 - y.k0;
+                win.cols = x.k1 - x.k0;
+                win.in_col_step = g.dil_w * g.in_c;
+                win.in_row_skip = g.dil_h * in_row - win.cols * win.in_col_step;
+                win.w_col_step = g.out_c;
+                win.w_row_skip = (g.k_w - win.cols) * g.out_c;
+                win.in_off = g.in_off;
                 if (win.rows <= 0 || win.cols <= 0) {
                     win.rows = 0; /* window entirely in the padding: bias only */
                     win.in = in_b;
                     win.w = filter;
                 } else {
-                    win.in = in_b + (base_y + ky0 * dil_h) * in_row + (base_x + kx0 * dil_w) * in_c;
-                    win.w = filter + (ky0 * k_w + kx0) * out_c;
+                    win.in = in_b + (y.base + y.k0 * g.dil_h) * in_row + (x.base + x.k0 * g.dil_w) * g.in_c;
+                    win.w = filter + (y.k0 * g.k_w + x.k0) * g.out_c;
                 }
                 int32_t oc = 0; /* next output channel to produce */
                 int32_t acc[4];
 
                 if (ch_mult == 1) {
                     /* four consecutive channels per pass */
-                    for (; oc + 4 <= out_c; oc += 4) {
+                    for (; oc + 4 <= g.out_c; oc += 4) {
                         dw_acc_channels4(&win, oc, oc, bias, acc);
-                        store4(out_px + oc, acc, mult + oc, shift + oc, out_off, act_min, act_max);
+                        store4(out_px + oc, acc, mult + oc, shift + oc, g.out_off, g.act_min, g.act_max);
                     }
                 } else if (ch_mult % 4 == 0) {
                     /* four multipliers of one input channel per pass */
-                    for (; oc < out_c; oc += 4) {
+                    for (; oc < g.out_c; oc += 4) {
                         dw_acc_mults4(&win, oc / ch_mult, oc, bias, acc);
-                        store4(out_px + oc, acc, mult + oc, shift + oc, out_off, act_min, act_max);
+                        store4(out_px + oc, acc, mult + oc, shift + oc, g.out_off, g.act_min, g.act_max);
                     }
                 }
                 /* whatever is left: one output channel at a time */
-                for (; oc < out_c; oc++) {
+                for (; oc < g.out_c; oc++) {
                     const int32_t a = dw_acc_one(&win, oc / ch_mult, oc, bias);
-                    out_px[oc] = tinyaot_requantize_s8(a, mult[oc], shift[oc], out_off, act_min, act_max);
+                    out_px[oc] = tinyaot_requantize_s8(a, mult[oc], shift[oc], g.out_off, g.act_min, g.act_max);
                 }
             }
         }

@@ -1,8 +1,9 @@
 /*
  * tinyaot_max_pool_s8: int8 NHWC max pooling (TFLite int8 semantics, input and output share quantization).
  *
- * Each output is the maximum of the non-padding inputs in its window, clamped to the activation range. Four
- * channels per pass over a window; no scratch.
+ * Each output is the maximum of the non-padding inputs in its window, clamped to the activation range; a window
+ * wholly in the padding is an argument error. The loop is tinyaot_pool_s8 (tinyaot_window.h, shared with average
+ * pooling): four channels per pass over a window; no scratch.
  */
 #include "tinyaot_nn.h"
 
@@ -17,79 +18,6 @@ tinyaot_status tinyaot_max_pool_s8(const tinyaot_context *ctx, const tinyaot_poo
                                    const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
                                    const tinyaot_dims *output_dims, int8_t *output)
 {
-    const int32_t batches = input_dims->n;
-    const int32_t in_h = input_dims->h;
-    const int32_t in_w = input_dims->w;
-    const int32_t ch = input_dims->c;
-    const int32_t k_h = filter_dims->h;
-    const int32_t k_w = filter_dims->w;
-    const int32_t out_h = output_dims->h;
-    const int32_t out_w = output_dims->w;
-    const int32_t stride_h = pool_params->stride.h;
-    const int32_t stride_w = pool_params->stride.w;
-    const int32_t pad_t = pool_params->padding.h;
-    const int32_t pad_l = pool_params->padding.w;
-    const int32_t act_min = pool_params->activation.min;
-    const int32_t act_max = pool_params->activation.max;
     (void)ctx;
-
-    if (output_dims->c != ch || stride_h <= 0 || stride_w <= 0) {
-        return TINYAOT_ARG_ERROR;
-    }
-    int32_t b;
-    for (b = 0; b < batches; b++) {
-        const int8_t *in_b = input + b * in_h * in_w * ch;
-        int32_t oy;
-        for (oy = 0; oy < out_h; oy++) {
-            const int32_t base_y = oy * stride_h - pad_t;
-            int32_t ky0, ky1;
-            tinyaot_valid_taps(base_y, k_h, 1, in_h, &ky0, &ky1);
-            int32_t ox;
-            for (ox = 0; ox < out_w; ox++) {
-                const int32_t base_x = ox * stride_w - pad_l;
-                int32_t kx0, kx1;
-                tinyaot_valid_taps(base_x, k_w, 1, in_w, &kx0, &kx1);
-                if (ky1 <= ky0 || kx1 <= kx0) {
-                    return TINYAOT_ARG_ERROR; /* window entirely in the padding: no maximum exists */
-                }
-                int8_t *out = output + ((b * out_h + oy) * out_w + ox) * ch;
-                const int8_t *win = in_b + ((base_y + ky0) * in_w + base_x + kx0) * ch;
-                const int32_t row_skip = in_w * ch;
-                int32_t c = 0;
-                for (; c + 4 <= ch; c += 4) {
-                    int32_t m0 = -128, m1 = -128, m2 = -128, m3 = -128;
-                    const int8_t *r = win + c;
-                    int32_t ky;
-                    for (ky = ky0; ky < ky1; ky++, r += row_skip) {
-                        const int8_t *p = r;
-                        int32_t kx;
-                        for (kx = kx0; kx < kx1; kx++, p += ch) {
-                            m0 = tinyaot_max_i32(m0, p[0]);
-                            m1 = tinyaot_max_i32(m1, p[1]);
-                            m2 = tinyaot_max_i32(m2, p[2]);
-                            m3 = tinyaot_max_i32(m3, p[3]);
-                        }
-                    }
-                    out[c] = (int8_t)tinyaot_clamp_i32(m0, act_min, act_max);
-                    out[c + 1] = (int8_t)tinyaot_clamp_i32(m1, act_min, act_max);
-                    out[c + 2] = (int8_t)tinyaot_clamp_i32(m2, act_min, act_max);
-                    out[c + 3] = (int8_t)tinyaot_clamp_i32(m3, act_min, act_max);
-                }
-                for (; c < ch; c++) {
-                    int32_t m = -128;
-                    const int8_t *r = win + c;
-                    int32_t ky;
-                    for (ky = ky0; ky < ky1; ky++, r += row_skip) {
-                        const int8_t *p = r;
-                        int32_t kx;
-                        for (kx = kx0; kx < kx1; kx++, p += ch) {
-                            m = tinyaot_max_i32(m, *p);
-                        }
-                    }
-                    out[c] = (int8_t)tinyaot_clamp_i32(m, act_min, act_max);
-                }
-            }
-        }
-    }
-    return TINYAOT_OK;
+    return tinyaot_pool_s8(TINYAOT_POOL_MAX, pool_params, input_dims, input, filter_dims, output_dims, output);
 }

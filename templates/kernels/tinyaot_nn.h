@@ -23,6 +23,7 @@
 
 #include "tinyaot_nn_types.h"
 #include "tinyaot_nn_support.h"
+#include "tinyaot_window.h"
 #include "tinyaot_nn_mve.h"
 
 #ifdef __cplusplus

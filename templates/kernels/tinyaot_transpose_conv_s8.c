@@ -44,68 +44,51 @@ tinyaot_status tinyaot_transpose_conv_s8(const tinyaot_context *ctx, const tinya
                                          const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
                                          int8_t *output)
 {
-    const int32_t batches = input_dims->n;
-    const int32_t in_h = input_dims->h;
-    const int32_t in_w = input_dims->w;
-    const int32_t in_c = input_dims->c;
-    const int32_t out_c = filter_dims->n;
-    const int32_t k_h = filter_dims->h;
-    const int32_t k_w = filter_dims->w;
-    const int32_t out_h = output_dims->h;
-    const int32_t out_w = output_dims->w;
-    const int32_t stride_h = conv_params->stride.h;
-    const int32_t stride_w = conv_params->stride.w;
-    const int32_t pad_t = conv_params->padding.h;
-    const int32_t pad_l = conv_params->padding.w;
-    const int32_t in_off = conv_params->input_offset;
-    const int32_t out_off = conv_params->output_offset;
-    const int32_t act_min = conv_params->activation.min;
-    const int32_t act_max = conv_params->activation.max;
+    tinyaot_window_geom g;
+    tinyaot_conv_geom(&g, conv_params, input_dims, filter_dims, output_dims);
     const int32_t *mult = quant_params->multiplier;
     const int32_t *shift = quant_params->shift;
-    const int32_t filter_oc_skip = k_h * k_w * in_c;
+    const int32_t filter_oc_skip = g.k_h * g.k_w * g.in_c;
     (void)ctx;
     (void)bias_dims;
 
-    if (filter_dims->c != in_c || output_dims->c != out_c || output_dims->n != batches || stride_h <= 0 ||
-        stride_w <= 0 || conv_params->dilation.h != 1 || conv_params->dilation.w != 1 || pad_t < 0 || pad_l < 0) {
+    if (filter_dims->c != g.in_c || output_dims->n != g.batches || !tinyaot_window_steps_ok(&g, output_dims) ||
+        g.dil_h != 1 || g.dil_w != 1 || g.pad_t < 0 || g.pad_l < 0) {
         return TINYAOT_ARG_ERROR;
     }
-    int32_t b;
-    for (b = 0; b < batches; b++) {
-        const int8_t *in_b = input + b * in_h * in_w * in_c;
-        int32_t oy;
-        for (oy = 0; oy < out_h; oy++) {
-            const int32_t ty = oy + pad_t;
+    int32_t b, oy, ox;
+    for (b = 0; b < g.batches; b++) {
+        const int8_t *in_b = tinyaot_window_image(&g, input, b);
+        for (oy = 0; oy < g.out_h; oy++) {
+            const int32_t ty = oy + g.pad_t;
             int32_t iy0, iy1;
-            contributing_range(ty, stride_h, k_h, in_h, &iy0, &iy1);
-            int32_t ox;
-            for (ox = 0; ox < out_w; ox++) {
-                const int32_t tx = ox + pad_l;
+            contributing_range(ty, g.stride_h, g.k_h, g.in_h, &iy0, &iy1);
+            for (ox = 0; ox < g.out_w; ox++) {
+                const int32_t tx = ox + g.pad_l;
                 int32_t ix0, ix1;
-                contributing_range(tx, stride_w, k_w, in_w, &ix0, &ix1);
-                int8_t *out = output + ((b * out_h + oy) * out_w + ox) * out_c;
+                contributing_range(tx, g.stride_w, g.k_w, g.in_w, &ix0, &ix1);
+                int8_t *out = tinyaot_window_out(&g, output, b, oy, ox);
                 int32_t oc = 0;
-                for (; oc < out_c; oc += 2) {
+                for (; oc < g.out_c; oc += 2) {
                     /* an odd last channel runs as a pair with itself; only the first result is stored */
-                    const int32_t oc1 = oc + 1 < out_c ? oc + 1 : oc;
+                    const int32_t oc1 = oc + 1 < g.out_c ? oc + 1 : oc;
                     int32_t acc0 = bias ? bias[oc] : 0;
                     int32_t acc1 = bias ? bias[oc1] : 0;
                     int32_t iy;
                     for (iy = iy0; iy < iy1; iy++) {
-                        const int32_t ky = ty - iy * stride_h;
+                        const int32_t ky = ty - iy * g.stride_h;
                         int32_t ix;
                         for (ix = ix0; ix < ix1; ix++) {
-                            const int32_t kx = tx - ix * stride_w;
-                            const int8_t *x = in_b + (iy * in_w + ix) * in_c;
-                            const int8_t *w0 = filter + oc * filter_oc_skip + (ky * k_w + kx) * in_c;
-                            const int8_t *w1 = filter + oc1 * filter_oc_skip + (ky * k_w + kx) * in_c;
-                            tinyaot_dot2_s8(x, w0, w1, in_c, in_off, &acc0, &acc1);
+                            const int32_t kx = tx - ix * g.stride_w;
+                            const int8_t *x = in_b + (iy * g.in_w + ix) * g.in_c;
+                            const int8_t *w0 = filter + oc * filter_oc_skip + (ky * g.k_w + kx) * g.in_c;
+                            const int8_t *w1 = filter + oc1 * filter_oc_skip + (ky * g.k_w + kx) * g.in_c;
+                            tinyaot_dot2_s8(x, w0, w1, g.in_c, g.in_off, &acc0, &acc1);
                         }
                     }
-                    out[oc] = tinyaot_requantize_s8(acc0, mult[oc], shift[oc], out_off, act_min, act_max);
+                    out[oc] = tinyaot_requantize_s8(acc0, mult[oc], shift[oc], g.out_off, g.act_min, g.act_max);
                     if (oc1 != oc) {
-                        out[oc1] = tinyaot_requantize_s8(acc1, mult[oc1], shift[oc1], out_off, act_min, act_max);
+                        out[oc1] = tinyaot_requantize_s8(acc1, mult[oc1], shift[oc1], g.out_off, g.act_min, g.act_max);
                     }
                 }
             }

@@ -26,7 +26,7 @@ from .layers import check_declared, render_layer
 
 # the headers every model folder carries (tinyaot_nn.h includes the others)
 KERNEL_HEADERS = ["tinyaot_compiler.h", "tinyaot_status.h", "tinyaot_nn.h", "tinyaot_nn_types.h",
-                  "tinyaot_nn_support.h", "tinyaot_nn_mve.h"]
+                  "tinyaot_nn_support.h", "tinyaot_window.h", "tinyaot_nn_mve.h"]
 
 
 @dataclass
