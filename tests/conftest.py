@@ -7,6 +7,13 @@ from pathlib import Path
 
 import pytest
 
+# One BLAS thread per process: the suite runs one xdist worker per core, and OpenBLAS's own threads on top of them
+# spin-wait against each other (a [16, 576] x [576, 576] product, the codebook refit's, measured 11x slower with
+# OpenBLAS's default two threads on a busy machine). Set before anything imports numpy; the xdist workers, started
+# after this file is read, inherit it. A value the caller set wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 _SAVED_ENV: dict[str, str | None] = {}
 
 

@@ -196,12 +196,13 @@ def refit_codebooks(r: np.ndarray, assigned: np.ndarray, book_rows: np.ndarray, 
         a = np.zeros((k, k))
         v = np.zeros(k)
         for c in range(g0, min(out_ch, g0 + group_size)):
-            idx = np.argmax(assigned[c][:, None] == book_rows[c][None, :], axis=1)
-            # M^T H (M: the one-hot [row_len, k] assignment) by summing H's rows per entry, not a dense product
-            mh = np.zeros((k, row_len))
-            np.add.at(mh, idx, hess.h[0] if hess.shared else hess.h[c])
-            mhm = np.zeros((k, k))
-            np.add.at(mhm.T, idx, mh.T)
+            # M^T H M (M: the one-hot [row_len, k] assignment) as two matrix products: k is at most 256, and
+            # BLAS beats np.add.at's per-element scatter by two orders of magnitude on a 576-long row
+            idx = np.argmax(assigned[c][:, None] == book_rows[c][None, :], axis=1)  # the first equal entry
+            onehot = np.zeros((row_len, k))
+            onehot[np.arange(row_len), idx] = 1.0
+            mh = onehot.T @ (hess.h[0] if hess.shared else hess.h[c])
+            mhm = mh @ onehot
             a += s2[c] * mhm
             v += s2[c] * (mh @ r[c])
         b = book_rows[g0].astype(np.float64)
