@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ci.datasets import ALL_MODELS, SPLITS, Sets  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,3 +27,14 @@ write_evaluation = FIXTURE_SETS.write_evaluation
 def calibration_file(tmp: Path, model: str) -> Path:
     """The model's calibration samples (ci/datasets.py's split of the fixture data) as CAL.npz in `tmp`."""
     return write_calibration(model, tmp)
+
+
+def few_calibration_samples(tmp: Path, model: str, count: int = 16) -> Path:
+    """The first `count` of the model's calibration samples, for tests whose assertions follow from the settings
+    (bytes, channel counts, MACs, bit-exactness) rather than from how well 100 samples calibrate: compression's
+    layer-by-layer reconstruction costs time in proportion to the samples it runs."""
+    with np.load(calibration_file(tmp, model)) as full:
+        arrays = {k: full[k][:count] for k in full.files}
+    path = tmp / f"{model}_first{count}.npz"
+    np.savez(path, **arrays)
+    return path

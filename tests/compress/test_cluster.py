@@ -19,7 +19,7 @@ from tinyaot.ir import Tensor
 from tinyaot.paths import TEMPLATES
 
 from compress_models import calibration, conv_relu_conv_gap_gemm
-from shared_data import MODELS, calibration_file
+from shared_data import MODELS, calibration_file, few_calibration_samples
 
 
 # ---- optimal 1-D integer codebooks ----------------------------------------------------------------------------
@@ -343,11 +343,9 @@ def test_compressed_model_deploys_bit_exact(kind, options, small, tmp_path):
 
 @pytest.mark.parametrize("model", ["kws_dscnn", "ic_resnet8"])
 def test_shared_models_weight_bytes(model, cal_dir):
-    # 16 of the 100 calibration samples: the bytes follow from the settings (codebook size, bits, sparsity), not
-    # from how well the reconstruction fits, and ic_resnet8's three compiles took minutes with all 100
-    full = np.load(calibration_file(cal_dir, model))
-    cal = cal_dir / f"{model}_16.npz"
-    np.savez(cal, **{k: v[:16] for k, v in full.items()})
+    # the bytes follow from the settings (codebook size, bits, sparsity), not from how well the reconstruction
+    # fits: 16 samples (ic_resnet8's three compiles took minutes with all 100)
+    cal = few_calibration_samples(cal_dir, model)
     for options, limit in ((dict(clusters=16), 0.55), (dict(prune=0.5), 0.70), (dict(weight_bits=4), 0.5)):
         c = compile_model(MODELS / f"{model}.onnx", cal, compression=options)
         from tinyaot.compress.pipeline import compression_report
