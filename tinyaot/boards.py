@@ -6,7 +6,7 @@ rejected, so a typo in a board file is an error at load time rather than a silen
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from tinyaot import paths
@@ -15,6 +15,12 @@ from tinyaot.errors import TinyaotError
 
 # The M-profile architectures the HAL's startup code knows how to bring up.
 ARCHES = ("armv6-m", "armv7-m", "armv7e-m", "armv8-m.base", "armv8-m.main", "armv8.1-m.main")
+# The ones whose cores have no unaligned word access (Cortex-M0/M0+/M1, M23): every access there is aligned anyway.
+NO_UNALIGNED_ARCHES = ("armv6-m", "armv8-m.base")
+# The compiler flag of an aligned-only build: GCC and Clang then leave __ARM_FEATURE_UNALIGNED undefined, so the
+# kernels take their aligned-only paths (tinyaot_compiler.h: TINYAOT_ALIGNED_ONLY), and make only aligned accesses
+# themselves; the verification harness runs invoke with CCR.UNALIGN_TRP set (templates/harness/verify_main.c).
+ALIGNED_ONLY_FLAG = "-mno-unaligned-access"
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,17 @@ class Board:
             if flag.startswith("-mfloat-abi="):
                 return flag.split("=", 1)[1]
         return "soft"
+
+    @property
+    def unaligned_access(self) -> bool:
+        """Whether the core can make unaligned word accesses at all (ARMv7-M and v8-M Mainline and later)."""
+        return self.arch not in NO_UNALIGNED_ARCHES
+
+    @property
+    def aligned_only(self) -> bool:
+        """Whether code built for this board makes aligned accesses only: a core without unaligned access, or
+        -mno-unaligned-access in its cpu flags (aligned_only_board)."""
+        return not self.unaligned_access or ALIGNED_ONLY_FLAG in self.cpu_flags
 
     def target(self, optimize: str = "speed") -> Target:
         """The code-generation target of this board: its core and ISA features, and what to optimize for."""
@@ -110,6 +127,21 @@ def list_boards() -> list[Board]:
                 raise TinyaotError(f"board name or alias '{key}' is used by both '{seen[key]}' and '{board.name}'")
             seen[key] = board.name
     return boards
+
+
+def aligned_only_board(board: Board, aligned_only: bool | None) -> Board:
+    """`board` as a build with `aligned_only` (CompileOptions.aligned_only, --aligned-only) asks: True adds
+    -mno-unaligned-access to its cpu flags (every build of the model, the generated Makefile and CMakeLists included,
+    then compiles with it); None (automatic) does so on a core without unaligned access, where it changes no code
+    but states the build as it is; False keeps the board as it is, and is refused on such a core."""
+    if aligned_only is False and not board.unaligned_access:
+        raise TinyaotError(f"board '{board.name}' ({board.core}) has no unaligned access: its builds are "
+                           "aligned-only whatever is asked (drop --no-aligned-only)")
+    if aligned_only is False or ALIGNED_ONLY_FLAG in board.cpu_flags:
+        return board
+    if aligned_only or not board.unaligned_access:
+        return replace(board, cpu_flags=(*board.cpu_flags, ALIGNED_ONLY_FLAG))
+    return board
 
 
 def load_board(name_or_alias: str) -> Board:

@@ -44,6 +44,8 @@ class CompileOptions:
     tuning_log: Path | None = None  # --tuning-log: tuning records to read (and with --tune, write)
     arena_budget: int | None = None  # --arena-budget BYTES: the arena the schedule must fit (None: the board's RAM
     # minus its stack; pipeline/schedule.py)
+    aligned_only: bool | None = None  # --aligned-only/--no-aligned-only: build with -mno-unaligned-access, every
+    # access the kernels make aligned (None: automatic, on a core without unaligned access; boards.aligned_only_board)
 
     def __post_init__(self):
         object.__setattr__(self, "disable_passes", tuple(self.disable_passes or ()))

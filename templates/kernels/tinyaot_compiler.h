@@ -117,4 +117,16 @@
 #endif
 #endif
 
+/* GCC only: a function whose inline assembly asks for every register the allocator has (twelve operands with the
+ * frame pointer kept): the allocator's expensive optimizations on at every level. Without them GCC 12 at
+ * -O1 -fno-omit-frame-pointer (a debug build) finds the constraints impossible; -O2, -O3 and -Os turn them on
+ * already, so the code there is the same. Nothing elsewhere. */
+#ifndef TINYAOT_TIGHT_ASM
+#if TINYAOT_GCC
+#define TINYAOT_TIGHT_ASM __attribute__((optimize("expensive-optimizations")))
+#else
+#define TINYAOT_TIGHT_ASM
+#endif
+#endif
+
 #endif /* TINYAOT_COMPILER_H */

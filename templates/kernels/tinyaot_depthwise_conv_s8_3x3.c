@@ -66,7 +66,7 @@ static TINYAOT_ALWAYS_INLINE int32_t dw3_clamp(int32_t v, int full, int32_t act_
 {
 #if DW3_HAS_SSAT
     if (full) {
-        return __ssat(v, 8);
+        return TINYAOT_SSAT8(v);
     }
 #else
     (void)full;

@@ -67,7 +67,7 @@ static TINYAOT_ALWAYS_INLINE int8_t addf_one(int32_t x1, int32_t x2, const addf_
     int32_t v = addf_rq(s2, p->mo, p->radd, p->eo);
 #if ADDF_HAS_SSAT
     if (full) {
-        return (int8_t)__ssat(v, 8);
+        return (int8_t)TINYAOT_SSAT8(v);
     }
 #else
     (void)full;

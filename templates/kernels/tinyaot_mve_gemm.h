@@ -193,7 +193,9 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_requant2(int32x4_t *va, int32x4_t 
  * Written out in assembly because GCC 12 spills here: VMLADAVA accumulates only into even registers, and the eight
  * accumulators need all of them (r0..r12 and lr), which its doloop (DLS/LE on lr) and register allocation do not
  * manage. "Te" is GCC's even-register constraint for MVE. Per chunk: 2 activation loads, 4 weight loads,
- * 8 VMLADAVA and 2 loop instructions for 128 MACs. Not at -O0, where the frame pointer leaves too few registers:
+ * 8 VMLADAVA and 2 loop instructions for 128 MACs. Twelve operands: with r7 kept as the frame pointer (a debug build,
+ * -fno-omit-frame-pointer) they are every register left, which GCC's allocator finds only with its expensive
+ * optimizations (the caller is TINYAOT_TIGHT_ASM). Not at -O0, where the frame pointer leaves too few registers:
  * the same loop in C is used there (and with compilers other than GCC: "Te" is GCC-internal).
  */
 #if defined(__OPTIMIZE__) && TINYAOT_GCC

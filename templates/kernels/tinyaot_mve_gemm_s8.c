@@ -50,10 +50,12 @@ void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, in
 }
 
 /* n_pairs pairs of columns against all n_out filter rows, two columns (two output pixels) per pass so that each
-   weight load serves both: column i at col0 + i * col_step, its outputs at out0 + i * out_step. */
-void tinyaot_mve_gemm2_strided_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k,
-                                  const int8_t *filter, int32_t n_out, int32_t out_step, const tinyaot_mve_requant *q,
-                                  int8_t *out0)
+   weight load serves both: column i at col0 + i * col_step, its outputs at out0 + i * out_step. TINYAOT_TIGHT_ASM:
+   TINYAOT_MVE_MAC4X2's assembly takes twelve registers, all there are in a debug build keeping r7 as the frame
+   pointer. */
+TINYAOT_TIGHT_ASM void tinyaot_mve_gemm2_strided_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k,
+                                                    const int8_t *filter, int32_t n_out, int32_t out_step,
+                                                    const tinyaot_mve_requant *q, int8_t *out0)
 {
     const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
     const int32_t t = k & 15;

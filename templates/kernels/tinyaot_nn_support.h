@@ -44,6 +44,15 @@ static inline int32_t tinyaot_clamp_i32(int32_t x, int32_t lo, int32_t hi)
     return x < lo ? lo : (x > hi ? hi : x);
 }
 
+/* SSAT #8 (ARMv7-M and up, GCC or Clang: callers test __ARM_FEATURE_SAT && TINYAOT_GNU). GCC's builtin directly:
+ * GCC 12's arm_acle.h __ssat macro converts the builtin's unsigned result to int32_t implicitly, a -Wsign-conversion
+ * warning inside the macro that the caller cannot cast away. The same instruction either way. */
+#if defined(__ARM_FEATURE_SAT) && TINYAOT_GCC
+#define TINYAOT_SSAT8(v) ((int32_t)__builtin_arm_ssat((v), 8))
+#elif defined(__ARM_FEATURE_SAT) && TINYAOT_GNU
+#define TINYAOT_SSAT8(v) __ssat((v), 8)
+#endif
+
 /*
  * SaturatingRoundingDoublingHighMul: round(a * b / 2^31) to nearest, ties toward +infinity, as in gemmlowp/TFLite
  * (there: a nudge of +2^30 or 1 - 2^30 by sign, then a truncating division). The product of two int32 is at most

@@ -130,7 +130,8 @@ REPORT_SCHEMA = {
                "max_abs_diff_vs_reference": (int, type(None)), "max_abs_diff_vs_onnxruntime": (int, type(None)),
                "output_diff_vs_onnxruntime": (int, type(None)),
                "top1_agreement_vs_onnxruntime": (float, type(None)), "instructions": (int, type(None)),
-               "arena_high_water_bytes": (int, type(None)), "stack_high_water_bytes": (int, type(None))},
+               "arena_high_water_bytes": (int, type(None)), "stack_high_water_bytes": (int, type(None)),
+               "invoke_stack_bytes": (int, type(None)), "invoke_stack_bytes_o0": (int, type(None))},
     "files": {"model": list, "kernels": list, "build": list, "hal": list, "firmware": list, "report": list},
 }
 LAYER_KEYS = {"name", "op", "kernel", "output_shape", "macs", "weights_bytes", "instructions"}
@@ -204,6 +205,15 @@ def test_deploy_sine_verified(sine_deploy, sine_cal):
     assert report["memory"]["flash_bytes"] > 0 and report["memory"]["static_ram_bytes"] > 0
     md = (out / "report.md").read_text()
     assert stm32["name"] in md and "outputs == numpy reference: True" in md
+    # the stack of one invoke call as built (-O2) and as a debug build (-O0, built again and run on the first sample,
+    # the same outputs), in report.json, report.md and the header's macros
+    assert v["optimization"] == "-O2" and v["stack_o0_note"] is None
+    assert 0 < v["invoke_stack_bytes"] < v["stack_high_water_bytes"]
+    assert v["invoke_stack_bytes"] < v["invoke_stack_bytes_o0"] < v["stack_high_water_bytes_o0"]
+    header = (out / "tflm_hello_world_sine.h").read_text()
+    assert f"#define TINYAOT_TFLM_HELLO_WORLD_SINE_STACK_SIZE {v['invoke_stack_bytes']}\n" in header
+    assert f"#define TINYAOT_TFLM_HELLO_WORLD_SINE_STACK_SIZE_O0 {v['invoke_stack_bytes_o0']}\n" in header
+    assert f"{v['invoke_stack_bytes_o0']} B built at -O0" in md
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -228,6 +238,8 @@ def test_deploy_no_verify(tmp_path, sine_cal):
     assert report["verify"]["ran"] is False
     assert report["verify"]["outputs_match"] is None
     assert "skipped" in (out / "report.md").read_text()
+    header = (out / "tflm_hello_world_sine.h").read_text()
+    assert "Stack: not measured" in header and "_STACK_SIZE" not in header
     assert (out / "tflm_hello_world_sine.c").is_file()
 
 
@@ -407,3 +419,39 @@ def test_deploy_with_clusters_budget(tmp_path, sine_cal):
     bad = run("deploy", MODELS / "tflm_hello_world_sine.onnx", "--calibration", sine_cal, "--out", tmp_path / "b",
               "--clusters", "4", "--clusters-budget", "0")
     assert bad.exit_code != 0 and "clusters_budget" in bad.output and not (tmp_path / "b").exists()
+
+
+def test_deploy_aligned_only(tmp_path, sine_cal):
+    """--aligned-only: every build of the folder compiles with -mno-unaligned-access (its Makefile and CMakeLists
+    too), the header and both reports say so, and the verification firmware runs invoke with CCR.UNALIGN_TRP set
+    (the harness's store to 0xE000ED14 is in the ELF only for a build without unaligned access)."""
+    out = tmp_path / "aligned"
+    ok(run("deploy", SINE, "-b", "stm32", "-c", sine_cal, "-o", out, "--aligned-only", "--verify-samples", "2"))
+    report = json.loads((out / "report.json").read_text())
+    assert report["target"]["aligned_only"] is True and report["verify"]["outputs_match"] is True
+    assert "-mno-unaligned-access" in (out / "Makefile").read_text() + (out / "tflm_hello_world_sine.mk").read_text()
+    assert "-mno-unaligned-access" in (out / "CMakeLists.txt").read_text()
+    assert "This folder is built aligned-only" in (out / "tflm_hello_world_sine.h").read_text()
+    assert "built aligned-only" in (out / "report.md").read_text()
+    lines = subprocess.run(["arm-none-eabi-objdump", "-d", str(out / "firmware" / "firmware.elf")],
+                           capture_output=True, text=True, timeout=60).stdout.splitlines()
+    # CCR (0xE000ED14, at 0xd14 from the SCS base) read, bit 3 (UNALIGN_TRP) set, written back
+    sets = [k for k, line in enumerate(lines) if re.search(r"\borr(\.w)?\s+(\w+), \2, #8$", line)
+            and any(re.search(r"\bstr(\.w)?\s+" + re.search(r"orr(?:\.w)?\s+(\w+),", line).group(1)
+                              + r", \[\w+, #3348\]", later) for later in lines[k + 1:k + 4])]
+    assert sets, "no CCR.UNALIGN_TRP set in the verification firmware"
+
+
+def test_aligned_only_is_automatic_without_unaligned_access(tmp_path, sine_cal):
+    """A Cortex-M0 board has no unaligned access: its folder is aligned-only without asking, and asking otherwise is
+    a usage error (exit 2, one line); a Cortex-M4 folder is not, by default."""
+    r = run("deploy", SINE, "-b", "microbit", "-c", sine_cal, "-o", tmp_path / "m0", "--no-verify")
+    ok(r)
+    report = json.loads((tmp_path / "m0" / "report.json").read_text())
+    assert report["target"]["aligned_only"] is True
+    assert "-mno-unaligned-access" in (tmp_path / "m0" / "CMakeLists.txt").read_text()
+    r = run("deploy", SINE, "-b", "microbit", "-c", sine_cal, "-o", tmp_path / "no", "--no-aligned-only")
+    assert r.exit_code == 2 and "has no unaligned access" in r.output and not (tmp_path / "no").exists()
+    ok(run("deploy", SINE, "-b", "stm32", "-c", sine_cal, "-o", tmp_path / "m4", "--no-verify"))
+    assert json.loads((tmp_path / "m4" / "report.json").read_text())["target"]["aligned_only"] is False
+    assert "-mno-unaligned-access" not in (tmp_path / "m4" / "CMakeLists.txt").read_text()

@@ -6,13 +6,23 @@ refused the always_inline decoders of the compressed fully connected kernels at 
 board files with the same feature sets as one of those (Cortex-M7: v7E-M, Cortex-M33: v8-M Mainline with DSP) are
 built at -O2, as the product builds them.
 
+The same kernels are held to Debian's Clang (`clang --target=arm-none-eabi`, which setup.sh installs) as C99 and as
+C++11 (a C++ project compiles a vendored .c file as C++ when told to): M0, M4 and M55 at -O0 and -O2 as C99, and at
+-O0 as C++. Clang's warnings come from its front end and do not depend on the optimisation level; what does (inline
+assembly the register allocator cannot honour) is the C99 cells' to find at both levels, so the C++ cells stay at the
+cheap -O0 (the clang part of the file costs about 60 s of one core's time without records).
+
+Both compilers build with issue 23's warning flags (-Wconversion, -Wcast-align, -Wshadow and the others in
+VENDOR_WARNINGS) on top of -Wall -Wextra -Wpedantic, all with -Werror: the warnings a firmware team turns on before
+it vendors code.
+
 The cpu flags come from the board files (the ones the product builds with) and the other flags from
-tinyaot/toolchain/firmware.py; one gcc invocation compiles all kernels per combination (-c only), one test per
+tinyaot/toolchain/firmware.py; one compiler invocation compiles all kernels per combination (-c only), one test per
 combination, so that pytest-xdist spreads them over the workers.
 
 A clean build is recorded in tinyaot's cache ($TINYAOT_CACHE/kernel_matrix, which tests/conftest.py keeps in pytest's
-temporary root) under a hash of the compiler's `-v` identity, the flags and the name and text of every file in the
-kernel folder, with the hashes of the files outside it the build read (the toolchain's headers, listed by gcc -MD).
+temporary root) under a hash of the compiler's path and `-v` identity, the flags and the name and text of every file
+in the kernel folder, with the hashes of the files outside it the build read (the toolchain's headers, listed by -MD).
 The same inputs give the same build, so a later run with none of them changed reads the record instead of
 compiling again; any changed kernel, header, flag, compiler or toolchain header compiles again. A failed or noisy
 build is never recorded, so it compiles (and fails) every time.
@@ -35,21 +45,34 @@ from tinyaot.paths import TEMPLATES
 
 KERNELS = TEMPLATES / "kernels"
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
+CLANG = shutil.which("clang")
 OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os")
 # a debug build as IDEs make it: the inline assembly must fall back or fit without r7 by itself (no extra define)
 DEBUG = "-Og -fno-omit-frame-pointer"
+DEBUG_O1 = "-O1 -fno-omit-frame-pointer"  # the other debug build: GCC's allocator is weaker at -O1 than at -O2
 EXTRA_WARNINGS = ("-Wpedantic",)  # beyond COMMON_CFLAGS' -Wall -Wextra: C99 as the standard has it, no extensions
+# issue 23's flags: implicit narrowing, casts that drop alignment or const, shadowed names, undefined macros in #if,
+# float promotion, VLAs, repeated declarations (C adds old-style declarations and functions without a prototype).
+# Not -Wsign-conversion on GCC: GCC 12's own arm_acle.h __ssat macro trips it inside its expansion.
+VENDOR_WARNINGS = ("-Wconversion", "-Wcast-align", "-Wshadow", "-Wundef", "-Wcast-qual", "-Wpointer-arith",
+                   "-Wdouble-promotion", "-Wvla", "-Wredundant-decls", "-Wfloat-equal")
+C_ONLY_WARNINGS = ("-Wstrict-prototypes", "-Wmissing-prototypes")
+CLANG_ONLY_WARNINGS = ("-Wsign-conversion",)
 
 # feature set -> (board whose cpu flags stand for it, the architecture the board file must name, optimisation levels)
 CORES = {
     "v6-M": ("microbit", "armv6-m", OPT_LEVELS),                  # Cortex-M0
     "v7-M": ("mps2-an385", "armv7-m", OPT_LEVELS),                # Cortex-M3
-    "v7E-M": ("stm32", "armv7e-m", (*OPT_LEVELS, DEBUG)),         # Cortex-M4F
+    "v7E-M": ("stm32", "armv7e-m", (*OPT_LEVELS, DEBUG, DEBUG_O1)),  # Cortex-M4F
     "v7E-M (M7)": ("mps2-an500", "armv7e-m", ("-O2",)),           # Cortex-M7
     "v8-M": ("mps2-an505", "armv8-m.main", ("-O2",)),             # Cortex-M33
-    "v8.1-M": ("mps3-an547", "armv8.1-m.main", (*OPT_LEVELS, DEBUG)),  # Cortex-M55, Helium
+    "v8.1-M": ("mps3-an547", "armv8.1-m.main", (*OPT_LEVELS, DEBUG, DEBUG_O1)),  # Cortex-M55, Helium
 }
 COMBINATIONS = [(arch, opt) for arch, (_, _, opts) in CORES.items() for opt in opts]
+# Clang: (language, feature set, optimisation level); see the module's text for why C++ builds at -O0 only
+CLANG_LANGUAGES = {"c99": ("-std=c99",), "c++11": ("-x", "c++", "-std=c++11")}
+CLANG_COMBINATIONS = [(lang, arch, opt) for arch in ("v6-M", "v7E-M", "v8.1-M")
+                      for lang, opts in (("c99", ("-O0", "-O2")), ("c++11", ("-O0",))) for opt in opts]
 MAX_RECORDS = 256  # clean builds kept; the oldest go first (each record is a few hundred bytes)
 
 
@@ -59,25 +82,43 @@ def kernel_sources(kernels: Path = KERNELS) -> list[Path]:
     return sources
 
 
-def _flags(arch: str, opt: str) -> list[str]:
+def _cpu_flags(arch: str) -> list[str]:
     board_name, want_arch, _ = CORES[arch]
     board = load_board(board_name)
     assert board.arch == want_arch, f"board {board_name} is {board.arch}, expected {want_arch}"
-    return [*board.cpu_flags, *(f for f in COMMON_CFLAGS if not f.startswith("-O")), *EXTRA_WARNINGS, *opt.split(),
-            "-Werror"]
+    return list(board.cpu_flags)
+
+
+def _flags(arch: str, opt: str) -> list[str]:
+    return [*_cpu_flags(arch), *(f for f in COMMON_CFLAGS if not f.startswith("-O")), *EXTRA_WARNINGS,
+            *VENDOR_WARNINGS, *C_ONLY_WARNINGS, *opt.split(), "-Werror"]
 
 
 @functools.lru_cache(maxsize=1)
-def _compiler_identity() -> str:
-    proc = subprocess.run([ARM_GCC, "-v"], capture_output=True, text=True, timeout=60)
-    return proc.stdout + proc.stderr  # version and configuration (gcc -v writes them to stderr)
+def _newlib_include() -> str:
+    """The GNU toolchain's newlib headers (stdint.h, string.h) for Clang's bare-metal target, which has none."""
+    sysroot = subprocess.run([ARM_GCC, "-print-sysroot"], capture_output=True, text=True, timeout=60).stdout.strip()
+    return str(Path(sysroot or "/usr/lib/arm-none-eabi") / "include")
 
 
-def _record_key(flags: list[str], kernels: Path) -> str:
+def _clang_flags(lang: str, arch: str, opt: str) -> list[str]:
+    common = [f for f in COMMON_CFLAGS if not f.startswith(("-O", "-std="))]
+    return ["--target=arm-none-eabi", *_cpu_flags(arch), "-isystem", _newlib_include(), *CLANG_LANGUAGES[lang],
+            *common, *EXTRA_WARNINGS, *VENDOR_WARNINGS, *CLANG_ONLY_WARNINGS,
+            *(C_ONLY_WARNINGS if lang == "c99" else ()), opt, "-Werror"]
+
+
+@functools.lru_cache(maxsize=4)
+def _compiler_identity(compiler: str) -> str:
+    proc = subprocess.run([compiler, "-v"], capture_output=True, text=True, timeout=60)
+    return compiler + "\0" + proc.stdout + proc.stderr  # version and configuration (-v writes them to stderr)
+
+
+def _record_key(compiler: str, flags: list[str], kernels: Path) -> str:
     """The hash of the compiler, the flags and every file in the kernel folder (by name and text: more than the
     build reads from there, and the checkout's location does not matter)."""
     h = hashlib.sha256()
-    for part in (_compiler_identity(), json.dumps(flags)):
+    for part in (_compiler_identity(compiler), json.dumps(flags)):
         h.update(part.encode() + b"\0")
     for path in sorted(p for p in kernels.iterdir() if p.is_file()):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -92,7 +133,7 @@ def _digest(path: Path) -> str | None:
 
 
 def _outside_files(out: Path, kernels: Path) -> dict[str, str | None]:
-    """The files outside the kernel folder the build read (the toolchain's headers), from gcc's -MD lists, with
+    """The files outside the kernel folder the build read (the toolchain's headers), from the -MD lists, with
     their hashes."""
     deps: set[Path] = set()
     for d in out.glob("*.d"):
@@ -106,11 +147,14 @@ def _records() -> Path | None:
     return Path(root) / "kernel_matrix" if root else None
 
 
-def _build(arch: str, opt: str, out: Path, kernels: Path = KERNELS) -> tuple[list[str], int, str, list[str], bool]:
-    """(flags, return code, compiler output, object names, whether read from a record) of one combination."""
-    flags, sources = _flags(arch, opt), kernel_sources(kernels)
+def _build(arch: str, opt: str, out: Path, kernels: Path = KERNELS, *, compiler: str | None = None,
+           flags: list[str] | None = None) -> tuple[list[str], int, str, list[str], bool]:
+    """(flags, return code, compiler output, object names, whether read from a record) of one combination (GCC with
+    the flags of (arch, opt) unless a compiler and its flags are given)."""
+    compiler = compiler or ARM_GCC
+    flags, sources = flags or _flags(arch, opt), kernel_sources(kernels)
     folder = _records()
-    record = folder / f"{_record_key(flags, kernels)}.json" if folder is not None else None
+    record = folder / f"{_record_key(compiler, flags, kernels)}.json" if folder is not None else None
     if record is not None and record.is_file():
         try:
             r = json.loads(record.read_text())
@@ -121,7 +165,7 @@ def _build(arch: str, opt: str, out: Path, kernels: Path = KERNELS) -> tuple[lis
             pass  # unreadable: compile again
     out.mkdir(parents=True, exist_ok=True)
     # -MD: each object's dependency list beside it (gcc writes it while compiling, at no extra pass)
-    proc = subprocess.run([ARM_GCC, *flags, "-MD", "-c", f"-I{kernels}", *map(str, sources)], cwd=out,
+    proc = subprocess.run([compiler, *flags, "-MD", "-c", f"-I{kernels}", *map(str, sources)], cwd=out,
                           capture_output=True, text=True, timeout=600)
     diagnostics = (proc.stdout + proc.stderr).strip()
     objects = sorted(p.stem for p in out.glob("*.o"))
@@ -145,8 +189,18 @@ def _store(record: Path, data: dict) -> None:
 @pytest.mark.parametrize("arch,opt", COMBINATIONS)
 def test_all_kernels_build_warning_free(arch: str, opt: str, tmp_path) -> None:
     flags, returncode, diagnostics, objects, _ = _build(arch, opt, tmp_path / "objects")
-    assert {"-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"} <= set(flags)
+    assert {"-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Wconversion", "-Werror"} <= set(flags)
     assert returncode == 0 and not diagnostics, f"{arch} {opt}: {' '.join(flags)}\n{diagnostics[:4000]}"
+    assert len(objects) >= 30 and objects == [s.stem for s in kernel_sources()]
+
+
+@pytest.mark.skipif(ARM_GCC is None or CLANG is None, reason="arm-none-eabi-gcc (newlib's headers) or clang missing")
+@pytest.mark.parametrize("lang,arch,opt", CLANG_COMBINATIONS)
+def test_all_kernels_build_warning_free_with_clang(lang: str, arch: str, opt: str, tmp_path) -> None:
+    flags = _clang_flags(lang, arch, opt)
+    _, returncode, diagnostics, objects, _ = _build(arch, opt, tmp_path / "objects", compiler=CLANG, flags=flags)
+    assert {"--target=arm-none-eabi", "-Wall", "-Wextra", "-Wpedantic", "-Wconversion", "-Werror"} <= set(flags)
+    assert returncode == 0 and not diagnostics, f"clang {lang} {arch} {opt}: {' '.join(flags)}\n{diagnostics[:4000]}"
     assert len(objects) >= 30 and objects == [s.stem for s in kernel_sources()]
 
 

@@ -6,6 +6,8 @@ verification harness and run under QEMU: the outputs equal the numpy reference, 
   as C links (every function it calls is declared extern "C"; a C++-mangled reference would stay unresolved).
 - portable: model and kernels compiled with -DTINYAOT_PORTABLE -U__GNUC__ (no GNU extension, no inline assembly, no
   intrinsic: the C99 path any compiler takes) compute the same integers as the default build.
+- debug (mps3-an547): model and kernels at -O1 -fno-omit-frame-pointer, as a debugger-friendly IDE build makes them
+  (no define: the Helium matrix core's inline assembly takes every register the frame pointer leaves, and builds).
 - aligned-only (stm32): everything built with -mno-unaligned-access, which makes the HAL set CCR.UNALIGN_TRP: no
   kernel makes an unaligned access (one would be a UsageFault). The default build run with the trap set (the HAL
   asked by -DTINYAOT_HAL_UNALIGN_TRP) does fault: the trap is real under QEMU, so the aligned-only pass means
@@ -33,14 +35,17 @@ SAMPLES = 2
 STRICT = ("-Wall", "-Wextra", "-Wpedantic", "-Werror")
 PORTABLE = ["-std=c99", "-DTINYAOT_PORTABLE", "-U__GNUC__", *STRICT]
 ALIGNED = ["-std=c99", "-mno-unaligned-access", *STRICT]
+DEBUG = ["-std=c99", *STRICT, "-O1", "-fno-omit-frame-pointer"]  # after COMMON_CFLAGS' -O2: this level wins
 # how each mode compiles the model file, the kernels, and the rest of the firmware (harness and HAL)
 MODES = {
     "c++": (["-x", "c++", "-std=c++11", *STRICT], ["-std=c99", *STRICT], []),
     "portable": (PORTABLE, PORTABLE, []),
     "aligned-only": (ALIGNED, ALIGNED, ["-mno-unaligned-access"]),
+    "debug": (DEBUG, DEBUG, []),
     "default, unaligned access trapped": (["-std=c99", *STRICT], ["-std=c99", *STRICT], ["-DTINYAOT_HAL_UNALIGN_TRP"]),
 }
 CASES = [("stm32", "c++"), ("mps3-an547", "c++"), ("stm32", "portable"), ("mps3-an547", "portable"),
+         ("mps3-an547", "debug"),
          ("stm32", "aligned-only"), ("stm32", "default, unaligned access trapped")]
 
 

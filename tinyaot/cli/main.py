@@ -251,6 +251,11 @@ def deploy(
         min=0, metavar="BYTES", help="the arena the schedule must fit (default: the board's RAM minus its stack); "
                                      "a model that does not fit layer by layer runs its first layers patch by "
                                      "patch, the fastest schedule that fits")] = None,
+    aligned_only: Annotated[Optional[bool], typer.Option(
+        "--aligned-only/--no-aligned-only",
+        help="build with -mno-unaligned-access: every access the kernels make is aligned (for cores run with "
+             "CCR.UNALIGN_TRP set; verified under QEMU with the trap on); default: on for cores without unaligned "
+             "access (Cortex-M0/M0+/M23), off otherwise")] = None,
     label_output: LabelOutputOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -260,7 +265,7 @@ def deploy(
         options = api.Options.of(
             input_shapes=api.parse_input_shapes(input_shape), disable_passes=disable_pass,
             print_ir_after=print_ir_after,
-            optimize=optimize, tune=tune, tuning_log=tuning_log, arena_budget=arena_budget,
+            optimize=optimize, tune=tune, tuning_log=tuning_log, arena_budget=arena_budget, aligned_only=aligned_only,
             calibrate=calibrate, cle=cle, bias_correction=bias_correction,
             activation_bits=int(activation_bits.value), max_accuracy_drop=max_accuracy_drop,
             compression=_compression(compression, prune, prune_scope, prune_exclude, prune_channels, clusters,

@@ -80,6 +80,7 @@ class Emitted:
         return out
     inputs: list[Port] = field(default_factory=list)  # the model's inputs and outputs as the C names them (io.py)
     outputs: list[Port] = field(default_factory=list)
+    context: dict = field(default_factory=dict, repr=False)  # what <name>.h was rendered from (write_header)
 
     @property
     def header(self) -> Path:
@@ -112,9 +113,11 @@ def model_file_stem(name: str) -> str:
 
 
 def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bound: int, board_comment: str,
-               out_dir: Path, stage: PatchStage | None = None, layer_by_layer: int | None = None) -> Emitted:
+               out_dir: Path, stage: PatchStage | None = None, layer_by_layer: int | None = None, *,
+               aligned_only: bool = False) -> Emitted:
     """`stage`: the patch stage (plan/patch.py) whose layers run stripe by stripe, each band at its planned
-    buffer (`<tensor>@<stripe>`), the graph input copied in band by band from the caller's buffer."""
+    buffer (`<tensor>@<stripe>`), the graph input copied in band by band from the caller's buffer. `aligned_only`:
+    the folder builds with -mno-unaligned-access (the header says so)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prefix = model_prefix(graph)
@@ -190,22 +193,42 @@ def emit_model(graph: Graph, offsets: dict[str, int], arena_bytes: int, lower_bo
     ctx = dict(
         prefix=prefix, PREFIX=prefix.upper(), name=stem, version=__version__, model_comment=c_comment(graph.name),
         board_comment=c_comment(board_comment), sha256=graph.meta.get("sha256", ""),
-        arena_bytes=arena_bytes, lower_bound=lower_bound, layers=result.layers,
+        arena_bytes=arena_bytes, lower_bound=lower_bound, layers=result.layers, aligned_only=aligned_only,
         inputs=[port_ctx(p) for p in inputs], outputs=[port_ctx(p) for p in outputs], calls=result.calls,
         patch_comment=None if stage is None else c_comment(
             f"patch stage: steps 0..{stage.nodes - 1} run in {stage.stripes} stripes of rows, the input copied in "
             f"a band at a time (arena {arena_bytes} B; {layer_by_layer} B layer by layer)"),
     )
-    for template, name in (("model/model.h.j2", f"{stem}.h"), ("model/model.c.j2", f"{stem}.c")):
-        path = out_dir / name
-        path.write_text(env.get_template(template).render(**ctx))
-        result.files.append(path)
+    result.context = ctx
+    result.files.append(out_dir / f"{stem}.h")
+    write_header(result, None)
+    path = out_dir / f"{stem}.c"
+    path.write_text(env.get_template("model/model.c.j2").render(**ctx))
+    result.files.append(path)
     for name in KERNEL_HEADERS + [f for f in kernel_files if f not in KERNEL_HEADERS]:
         dst = out_dir / name
         shutil.copyfile(TEMPLATES / "kernels" / name, dst)
         result.files.append(dst)
     result.kernels = [f[:-2] for f in kernel_files if f.endswith(".c")]  # not shared headers
     return result
+
+
+@dataclass(frozen=True)
+class StackFigures:
+    """The stack one invoke call needs beyond its caller's, measured under QEMU (pipeline/verify.py), for the header:
+    built at `optimization` (the product build's level) and at -O0 (None, with `o0_note`, when not measured)."""
+    compiler: str
+    optimization: str
+    invoke_bytes: int
+    invoke_bytes_o0: int | None
+    o0_note: str | None = None
+
+
+def write_header(emitted: Emitted, stack: StackFigures | None) -> None:
+    """(Re)write <name>.h, stating `stack` (None: not measured, as before verification or without it)."""
+    emitted.header.write_text(environment().get_template("model/model.h.j2").render(
+        **emitted.context, stack=stack, o0_note=None if stack is None or stack.o0_note is None
+        else c_comment(stack.o0_note)))
 
 
 def _const_keys(call) -> list:

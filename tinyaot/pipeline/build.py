@@ -10,7 +10,7 @@ from pathlib import Path
 from tinyaot.boards import Board
 from tinyaot.codegen.emit import Emitted
 from tinyaot.codegen.project import HARNESS
-from tinyaot.toolchain.firmware import build_firmware, elf_size
+from tinyaot.toolchain.firmware import build_firmware, compile_flags, elf_size
 
 from .stage import FIRMWARE_DIR, HAL_DIR
 
@@ -28,6 +28,24 @@ def build_verification_firmware(emitted: Emitted, board: Board, folder: Path, *,
     fw = folder / FIRMWARE_DIR
     return build_firmware([fw / HARNESS, *emitted.sources], [folder], board, fw, name="firmware",
                           defines=["TINYAOT_TRACE"] if trace else [], werror=werror, hal_dir=folder / HAL_DIR)
+
+
+# The level of a debug build, whose stack the report and the header state beside the product build's.
+DEBUG_OPT = "-O0"
+
+
+def optimization_level(board: Board) -> str:
+    """The -O flag the product build uses for `board` (the last one of its compile flags, as GCC reads them)."""
+    return [f for f in compile_flags(board) if f.startswith("-O")][-1]
+
+
+def build_debug_firmware(emitted: Emitted, board: Board, folder: Path, out_dir: Path, stack_bytes: int) -> Path:
+    """The verification firmware of the staged `folder` built again with every file at DEBUG_OPT, into `out_dir`
+    (its own HAL there, with a stack reservation of `stack_bytes`): what a debug build of the product needs. No
+    instruction marks, warnings not held (the product build was)."""
+    fw = Path(folder) / FIRMWARE_DIR
+    return build_firmware([fw / HARNESS, *emitted.sources], [folder], board, out_dir, name="debug",
+                          extra_cflags=[DEBUG_OPT], stack_bytes=stack_bytes, hal_dir=Path(out_dir) / HAL_DIR)
 
 
 def firmware_sizes(elf: Path) -> dict[str, int]:

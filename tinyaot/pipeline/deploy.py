@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyaot.boards import Board, load_board
+from tinyaot.boards import Board, aligned_only_board, load_board
+from tinyaot.codegen.emit import StackFigures, write_header
 from tinyaot.files import check_output_folder
 from tinyaot.frontend import ImportedModel, import_model
 from tinyaot.options import Options
@@ -20,7 +21,7 @@ from .report import build_report, report_md, summary
 from .stage import FIRMWARE_DIR, clear_staging, folder_files, stage_model, staging
 from .timeline import PNG_NAME as TIMELINE_PNG, timeline, timeline_png
 from .tune import check_log as check_tuning_log, finish as finish_tuning, tune_variants
-from .verify import check_verification, not_verified, uncompressed_costs, verify_under_qemu
+from .verify import check_verification, measure_debug_stack, not_verified, uncompressed_costs, verify_under_qemu
 
 
 @dataclass
@@ -36,7 +37,7 @@ def deploy(model: str | Path | ImportedModel, board: str, calibration: str | Pat
     `options.verification.verify` is off build the firmware and prove it under QEMU. `data`: labelled samples for
     `quantization.max_accuracy_drop`. Raises TinyaotError for any problem with the inputs."""
     options = Options() if options is None else options
-    b = load_board(board)
+    b = aligned_only_board(load_board(board), options.compile.aligned_only)
     target = b.target(options.compile.optimize)
     check_output_folder(Path(out_dir))  # a folder holding the user's files is refused before minutes of work
     check_tuning_log(options.compile.tuning_log, writing=options.compile.tune)
@@ -94,6 +95,10 @@ def _stage_and_verify(compiled: Compiled, b: Board, tmp: Path, options: Options)
         section, per_layer = verify_under_qemu(compiled, b, elf, tmp / FIRMWARE_DIR, v.verify_samples,
                                                v.qemu_timeout_s, len(emitted.coded()), emitted)
         check_verification(section)
+        measure_debug_stack(compiled, emitted, b, tmp, sizes, section, v.qemu_timeout_s)
+        if section.invoke_stack_bytes is not None:
+            write_header(emitted, StackFigures("arm-none-eabi-gcc", section.optimization, section.invoke_stack_bytes,
+                                               section.invoke_stack_bytes_o0, section.stack_o0_note))
     else:
         # QEMU skipped (--no-verify), not the build: the firmware is still built, to prove that the C compiles,
         # links and fits the board and to measure its flash; a failed build (or no compiler) is an error as with

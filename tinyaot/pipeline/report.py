@@ -112,7 +112,8 @@ def build_report(compiled: Compiled, b: Board, model: Path, emitted, per_layer, 
                    "stack_bytes": b.stack_bytes},
         "macs": int(sum(r["macs"] for r in rows)),
         "target": {"core": compiled.target.core, "has_dsp": compiled.target.has_dsp,
-                   "has_mve": compiled.target.has_mve, "optimize": compiled.target.optimize},
+                   "has_mve": compiled.target.has_mve, "optimize": compiled.target.optimize,
+                   "aligned_only": b.aligned_only},
         "tuning": tuning if tuning is not None else {
             "enabled": False, "choice": "generic kernels (--optimize size)" if compiled.target.optimize == "size"
             else "cost model"},
@@ -192,7 +193,10 @@ def summary(r: dict, out: Path) -> list[str]:
         s.append(f"verified under QEMU {v['qemu_machine']}: outputs == reference on {v.get('samples')} samples "
                  f"({v.get('inputs')}), "
                  f"worst layer vs onnxruntime {v['max_abs_diff_vs_onnxruntime']} LSB, "
-                 f"{v['instructions']} instructions/inference, stack {v['stack_high_water_bytes']} B")
+                 f"{v['instructions']} instructions/inference, stack {v['stack_high_water_bytes']} B"
+                 + (f" (invoke {v['invoke_stack_bytes']} B at {v['optimization']}, "
+                    + (f"{v['invoke_stack_bytes_o0']} B at -O0)" if v.get("invoke_stack_bytes_o0") is not None
+                       else "-O0 not measured)") if v.get("invoke_stack_bytes") is not None else ""))
         if "tflite_interpreter" in v:  # an int8 .tflite model: its own interpreter on the same int8 inputs
             match = v["outputs_match_tflite"]
             s.append(f"TFLite interpreter: {v['tflite_interpreter']}" if match is None else

@@ -53,7 +53,8 @@ def stage_model(compiled: Compiled, board: Board, folder: Path, *, harness: bool
     folder = Path(folder)
     emitted = emit_model(compiled.graph, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound,
                          f"{board.name} ({board.core})", folder, compiled.patch,
-                         compiled.layer_by_layer[0] if compiled.layer_by_layer else None)
+                         compiled.layer_by_layer[0] if compiled.layer_by_layer else None,
+                         aligned_only=board.aligned_only)
     render_hal(board, folder / HAL_DIR)
     render_build_files(folder, emitted, board, compile_flags(board))
     if harness:

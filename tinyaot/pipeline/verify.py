@@ -22,7 +22,7 @@ from tinyaot.oracle.reference import run_reference
 from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
 
-from .build import build_verification_firmware, firmware_sizes
+from .build import DEBUG_OPT, build_debug_firmware, build_verification_firmware, firmware_sizes, optimization_level
 from .compile import Compiled, board_budget, compile_model, with_budget
 from .report import macs, weights_bytes
 from .stage import FIRMWARE_DIR, stage_model
@@ -50,8 +50,16 @@ class VerifySection:
     tflite: dict = field(default_factory=dict)
     instructions: int | None = None  # one inference, the first sample
     arena_high_water_bytes: int | None = None
-    stack_high_water_bytes: int | None = None
+    stack_high_water_bytes: int | None = None  # the whole firmware, from the reset handler on
     stack_reserved_bytes: int | None = None
+    # The stack of one invoke call, from its caller's stack pointer (what the model adds to the caller's stack), at
+    # the level the firmware was built (`optimization`), and both figures again for the same C built at -O0 (a
+    # debug build; None with `stack_o0_note` saying why when it could not be measured)
+    optimization: str | None = None
+    invoke_stack_bytes: int | None = None
+    stack_high_water_bytes_o0: int | None = None
+    invoke_stack_bytes_o0: int | None = None
+    stack_o0_note: str | None = None
     arena_canary_intact: bool | None = None
     stack_canary_intact: bool | None = None
     layers: list[LayerCheck] = field(default_factory=list)  # every layer against onnxruntime
@@ -143,8 +151,56 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
         arena_high_water_bytes=stats.get("arena_high_water_bytes"),
         stack_high_water_bytes=stats.get("stack_high_water_bytes"),
         stack_reserved_bytes=stats.get("stack_reserved_bytes"),
+        optimization=optimization_level(b), invoke_stack_bytes=stats.get("invoke_stack_bytes"),
         arena_canary_intact=bool(stats["arena_canary_intact"]),
         stack_canary_intact=bool(stats["stack_canary_intact"]), layers=layers), per_layer
+
+
+def measure_debug_stack(compiled: Compiled, emitted, b: Board, folder: Path, sizes: dict, section: VerifySection,
+                        timeout: float) -> None:
+    """The stack the same C needs built at -O0 (a debug build), measured as the product build's is: the verification
+    firmware built again with every file at -O0 (build_debug_firmware, in a temporary folder) and run under QEMU on
+    the first verified sample, its stack painted at reset and scanned after invoke. Its output must equal the
+    product build's, which equalled the reference (the same integers at every level; a difference is a tinyaot bug).
+    The stack reservation is all the RAM the firmware leaves (a debug build may need more than the board's
+    default), the board's own if that does not link. Fills `section`'s *_o0 fields, or `stack_o0_note` when the
+    debug build does not fit the board. Costs one -O0 build and one QEMU run without instruction counting."""
+    g = compiled.graph
+    fw = Path(folder) / FIRMWARE_DIR
+    in_bytes = sum(g.tensors[n].size for n in g.inputs)
+    out_bytes = sum(g.tensors[o].size for o in g.outputs)
+    spare = (b.ram_bytes - sizes["static_ram_bytes"] - 16) // 8 * 8  # RAM beside .data and .bss (stack-aligned)
+    with tempfile.TemporaryDirectory(prefix="tinyaot-debug-stack-") as tmp:
+        tmp = Path(tmp)
+        elf = None
+        for stack in dict.fromkeys([max(spare, b.stack_bytes), b.stack_bytes]):
+            try:
+                elf = build_debug_firmware(emitted, b, folder, tmp / "build", stack)
+                break
+            except TinyaotError as e:
+                note = f"the {DEBUG_OPT} build does not link: {e}"
+        if elf is None:
+            section.stack_o0_note = note
+            return
+        run = tmp / "run"
+        run.mkdir()
+        (run / "input.bin").write_bytes((fw / "input.bin").read_bytes()[:in_bytes])
+        result = run_qemu(elf, b, run, timeout_s=timeout, count_instructions=False)
+        stats = read_stats(run) if (run / "stats.txt").is_file() else {}
+        if result.exit_code in (22, 23) or overrun(stats):
+            why = overrun(stats) or EXIT_MEANINGS[result.exit_code]
+            section.stack_o0_note = (f"the {DEBUG_OPT} build overran its {stats.get('stack_reserved_bytes', stack)} B "
+                                     f"stack, all the RAM {b.name} leaves: {why}")
+            return
+        if result.exit_code != 0:
+            raise VerificationError(f"the {DEBUG_OPT} build of the firmware exited with code {result.exit_code} under "
+                                    f"QEMU {b.qemu_machine}: {(result.stderr or result.stdout).strip()[:200]} "
+                                    "(a tinyaot bug)")
+        if (run / "output.bin").read_bytes() != (fw / "output.bin").read_bytes()[:out_bytes]:
+            raise VerificationError(f"the {DEBUG_OPT} build of the firmware computes other outputs than the "
+                                    f"{section.optimization} build on the same sample (a tinyaot bug)")
+    section.stack_high_water_bytes_o0 = stats.get("stack_high_water_bytes")
+    section.invoke_stack_bytes_o0 = stats.get("invoke_stack_bytes")
 
 
 def tflite_check(compiled: Compiled, q_inputs: list[dict], outputs: np.ndarray) -> dict:
