@@ -240,10 +240,10 @@ TINYAOT_MVE_INLINE void tinyaot_mve_block_requant(int32x4_t *va, int32x4_t *vb, 
  * Every block-row of the layer against column xa (outputs at out_a) and, unless xb is NULL, column xb (outputs at
  * out_b): the stream as described above, params the per-row requantization words (tinyaot_mve_block_requant),
  * n_out channels. The inline assembly uses every odd low register, r7 included, so GCC must keep no frame pointer
- * here.
+ * here, and at -O1 needs its allocator's expensive optimizations to find them (TINYAOT_TIGHT_ASM).
  */
 #if TINYAOT_MVE_BLOCK_ASM
-TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER
+TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER TINYAOT_TIGHT_ASM
 #endif
 static void tinyaot_mve_block_rows(const int8_t *xa, const int8_t *xb, const int8_t *stream, const int32_t *params,
                                    int32_t n_out, const tinyaot_mve_requant *q, int8_t *out_a, int8_t *out_b)
