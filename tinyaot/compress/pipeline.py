@@ -344,7 +344,15 @@ def _allocate_sparsity(dense: Graph, inputs, info: dict) -> dict[str, float]:
     to the model's output (`_output_gains`, probed with the layer at the asked sparsity); the levels are chosen
     to minimise the sum with the asked fraction of those layers' weights removed (cluster.allocate, the knapsack
     the clustering budget uses). A layer its pattern cannot apply to (depthwise under "block") stays dense, and
-    the others remove its share. Other pruned layers keep their own fraction."""
+    the others remove its share. Other pruned layers keep their own fraction.
+
+    Under a block pattern every layer it applies to gets the same fraction instead (`uniform_levels`): the
+    knapsack adds the layers' output noise as if each were pruned alone, and at block granularity that model
+    fails. Measured on kws_dscnn (900 held-out samples, host C == reference), 4x4 blocks: with 50 % of the
+    non-depthwise weights 62.22 % top-1 by the knapsack (the last pointwise layer at 82 %, the one before at 12 %)
+    against 66.33 % with every layer at 50 %; --prune 0.5 (the depthwise share moved) 54.44 % against 58.67 %;
+    4x2 blocks, 50 % of the non-depthwise weights, 69.11 % against 71.22 %. Unstructured masks keep the knapsack
+    (kws --prune 0.5: 90.00 % against 88.33 % uniform)."""
     settings = info["settings"]
     out = {name: s.sparsity for name, s in settings.items() if s.sparsity > 0 and not s.excluded}
     pooled = [name for name, s in settings.items() if s.sparsity > 0 and s.shared_threshold and not s.excluded
@@ -352,6 +360,14 @@ def _allocate_sparsity(dense: Graph, inputs, info: dict) -> dict[str, float]:
     if not pooled:
         return out
     target = settings[pooled[0]].sparsity
+    nodes = {n.name: n for n in dense.nodes}
+    patterns = {name: pattern_of(dense, nodes[name], settings[name]) for name in pooled}
+    if any(p not in (None, UNSTRUCTURED) for p in patterns.values()):
+        sizes = {name: int(np.prod(info["float_layers"][name][0].shape)) for name in pooled}
+        out.update(uniform_levels(sizes, {name: p is not None for name, p in patterns.items()}, target))
+        info["allocation"] = "uniform"
+        return out
+    info["allocation"] = "knapsack"
     runner = SampleRunner(dense, inputs, RECONSTRUCTION_SAMPLES)
     names, options, sizes, probes, total = [], [], [], [], 0
     for pos, node in enumerate(list(dense.nodes)):
@@ -385,6 +401,15 @@ def _allocate_sparsity(dense: Graph, inputs, info: dict) -> dict[str, float]:
 
 
 MAX_LAYER_SPARSITY = 0.95
+
+
+def uniform_levels(sizes: dict[str, int], prunable: dict[str, bool], target: float) -> dict[str, float]:
+    """The same fraction in every prunable layer such that `target` of all the layers' weights (`sizes`) go: the
+    layers that cannot be pruned (False) stay at 0 and the others take their share, each at most
+    MAX_LAYER_SPARSITY."""
+    can = sum(size for name, size in sizes.items() if prunable[name])
+    level = min(target * sum(sizes.values()) / can, MAX_LAYER_SPARSITY) if can else 0.0
+    return {name: level if prunable[name] else 0.0 for name in sizes}
 
 
 def _pruning_curve(dense: Graph, node, xs, info: dict, pattern: Pattern, probe_at: float):
