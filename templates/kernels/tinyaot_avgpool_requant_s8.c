@@ -112,12 +112,13 @@ tinyaot_status tinyaot_avgpool_requant_s8(const tinyaot_pool_params *pool_params
                                           int8_t *output)
 {
     tinyaot_window_geom g;
-    if (tinyaot_pool_geom_unpadded(&g, pool_params, input_dims, filter_dims, output_dims) != TINYAOT_OK) {
-        return TINYAOT_ARG_ERROR;
-    }
+    const tinyaot_status status = tinyaot_pool_geom_unpadded(&g, pool_params, input_dims, filter_dims, output_dims);
     const int32_t ch = g.in_c;
     /* Every tap contributes input_offset once: add it per window instead of per tap. */
     const int32_t window_offset = input_offset * g.k_h * g.k_w;
+    if (status != TINYAOT_OK) {
+        return status;
+    }
     pool_rq rq;
     pool_rq_init(&rq, mult, shift, output_offset, g.act_min, g.act_max, g.k_h * g.k_w);
     const int32_t row_skip = g.in_w * ch;

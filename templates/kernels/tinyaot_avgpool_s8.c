@@ -9,17 +9,4 @@
  */
 #include "tinyaot_nn.h"
 
-int32_t tinyaot_avgpool_s8_get_buffer_size(int32_t output_w, int32_t ch)
-{
-    (void)output_w;
-    (void)ch;
-    return 0;
-}
-
-tinyaot_status tinyaot_avgpool_s8(const tinyaot_context *ctx, const tinyaot_pool_params *pool_params,
-                                  const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
-                                  const tinyaot_dims *output_dims, int8_t *output)
-{
-    (void)ctx;
-    return tinyaot_pool_s8(TINYAOT_POOL_AVG, pool_params, input_dims, input, filter_dims, output_dims, output);
-}
+TINYAOT_POOL_KERNEL(tinyaot_avgpool_s8, TINYAOT_POOL_AVG)

@@ -109,25 +109,6 @@ static TINYAOT_ALWAYS_INLINE void cl_dot4(const void *weights, tinyaot_cursor *c
     acc[3] = a3;
 }
 
-int32_t tinyaot_convolve_s8_clustered_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
-{
-    (void)input_dims;
-    return tinyaot_cw_buffer_size(filter_dims);
-}
-
-tinyaot_status tinyaot_convolve_s8_clustered(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                             const tinyaot_per_channel_quant_params *quant_params,
-                                             const tinyaot_dims *input_dims, const int8_t *input,
-                                             const tinyaot_dims *filter_dims, const tinyaot_clustered_weights *filter,
-                                             const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                             int8_t *output)
-{
-    (void)bias_dims;
-    if (filter->bits < 1 || filter->bits > 8 || filter->k < 1 || filter->k > (1 << filter->bits) ||
-        filter->group_size < 1 ||
-        filter->row_bytes * 8 < filter_dims->h * filter_dims->w * filter_dims->c * filter->bits) {
-        return TINYAOT_ARG_ERROR;
-    }
-    return tinyaot_cw_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias, output_dims,
-                           output, TINYAOT_CW_BY_PAIR, cl_begin, cl_dot4);
-}
+TINYAOT_CW_CONV_KERNEL(tinyaot_convolve_s8_clustered, tinyaot_clustered_weights,
+                       TINYAOT_CLUSTERED_OK(filter, filter_dims->h * filter_dims->w * filter_dims->c),
+                       TINYAOT_CW_BY_PAIR, cl_begin, cl_dot4)

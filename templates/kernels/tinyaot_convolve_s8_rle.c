@@ -63,19 +63,4 @@ static TINYAOT_ALWAYS_INLINE void rle_dot4(const void *weights, tinyaot_cursor *
     acc[3] = a3;
 }
 
-int32_t tinyaot_convolve_s8_rle_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
-{
-    (void)input_dims;
-    return tinyaot_cw_buffer_size(filter_dims);
-}
-
-tinyaot_status tinyaot_convolve_s8_rle(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                       const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                       const int8_t *input, const tinyaot_dims *filter_dims, const tinyaot_rle_weights *filter,
-                                       const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                       int8_t *output)
-{
-    (void)bias_dims;
-    return tinyaot_cw_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias, output_dims,
-                           output, TINYAOT_CW_BY_POSITION, rle_begin, rle_dot4);
-}
+TINYAOT_CW_CONV_KERNEL(tinyaot_convolve_s8_rle, tinyaot_rle_weights, 1, TINYAOT_CW_BY_POSITION, rle_begin, rle_dot4)

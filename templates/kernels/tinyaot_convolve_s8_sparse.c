@@ -149,19 +149,4 @@ static TINYAOT_ALWAYS_INLINE void sp_dot4(const void *weights, tinyaot_cursor *c
     acc[3] = a3;
 }
 
-int32_t tinyaot_convolve_s8_sparse_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
-{
-    (void)input_dims;
-    return tinyaot_cw_buffer_size(filter_dims);
-}
-
-tinyaot_status tinyaot_convolve_s8_sparse(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                          const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                          const int8_t *input, const tinyaot_dims *filter_dims,
-                                          const tinyaot_sparse_weights *filter, const tinyaot_dims *bias_dims,
-                                          const int32_t *bias, const tinyaot_dims *output_dims, int8_t *output)
-{
-    (void)bias_dims;
-    return tinyaot_cw_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias, output_dims,
-                           output, TINYAOT_CW_BY_PAIR, sp_begin, sp_dot4);
-}
+TINYAOT_CW_CONV_KERNEL(tinyaot_convolve_s8_sparse, tinyaot_sparse_weights, 1, TINYAOT_CW_BY_PAIR, sp_begin, sp_dot4)

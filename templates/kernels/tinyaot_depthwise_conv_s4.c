@@ -64,13 +64,4 @@ static TINYAOT_ALWAYS_INLINE void s4_tile(const void *weights, int32_t oc, int32
     }
 }
 
-tinyaot_status tinyaot_depthwise_conv_s4(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                         const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                         const int8_t *input, const tinyaot_dims *filter_dims, const uint8_t *filter,
-                                         const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                         int8_t *output)
-{
-    (void)bias_dims;
-    return tinyaot_dw_conv(ctx, dw_conv_params, quant_params, input_dims, input, filter_dims, filter, bias,
-                           output_dims, output, s4_begin, s4_decode, s4_tile, 0);
-}
+TINYAOT_DW_COMPRESSED_KERNEL(tinyaot_depthwise_conv_s4, uint8_t, 1, s4_begin, s4_decode, s4_tile, 0)

@@ -74,18 +74,6 @@ static TINYAOT_ALWAYS_INLINE void cl_tile(const void *weights, int32_t oc, int32
     }
 }
 
-tinyaot_status tinyaot_depthwise_conv_s8_clustered(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                                   const tinyaot_per_channel_quant_params *quant_params,
-                                                   const tinyaot_dims *input_dims, const int8_t *input,
-                                                   const tinyaot_dims *filter_dims, const tinyaot_clustered_weights *filter,
-                                                   const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                   const tinyaot_dims *output_dims, int8_t *output)
-{
-    (void)bias_dims;
-    if (filter->bits < 1 || filter->bits > 8 || filter->k < 1 || filter->k > (1 << filter->bits) ||
-        filter->group_size < 1 || filter->row_bytes * 8 < filter_dims->h * filter_dims->w * filter->bits) {
-        return TINYAOT_ARG_ERROR;
-    }
-    return tinyaot_dw_conv(ctx, dw_conv_params, quant_params, input_dims, input, filter_dims, filter, bias,
-                           output_dims, output, cl_begin, cl_decode, cl_tile, 0);
-}
+TINYAOT_DW_COMPRESSED_KERNEL(tinyaot_depthwise_conv_s8_clustered, tinyaot_clustered_weights,
+                             TINYAOT_CLUSTERED_OK(filter, filter_dims->h * filter_dims->w), cl_begin, cl_decode,
+                             cl_tile, 0)

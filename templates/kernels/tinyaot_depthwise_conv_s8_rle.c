@@ -70,14 +70,5 @@ static TINYAOT_ALWAYS_INLINE void rle_tile(const void *weights, int32_t oc, int3
     }
 }
 
-tinyaot_status tinyaot_depthwise_conv_s8_rle(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                             const tinyaot_per_channel_quant_params *quant_params,
-                                             const tinyaot_dims *input_dims, const int8_t *input,
-                                             const tinyaot_dims *filter_dims, const tinyaot_rle_weights *filter,
-                                             const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                             int8_t *output)
-{
-    (void)bias_dims;
-    return tinyaot_dw_conv(ctx, dw_conv_params, quant_params, input_dims, input, filter_dims, filter, bias,
-                           output_dims, output, rle_begin, rle_decode, rle_tile, 1);
-}
+TINYAOT_DW_COMPRESSED_KERNEL(tinyaot_depthwise_conv_s8_rle, tinyaot_rle_weights, 1, rle_begin, rle_decode, rle_tile,
+                             1)

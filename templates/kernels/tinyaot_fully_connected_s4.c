@@ -137,21 +137,6 @@ static void s4_rows2(const void *weights, int32_t row, int32_t depth, const int8
 }
 #endif
 
-tinyaot_status tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                          const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                          const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
-                                          const uint8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
-                                          const tinyaot_dims *output_dims, int8_t *output)
-{
-    (void)ctx;
-    (void)bias_dims;
-#if TINYAOT_USE_DSP
-    /* rows in pairs when they start on whole bytes and the scaled sums of s4_dot2 cannot wrap */
-    const int pairs = (filter_dims->n & 1) == 0 && filter_dims->n < 65000;
-    return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, s4_dot, s4_rows2, pairs);
-#else
-    return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, s4_dot, NULL, 0);
-#endif
-}
+/* On DSP cores rows run in pairs when they start on whole bytes and the scaled sums of s4_dot2 cannot wrap. */
+TINYAOT_FC_COMPRESSED_KERNEL(tinyaot_fully_connected_s4, uint8_t, 1, s4_dot, TINYAOT_IF_DSP(s4_rows2, NULL),
+                             TINYAOT_IF_DSP((filter_dims->n & 1) == 0 && filter_dims->n < 65000, 0))

@@ -158,25 +158,7 @@ static void cl_rows2(const void *weights, int32_t row, int32_t depth, const int8
 }
 #endif
 
-tinyaot_status tinyaot_fully_connected_s8_clustered(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                                    const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                                    const tinyaot_dims *input_dims, const int8_t *input,
-                                                    const tinyaot_dims *filter_dims, const tinyaot_clustered_weights *filter,
-                                                    const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                    const tinyaot_dims *output_dims, int8_t *output)
-{
-    (void)ctx;
-    (void)bias_dims;
-    if (filter->bits < 1 || filter->bits > 8 || filter->k < 1 || filter->k > (1 << filter->bits) ||
-        filter->group_size < 1 || filter->row_bytes * 8 < filter_dims->n * filter->bits) {
-        return TINYAOT_ARG_ERROR;
-    }
-#if TINYAOT_USE_DSP
-    const int pairs = filter->bits == 4 && filter_dims->n < 65000; /* cl_dot2_books: 4-bit indices only */
-    return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, cl_dot, cl_rows2, pairs);
-#else
-    return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, cl_dot, NULL, 0);
-#endif
-}
+/* On DSP cores rows run in pairs for 4-bit indices (cl_dot2_books: 4-bit indices only). */
+TINYAOT_FC_COMPRESSED_KERNEL(tinyaot_fully_connected_s8_clustered, tinyaot_clustered_weights,
+                             TINYAOT_CLUSTERED_OK(filter, filter_dims->n), cl_dot, TINYAOT_IF_DSP(cl_rows2, NULL),
+                             TINYAOT_IF_DSP(filter->bits == 4 && filter_dims->n < 65000, 0))

@@ -54,15 +54,4 @@ static TINYAOT_NOINLINE int32_t sp_dot(const void *weights, int32_t row, int32_t
     return acc;
 }
 
-tinyaot_status tinyaot_fully_connected_s8_sparse(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                                 const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                                 const tinyaot_dims *input_dims, const int8_t *input,
-                                                 const tinyaot_dims *filter_dims, const tinyaot_sparse_weights *filter,
-                                                 const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                 const tinyaot_dims *output_dims, int8_t *output)
-{
-    (void)ctx;
-    (void)bias_dims;
-    return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias,
-                          output_dims, output, sp_dot, NULL, 0);
-}
+TINYAOT_FC_COMPRESSED_KERNEL(tinyaot_fully_connected_s8_sparse, tinyaot_sparse_weights, 1, sp_dot, NULL, 0)

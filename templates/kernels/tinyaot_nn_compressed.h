@@ -1069,4 +1069,75 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_fc_run(const tinyaot_fc_para
     return TINYAOT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------------------------
+ * The entry points of the compressed kernels (declared in tinyaot_nn.h), one macro per op: every storage kind's
+ * file names its weights struct, an extra argument check (1 where the kind has none) and its decoder, and the
+ * macro writes the kernel (and the conv's scratch size) around the shared driver above. The weights of clustered
+ * storage are checked by TINYAOT_CLUSTERED_OK.
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* Clustered weights of rows of row_len values: 1..8-bit indices into codebooks of 1..2^bits entries, every row's
+   indices inside its row_bytes. */
+#define TINYAOT_CLUSTERED_OK(w, row_len)                                                                          \
+    (!((w)->bits < 1 || (w)->bits > 8 || (w)->k < 1 || (w)->k > (1 << (w)->bits) || (w)->group_size < 1 ||      \
+       (w)->row_bytes * 8 < (row_len) * (w)->bits))
+
+/* x on DSP cores, otherwise `otherwise` (x is then not compiled: it may name a DSP-only function). */
+#if TINYAOT_USE_DSP
+#define TINYAOT_IF_DSP(x, otherwise) (x)
+#else
+#define TINYAOT_IF_DSP(x, otherwise) (otherwise)
+#endif
+
+#define TINYAOT_CW_CONV_KERNEL(name, weights_type, check, layout, begin, dot4)                                    \
+    int32_t name##_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)              \
+    {                                                                                                             \
+        (void)input_dims;                                                                                         \
+        return tinyaot_cw_buffer_size(filter_dims);                                                               \
+    }                                                                                                             \
+    tinyaot_status name(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,                      \
+                        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,    \
+                        const int8_t *input, const tinyaot_dims *filter_dims, const weights_type *filter,       \
+                        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,    \
+                        int8_t *output)                                                                         \
+    {                                                                                                             \
+        (void)bias_dims;                                                                                          \
+        if (!(check)) {                                                                                           \
+            return TINYAOT_ARG_ERROR;                                                                             \
+        }                                                                                                         \
+        return tinyaot_cw_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias,     \
+                               output_dims, output, layout, begin, dot4);                                        \
+    }
+
+#define TINYAOT_DW_COMPRESSED_KERNEL(name, weights_type, check, begin, decode, tile, skips)                       \
+    tinyaot_status name(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,                \
+                        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,    \
+                        const int8_t *input, const tinyaot_dims *filter_dims, const weights_type *filter,       \
+                        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,    \
+                        int8_t *output)                                                                         \
+    {                                                                                                             \
+        (void)bias_dims;                                                                                          \
+        if (!(check)) {                                                                                           \
+            return TINYAOT_ARG_ERROR;                                                                             \
+        }                                                                                                         \
+        return tinyaot_dw_conv(ctx, dw_conv_params, quant_params, input_dims, input, filter_dims, filter, bias,  \
+                               output_dims, output, begin, decode, tile, skips);                                  \
+    }
+
+#define TINYAOT_FC_COMPRESSED_KERNEL(name, weights_type, check, dot, rows2, pairs)                                \
+    tinyaot_status name(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,                          \
+                        const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,              \
+                        const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,   \
+                        const weights_type *filter, const tinyaot_dims *bias_dims, const int32_t *bias,         \
+                        const tinyaot_dims *output_dims, int8_t *output)                                        \
+    {                                                                                                             \
+        (void)ctx;                                                                                                \
+        (void)bias_dims;                                                                                          \
+        if (!(check)) {                                                                                           \
+            return TINYAOT_ARG_ERROR;                                                                             \
+        }                                                                                                         \
+        return tinyaot_fc_run(fc_params, quant_params, per_channel, input_dims, input, filter_dims, filter, bias, \
+                              output_dims, output, dot, rows2, pairs);                                           \
+    }
+
 #endif /* TINYAOT_NN_COMPRESSED_H */

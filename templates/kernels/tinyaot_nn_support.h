@@ -131,39 +131,37 @@ static inline int8_t tinyaot_requantize_s8(int32_t acc, int32_t mult, int32_t sh
  * Inner products. x + x_off must lie in int16 (true for int8 x and |x_off| <= 128), see the overflow note above.
  * ------------------------------------------------------------------------------------------------------------- */
 #if TINYAOT_USE_DSP
-/* Four int8 values as one little-endian word. A 4-byte memcpy is the defined way to load possibly unaligned data
-   and compiles to a single LDR (Cortex-M3 and up load unaligned words). GCC's builtin is named explicitly because
-   under -ffreestanding plain memcpy is an out-of-line call, which would cost more than the SIMD saves. */
+/* Four bytes copied: a 4-byte memcpy is the defined way to load or store possibly unaligned data and compiles to a
+   single LDR or STR (Cortex-M3 and up access unaligned words). GCC's builtin is named explicitly because under
+   -ffreestanding plain memcpy is an out-of-line call, which would cost more than the SIMD saves. */
+static inline void tinyaot_copy4(void *dst, const void *src)
+{
+#if TINYAOT_GNU
+    __builtin_memcpy(dst, src, 4);
+#else
+    memcpy(dst, src, 4);
+#endif
+}
+
+/* Four int8 values as one little-endian word. */
 static inline int32_t tinyaot_read_s8x4(const int8_t *p)
 {
     int32_t v;
-#if TINYAOT_GNU
-    __builtin_memcpy(&v, p, 4);
-#else
-    memcpy(&v, p, 4);
-#endif
+    tinyaot_copy4(&v, p);
     return v;
 }
 
-/* Two int16 values as one word (lane 0 = p[0]); see tinyaot_read_s8x4 for why memcpy. */
+/* Two int16 values as one word (lane 0 = p[0]), and back. */
 static inline int32_t tinyaot_read_s16x2(const int16_t *p)
 {
     int32_t v;
-#if TINYAOT_GNU
-    __builtin_memcpy(&v, p, 4);
-#else
-    memcpy(&v, p, 4);
-#endif
+    tinyaot_copy4(&v, p);
     return v;
 }
 
 static inline void tinyaot_write_s16x2(int16_t *p, int32_t v)
 {
-#if TINYAOT_GNU
-    __builtin_memcpy(p, &v, 4);
-#else
-    memcpy(p, &v, 4);
-#endif
+    tinyaot_copy4(p, &v);
 }
 
 /* Bytes 1 and 3 sign-extended into the two 16-bit lanes: SXTB16 with its built-in rotation. GCC does not fold a

@@ -50,24 +50,14 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_window_geom_set(tinyaot_window_geom *g
                                                           int32_t dil_h, int32_t dil_w, const tinyaot_activation *act)
 {
     g->batches = input_dims->n;
-    g->in_h = input_dims->h;
-    g->in_w = input_dims->w;
-    g->in_c = input_dims->c;
-    g->out_h = output_dims->h;
-    g->out_w = output_dims->w;
-    g->out_c = output_dims->c;
-    g->k_h = k_h;
-    g->k_w = k_w;
-    g->stride_h = stride->h;
-    g->stride_w = stride->w;
-    g->pad_t = padding->h;
-    g->pad_l = padding->w;
-    g->dil_h = dil_h;
-    g->dil_w = dil_w;
-    g->in_off = 0;
-    g->out_off = 0;
-    g->act_min = act->min;
-    g->act_max = act->max;
+    g->in_h = input_dims->h, g->in_w = input_dims->w, g->in_c = input_dims->c;
+    g->out_h = output_dims->h, g->out_w = output_dims->w, g->out_c = output_dims->c;
+    g->k_h = k_h, g->k_w = k_w;
+    g->stride_h = stride->h, g->stride_w = stride->w;
+    g->pad_t = padding->h, g->pad_l = padding->w;
+    g->dil_h = dil_h, g->dil_w = dil_w;
+    g->in_off = 0, g->out_off = 0;
+    g->act_min = act->min, g->act_max = act->max;
 }
 
 /* Pooling: the window is filter_dims' h x w, dilation 1, and the output keeps the input's channels (out_c is set
@@ -263,5 +253,21 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_pool_s8(int kind, const tiny
     }
     return TINYAOT_OK;
 }
+
+/* A pooling kernel of the CMSIS-NN shape (tinyaot_nn.h declares it; no scratch) whose loop is tinyaot_pool_s8. */
+#define TINYAOT_POOL_KERNEL(name, kind)                                                                           \
+    int32_t name##_get_buffer_size(int32_t output_w, int32_t ch)                                                  \
+    {                                                                                                             \
+        (void)output_w;                                                                                           \
+        (void)ch;                                                                                                 \
+        return 0;                                                                                                 \
+    }                                                                                                             \
+    tinyaot_status name(const tinyaot_context *ctx, const tinyaot_pool_params *pool_params,                      \
+                        const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,   \
+                        const tinyaot_dims *output_dims, int8_t *output)                                        \
+    {                                                                                                             \
+        (void)ctx;                                                                                                \
+        return tinyaot_pool_s8((kind), pool_params, input_dims, input, filter_dims, output_dims, output);         \
+    }
 
 #endif /* TINYAOT_WINDOW_H */
