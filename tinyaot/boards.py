@@ -67,7 +67,8 @@ class Board:
         """The code-generation target of this board: its core and ISA features, and what to optimize for."""
         if optimize not in OPTIMIZE:
             raise TinyaotError(f"--optimize must be one of {', '.join(OPTIMIZE)}, got {optimize!r}")
-        return Target(core=self.core, has_dsp=self.has_dsp, has_mve=self.has_mve, optimize=optimize)
+        return Target(core=self.core, has_dsp=self.has_dsp, has_mve=self.has_mve, optimize=optimize,
+                      stack_bytes=self.stack_bytes)
 
 
 # Keys of a board file and the Python type each must have (path is filled in by the loader).

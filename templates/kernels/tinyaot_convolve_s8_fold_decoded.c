@@ -7,7 +7,8 @@
  * region).
  *
  * in_ch a multiple of 4 (the fold kernel's in-place path): tile by tile of output channels (as many blocks of four
- * as the scratch holds, at least one: 4 * K bytes each), their weights are decoded into the scratch and every
+ * as the tile holds, at least one: 4 * K bytes each; the tile is a local array of TINYAOT_DECODE_STACK_TILE bytes
+ * when one block fits it, no scratch then, else the scratch), their weights are decoded into it and every
  * output pixel pair runs against them; the windows are read in place. Each weight is decoded once, each window read
  * once per block (as the dense kernel does); a pixel pair's bookkeeping is paid once per tile. The output must not
  * overlap the input (every tile reads every window).
@@ -27,7 +28,9 @@ int32_t tinyaot_convolve_s8_fold_decoded_get_buffer_size(const tinyaot_dims *inp
 {
     const int32_t k = fold_k(filter_dims);
     if (filter_dims->c % 4 == 0) {
-        return 4 * k; /* one block's tile: the least; more blocks per tile run faster (the compiler may give more) */
+        /* none when a block fits the stack tile; else one block's tile: the least, more blocks per tile run faster
+           (the compiler may give more) */
+        return 4 * k <= TINYAOT_DECODE_STACK_TILE ? 0 : 4 * k;
     }
     /* the whole filter, rounded up to a word, then the dense kernel's column */
     return ((filter_dims->n * k + 3) & ~3) + tinyaot_convolve_s8_fold_get_buffer_size(input_dims, filter_dims);
@@ -98,9 +101,10 @@ tinyaot_status tinyaot_convolve_s8_fold_decoded(const tinyaot_context *ctx, cons
 {
     const int32_t out_c = filter_dims->n;
     const int32_t k = fold_k(filter_dims);
-    if (filter == NULL || filter->count != out_c * k || ctx == NULL || ctx->buf == NULL ||
-        ((uintptr_t)ctx->buf & 3u) != 0 || ctx->size < tinyaot_convolve_s8_fold_decoded_get_buffer_size(
-                                                            input_dims, filter_dims)) {
+    const int stacked = filter_dims->c % 4 == 0 && 4 * k <= TINYAOT_DECODE_STACK_TILE; /* the tile is local */
+    if (filter == NULL || filter->count != out_c * k ||
+        (!stacked && (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
+                      ctx->size < tinyaot_convolve_s8_fold_decoded_get_buffer_size(input_dims, filter_dims)))) {
         return TINYAOT_ARG_ERROR;
     }
     if (filter_dims->c % 4 != 0) {
@@ -118,9 +122,11 @@ tinyaot_status tinyaot_convolve_s8_fold_decoded(const tinyaot_context *ctx, cons
     }
     {
         uint32_t zwords[FOLD_ZP_BYTES / 4]; /* zero points for clipped windows (fold_pair_clipped) */
+        int32_t local[TINYAOT_DECODE_STACK_TILE / 4]; /* the stack tile (int32: word-aligned) */
         fold_out q;
         fold_geom g;
-        int8_t *tile = (int8_t *)ctx->buf;
+        int8_t *tile = stacked ? (int8_t *)local : (int8_t *)ctx->buf;
+        const int32_t tile_bytes = stacked ? TINYAOT_DECODE_STACK_TILE : ctx->size;
         int32_t o, i;
         const uint32_t z4 = ((uint32_t)(-conv_params->input_offset) & 0xFFu) * 0x01010101u;
         (void)bias_dims;
@@ -147,8 +153,8 @@ tinyaot_status tinyaot_convolve_s8_fold_decoded(const tinyaot_context *ctx, cons
         g.zp = -conv_params->input_offset;
         g.k = k;
         g.k4 = k & ~3;
-        /* channels per tile: as many whole blocks of four as the scratch holds */
-        const int32_t tile_c = 4 * (ctx->size / (4 * k));
+        /* channels per tile: as many whole blocks of four as the tile holds */
+        const int32_t tile_c = 4 * (tile_bytes / (4 * k));
         for (o = 0; o < out_c; o += tile_c) {
             const int32_t o1 = out_c - o < tile_c ? out_c : o + tile_c;
             tinyaot_decode(filter, o * k, (o1 - o) * k, tile);

@@ -6,8 +6,9 @@
  * kernels, the filter replaced by its codes in the dense kernel's layout (regions: blocks of four channels; padding
  * whose products never reach an output decodes to any codebook value, tinyaot/ops/mve.py _free_positions).
  *
- * 1x1 without padding: tile by tile of output channels (as many blocks of four as the scratch holds, at least one:
- * 4 * K16 bytes each), the tile's weights are decoded and every output pixel runs against them, its outputs written
+ * 1x1 without padding: tile by tile of output channels (as many blocks of four as the tile holds, at least one:
+ * 4 * K16 bytes each; the tile is a local array of TINYAOT_DECODE_STACK_TILE bytes when one block fits it, no scratch
+ * then, else the scratch), the tile's weights are decoded and every output pixel runs against them, its outputs written
  * at their place in the layer's output. The output must not overlap the input (every tile reads every window).
  * Other convolutions: the whole filter (in tinyaot_convolve_s8_mve's layout, its direct path's padded kernel rows
  * included) is decoded into the scratch (rounded up to a word) and the dense kernel runs on it with the scratch
@@ -55,11 +56,15 @@ tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(const tinyaot_context *ctx, c
     const int32_t out_h = output_dims->h;
     const int32_t out_w = output_dims->w;
     const int32_t k16 = k16_of(filter_dims);
-    const int32_t tile_c = ctx != NULL ? tile_channels(ctx, filter_dims) : 0;
+    int32_t local[TINYAOT_DECODE_STACK_TILE / 4]; /* the stack tile (int32: word-aligned) */
+    const int stacked = 4 * k16 <= TINYAOT_DECODE_STACK_TILE;
+    const int32_t tile_c = stacked ? 4 * (TINYAOT_DECODE_STACK_TILE / (4 * k16))
+                                   : (ctx != NULL && ctx->buf != NULL ? tile_channels(ctx, filter_dims) : 0);
+    int8_t *const buf = stacked ? (int8_t *)local : (ctx != NULL ? (int8_t *)ctx->buf : NULL);
     tinyaot_mve_requant q;
     int32_t o;
     (void)bias_dims;
-    if (filter == NULL || filter->count != blocked_size(filter_dims) || tile_c == 0 || ctx->buf == NULL ||
+    if (filter == NULL || filter->count != blocked_size(filter_dims) || tile_c == 0 || buf == NULL ||
         filter_dims->h != 1 || filter_dims->w != 1 || filter_dims->c != in_c || filter_dims->n != out_c ||
         conv_params->padding.h != 0 || conv_params->padding.w != 0 || output_dims->n != input_dims->n ||
         out_h < 1 || out_w < 1 || (out_h - 1) * conv_params->stride.h >= input_dims->h ||
@@ -74,10 +79,10 @@ tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(const tinyaot_context *ctx, c
     q.act_max = conv_params->activation.max;
     for (o = 0; o < out_c; o += tile_c) {
         const int32_t n_out = out_c - o < tile_c ? out_c - o : tile_c;
-        const int8_t *tile = (const int8_t *)ctx->buf;
+        const int8_t *tile = buf;
         tinyaot_mve_requant t;
         int32_t b, y;
-        tinyaot_decode(filter, o * k16, ((n_out + 3) & ~3) * k16, (int8_t *)ctx->buf);
+        tinyaot_decode(filter, o * k16, ((n_out + 3) & ~3) * k16, buf);
         slice_requant(&t, &q, o);
         if (conv_params->stride.h == 1 && conv_params->stride.w == 1) {
             /* stride 1: the input pixels are the rows of one [pixels, in_c] matrix, in pairs, the last odd one alone */

@@ -18,6 +18,12 @@
 
 /* tinyaot_decoded_weights: tinyaot_nn_types.h */
 
+/* A decoded tile of at most this many bytes goes in a local array of the kernel (its stack frame) instead of the
+   caller's scratch, so the dense fast path runs on decoded weights without growing the arena. The compiler plans
+   the scratch by the same number (tinyaot/ops/decoded.py STACK_TILE) and offers these kernels only on boards whose
+   stack reserve is at least four times it. */
+#define TINYAOT_DECODE_STACK_TILE 1024
+
 /* dst[0 .. n) = codes first .. first+n-1, within one region (one codebook cb). */
 static inline void tinyaot_decode_run(const tinyaot_decoded_weights *f, const int8_t *cb, int32_t first, int32_t n,
                                       int8_t *dst)

@@ -42,9 +42,10 @@ SUITE_CASES = [
 
 # The graph is compiled for three targets, because the kernel variants a layer may use depend on the core: the
 # generic kernels (no board), the DSP variants (an M4's choice) and the Helium ones (an M55's). On the host every
-# variant kernel compiles its portable C path, which must equal the reference like the target paths do.
-TARGETS = {"generic": GENERIC, "dsp": Target("cortex-m4", has_dsp=True),
-           "mve": Target("cortex-m55", has_dsp=True, has_mve=True)}
+# variant kernel compiles its portable C path, which must equal the reference like the target paths do. The stack
+# of the boards (4096 B): the decoded variants need one that holds their stack tile (ops/decoded.py).
+TARGETS = {"generic": GENERIC, "dsp": Target("cortex-m4", has_dsp=True, stack_bytes=4096),
+           "mve": Target("cortex-m55", has_dsp=True, has_mve=True, stack_bytes=4096)}
 
 
 @pytest.fixture(scope="module")

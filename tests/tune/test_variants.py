@@ -11,7 +11,7 @@ from tinyaot.core.target import GENERIC, Target
 from tinyaot.errors import TinyaotError
 from tinyaot.ir import Graph, Node
 from tinyaot.ir.graph import Tensor
-from tinyaot.ops import registry
+from tinyaot.ops import decoded, registry
 from tinyaot.ops.conv import Conv
 from tinyaot.ops.registry import OpSpec, Variant
 from tinyaot.api import compile_model, with_variants
@@ -70,7 +70,7 @@ def test_an_op_must_list_generic_once(listed):
 def test_board_target_and_bad_optimize():
     t = load_board("mps3-an547").target()
     assert (t.core, t.has_dsp, t.has_mve, t.optimize) == ("cortex-m55", True, True, "speed")
-    assert load_board("mps2-an385").target("size") == Target("cortex-m3", False, False, "size")
+    assert load_board("mps2-an385").target("size") == Target("cortex-m3", False, False, "size", 4096)
     with pytest.raises(TinyaotError, match="--optimize"):
         load_board("mps2-an386").target("fast")
     with pytest.raises(ValueError):
@@ -144,3 +144,11 @@ def test_sweep_grid_takes_optimize(tmp_path):
     data.write_bytes(b"")
     with pytest.raises(TinyaotError, match="^setting bad: optimize must be speed or size, got 'fast'$"):
         run_sweep(MODELS / "tflm_hello_world_sine.onnx", "mps2-an386", data, data, tmp_path / "sweep", configs)
+
+
+def test_decoded_variants_need_a_stack_that_holds_their_tile():
+    # int4 / clustered weights run the dense fast paths on weights decoded into a stack tile (ops/decoded.py): only
+    # where the board's stack reserve holds it, and then without arena scratch for a tile that fits
+    assert decoded.stack_ok(load_board("mps2-an386").target()) and decoded.stack_ok(load_board("mps3-an547").target())
+    assert not decoded.stack_ok(load_board("stm32vldiscovery").target()) and not decoded.stack_ok(Target())
+    assert decoded.on_stack(decoded.STACK_TILE) and not decoded.on_stack(decoded.STACK_TILE + 1)

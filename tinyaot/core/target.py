@@ -17,6 +17,8 @@ class Target:
     has_dsp: bool = False   # ARMv7E-M SIMD32 (SMLAD, SXTB16)
     has_mve: bool = False   # Helium (arm_mve.h)
     optimize: str = "speed"  # "speed": the cheapest variant per layer; "size": the generic kernels everywhere
+    stack_bytes: int = 0     # the stack the board reserves (0: unknown); kernels that decode weights into a
+    #                          stack tile (ops/decoded.py) are offered only where it holds one
 
     def __post_init__(self):
         if self.optimize not in OPTIMIZE:

@@ -379,7 +379,8 @@ class Conv(OpSpec):
         # scratch the variant choice weighs against the arena (pipeline/variants.py)
         inplace = w.shape[3] % 4 == 0 and w.shape[3] <= 256  # a padded tap: in_ch zero points from the stack
         comp = is_compressed(w)  # int4 / clustered weights run fold decoded (ops/decoded.py), others not at all
-        if (target.core != "generic" and not node.attrs.get("depthwise") and (not comp or decoded.decodable(w, 4))
+        if (target.core != "generic" and not node.attrs.get("depthwise")
+                and (not comp or (decoded.decodable(w, 4) and decoded.stack_ok(target)))
                 and w.shape[3] == x[3] and (inplace or w.shape[3] % 4 != 0)
                 and self._fold_table(node, graph) is not None):
             # standard convolution, one group, dense weights: the fold kernel (any core; DSP or plain C inside)
@@ -435,7 +436,10 @@ class Conv(OpSpec):
             w = graph.tensors[node.inputs[1]].shape
             if is_compressed(graph.tensors[node.inputs[1]]):  # tinyaot_convolve_s8_fold_decoded.c
                 k = int(np.prod(w[1:]))
-                if w[3] % 4 == 0:  # a tile of whole blocks of four channels: up to DECODED_TILE_BYTES
+                if w[3] % 4 == 0:  # a tile of whole blocks of four channels: the stack tile, else up to
+                    # DECODED_TILE_BYTES of scratch (ops/decoded.py)
+                    if decoded.on_stack(4 * k):
+                        return 0
                     return 4 * k * max(1, min(-(-w[0] // 4), DECODED_TILE_BYTES // (4 * k)))
                 return -(-w[0] * k // 4) * 4 + fold_scratch_bytes(w[1:3], w[3])
             return fold_scratch_bytes(w[1:3], w[3])

@@ -29,6 +29,23 @@ KINDS = ("int4", "clustered")
 PER_CODE = {4: 3.5, 8: 3.0}
 PER_CODE_MVE = {4: 0.25, 8: 0.2}  # Helium: 32 (16) codes per pass of gathers
 PER_CODE_OTHER = 7.0
+# The decoded kernels decode a tile that fits STACK_TILE bytes into a local array (tinyaot_decode.h
+# TINYAOT_DECODE_STACK_TILE, the same number) rather than into arena scratch: the dense fast path's arena stays as it
+# is, so the variant choice (pipeline/variants.py: no arena growth) takes them. Offered only on boards whose stack
+# reserve holds the tile with room to spare (STACK_MIN: the tile is a quarter of it); the stack high-water mark is
+# measured under QEMU like any other.
+STACK_TILE = 1024
+STACK_MIN = 4 * STACK_TILE
+
+
+def stack_ok(target) -> bool:
+    """Whether decoded variants may run on `target`: its board's stack holds a STACK_TILE tile."""
+    return int(getattr(target, "stack_bytes", 0)) >= STACK_MIN
+
+
+def on_stack(nbytes: int) -> bool:
+    """Whether a decoded tile of `nbytes` bytes goes in the kernel's stack tile (no arena scratch)."""
+    return 0 < nbytes <= STACK_TILE
 
 
 def decodable(tensor, region_channels: int) -> bool:
@@ -128,5 +145,6 @@ def s4_fold_bound(values: np.ndarray, bias, input_offset: int) -> int:
     return int((b + v.sum(axis=1) * (128 + abs(int(input_offset))) + (8 + 15) * 128 * d8).max(initial=0))
 
 
-__all__ = ["FILES", "HEADER", "INT4_CODEBOOK", "KINDS", "LayoutCodes", "block_regions", "decodable", "decode_cost",
-           "group_size", "layout_codes", "s4_fold_bound", "s4_fold_layout"]
+__all__ = ["FILES", "HEADER", "INT4_CODEBOOK", "KINDS", "STACK_MIN", "STACK_TILE", "LayoutCodes", "block_regions",
+           "decodable", "decode_cost", "group_size", "layout_codes", "on_stack", "s4_fold_bound", "s4_fold_layout",
+           "stack_ok"]

@@ -160,7 +160,7 @@ def dw3x3_variants(node, graph, target, macs: int) -> list:
     x = graph.tensors[node.inputs[0]].shape
     o = graph.tensors[node.outputs[0]].shape
     comp = is_compressed(wt)  # int4 / clustered weights decoded into the scratch (ops/decoded.py)
-    if (comp and not (decoded.decodable(wt, 4) and o[3] % 4 == 0)) or o[3] != x[3]:
+    if (comp and not (decoded.decodable(wt, 4) and o[3] % 4 == 0 and decoded.stack_ok(target))) or o[3] != x[3]:
         return []
     bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
     if not applicable(wt.data, bias, a["output_shift"], a["input_offset"], tuple(a["kernel_shape"]),
@@ -171,9 +171,10 @@ def dw3x3_variants(node, graph, target, macs: int) -> list:
 
 
 def scratch_bytes(node, graph) -> int:
-    """The decoded weights of a compressed layer (9 bytes per channel); dense weights need none."""
+    """The decoded weights of a compressed layer (9 bytes per channel) unless they fit the kernel's stack tile
+    (ops/decoded.py); dense weights need none."""
     w = graph.tensors[node.inputs[1]]
-    return 9 * w.shape[3] if is_compressed(w) else 0
+    return 9 * w.shape[3] if is_compressed(w) and not decoded.on_stack(9 * w.shape[3]) else 0
 
 
 def render_node(node, graph, cname: str) -> KernelCall:

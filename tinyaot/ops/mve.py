@@ -101,9 +101,18 @@ def _free_positions(node, graph) -> np.ndarray:
     return block_filter(rows) == 0
 
 
-def _tile_bytes(w) -> int:
+def _tile_blocks(w) -> int:
+    """Blocks of four output channels per decoded tile of the 1x1 kernel: as many as the stack tile holds
+    (decoded.STACK_TILE), else as many as DECODED_TILE_BYTES of scratch hold (at least one)."""
     block = 4 * (-(-int(np.prod(w[1:])) // 16) * 16)
-    return block * max(1, min(-(-w[0] // 4), DECODED_TILE_BYTES // block))
+    cap = decoded.STACK_TILE if decoded.on_stack(block) else DECODED_TILE_BYTES
+    return max(1, min(-(-w[0] // 4), cap // block))
+
+
+def _tile_bytes(w) -> int:
+    """Scratch of the 1x1 kernel's decoded tile: none when it is on the stack."""
+    block = 4 * (-(-int(np.prod(w[1:])) // 16) * 16)
+    return 0 if decoded.on_stack(block) else block * _tile_blocks(w)
 
 
 def _is_1x1(node, graph) -> bool:
@@ -125,9 +134,11 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
     compute = macs * PER_MAC + outs * PER_OUT + pixels * PER_PIXEL
     wt = graph.tensors[node.inputs[1]]
     if is_compressed(wt):  # decoded once per call (the 1x1 kernel tile by tile: each tile re-walks the pixels)
+        if not decoded.stack_ok(target):
+            return []
         compute += decoded.decode_cost(wt, True)
         if _is_1x1(node, graph):
-            tiles = -(-w[0] // (_tile_bytes(w) // (4 * (-(-int(np.prod(w[1:])) // 16) * 16)) * 4))
+            tiles = -(-w[0] // (_tile_blocks(w) * 4))
             compute += _DECODED_PAIR_TILE * (pixels // 2 + 1) * tiles
         elif _direct(node, graph) and (w[2] * w[3]) % 16 and not _has_zero(wt):
             return []  # the direct path's row padding must decode to 0, which a codebook without 0 cannot give

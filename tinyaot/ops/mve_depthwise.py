@@ -42,7 +42,8 @@ def mve_dw_variants(node, graph, target, macs: int) -> list:
     w = graph.tensors[node.inputs[1]]
     o = graph.tensors[node.outputs[0]].shape
     comp = is_compressed(w)  # int4 / clustered weights decoded into the scratch (ops/decoded.py)
-    if (x.dtype != "int8" or w.dtype != "int8" or (comp and not _decodable(w)) or o[3] != x.shape[3]
+    if (x.dtype != "int8" or w.dtype != "int8" or (comp and not (_decodable(w) and decoded.stack_ok(target)))
+            or o[3] != x.shape[3]
             or not -128 <= a["input_offset"] <= 128 or w.shape[1] * w.shape[2] > MAX_TAPS):
         return []
     return [Variant(MVE_DW, macs * PER_MAC[o[3] % 16 == 0] + (decoded.decode_cost(w, True) if comp else 0.0))]
@@ -62,9 +63,10 @@ def _regions(w) -> tuple[int, int, int]:
 
 
 def scratch_bytes(node, graph) -> int:
-    """The decoded weights of a compressed layer (kh * kw * channels bytes); dense weights need none."""
+    """The decoded weights of a compressed layer (kh * kw * channels bytes) unless they fit the kernel's stack tile
+    (ops/decoded.py); dense weights need none."""
     w = graph.tensors[node.inputs[1]]
-    return int(w.size) if is_compressed(w) else 0
+    return int(w.size) if is_compressed(w) and not decoded.on_stack(int(w.size)) else 0
 
 
 GROUP = 16  # table entries per group of four lanes: folded bias, bias, multiplier, shift
