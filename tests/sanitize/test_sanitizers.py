@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from sanitize import kernel_models
-from shared_data import MODELS, calibration_file
+from shared_data import MODELS, calibration_file, few_calibration_samples
 from tinyaot.api import compile_model
 from tinyaot.core.target import GENERIC, Target
 from tinyaot.toolchain.sanitize import SanitizerError, build_sanitized, check_model, probe_inputs
@@ -81,7 +81,9 @@ def test_kernels_clean_under_sanitizers(all_kernels, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("model,setting", SUITE_CASES)
 def test_shared_model_clean_under_sanitizers(model: str, setting: str, cal_dir: Path, tmp_path: Path) -> None:
-    compiled = compile_model(MODELS / f"{model}.onnx", calibration_file(cal_dir, model),
+    # UB and overruns do not depend on how well the weights were fitted: 16 calibration samples (the compression
+    # reconstruction runs all it is given, and ad_fc_autoencoder at --prune 0.5 took minutes with 100)
+    compiled = compile_model(MODELS / f"{model}.onnx", few_calibration_samples(cal_dir, model),
                              compression=SETTINGS[setting])
     samples = compiled.samples[compiled.input][:2]
     assert check_model(compiled, tmp_path, n_random=3, seed=0, extra_inputs=samples) == 12

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from tinyaot.cli.main import app
 from tinyaot.sweep.compare import METRICS
 
-from .conftest import CALIBRATION, MODEL
+from .conftest import MODEL
 
 
 def test_ray_executor_equals_process_pool(small_sweep, tmp_path, monkeypatch):
@@ -19,7 +19,8 @@ def test_ray_executor_equals_process_pool(small_sweep, tmp_path, monkeypatch):
     grid.write_text('[[config]]\nname = "int8"\nflags = {}\n[[config]]\nname = "clusters16"\n'
                     'flags = { clusters = 16 }\n')
     out = tmp_path / "ray"
-    r = CliRunner().invoke(app, ["sweep", str(MODEL), "-c", str(CALIBRATION), "-d", str(small_sweep["data"]),
+    cal, data = small_sweep["calibration"], small_sweep["data"]
+    r = CliRunner().invoke(app, ["sweep", str(MODEL), "-c", str(cal), "-d", str(data),
                                  "--out", str(out), "--grid", str(grid), "--workers", "2", "--executor", "ray",
                                  "--no-cache"])
     assert r.exit_code == 0, r.output

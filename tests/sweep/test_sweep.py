@@ -14,7 +14,7 @@ from tinyaot.sweep.report import pareto
 from tinyaot.sweep.run import ResultCache
 from tinyaot.api import sweep as run_sweep
 
-from .conftest import CALIBRATION, GRID, MODEL, ROOT, SAMPLES
+from .conftest import GRID, MODEL, ROOT, SAMPLES
 
 FIELDS = ("name", "flags", "top1", "weights_bytes", "flash_bytes", "arena_bytes", "instructions")
 
@@ -38,8 +38,9 @@ def test_figures_equal_separate_evaluate_and_deploy(small_sweep, tmp_path):
     """The clustered setting, measured again the way a user would: `evaluate` and `deploy` by hand."""
     row = small_sweep["report"]["configs"][1]
     options = CompressionOptions(clusters=16)
-    ev = evaluate(MODEL, CALIBRATION, small_sweep["data"], compare_onnxruntime=False, compression=options)
-    dep = deploy(MODEL, "stm32", CALIBRATION, tmp_path / "d", compression=options).report
+    cal = small_sweep["calibration"]
+    ev = evaluate(MODEL, cal, small_sweep["data"], compare_onnxruntime=False, compression=options)
+    dep = deploy(MODEL, "stm32", cal, tmp_path / "d", compression=options).report
     assert row["top1"] == ev["int8_top1"]
     assert row["weights_bytes"] == dep["memory"]["weights_bytes"] == ev["weights_bytes"]
     assert row["flash_bytes"] == dep["memory"]["flash_bytes"]
@@ -64,12 +65,12 @@ def test_files_written(small_sweep):
 def test_rerun_resumes_and_cache_serves_another_folder(small_sweep, tmp_path):
     first = small_sweep["report"]["configs"]
     lines = []
-    again = run_sweep(MODEL, "stm32", CALIBRATION, small_sweep["data"], small_sweep["out"], GRID,
+    again = run_sweep(MODEL, "stm32", small_sweep["calibration"], small_sweep["data"], small_sweep["out"], GRID,
                       cache=small_sweep["cache"], echo=lines.append)
     assert lines == [f"2 settings already in {small_sweep['out'] / 'configs'}, 0 from the cache; measuring 0"]
     assert again["configs"] == first
     lines = []
-    other = run_sweep(MODEL, "stm32", CALIBRATION, small_sweep["data"], tmp_path / "o", GRID,
+    other = run_sweep(MODEL, "stm32", small_sweep["calibration"], small_sweep["data"], tmp_path / "o", GRID,
                       cache=small_sweep["cache"], echo=lines.append)
     assert lines == ["0 settings already in " + str(tmp_path / "o" / "configs") + ", 2 from the cache; measuring 0"]
     assert other["configs"] == first
@@ -105,7 +106,8 @@ def test_bad_input_is_one_line(small_sweep, tmp_path):
     grid.write_text('[[config]]\nname = "x"\nflags = { cluster = 16 }\n')
     bad_value = tmp_path / "v.toml"  # refused before any setting runs, naming the setting
     bad_value.write_text('[[config]]\nname = "ok"\nflags = {}\n[[config]]\nname = "k1"\nflags = { clusters = 1 }\n')
-    base = ["sweep", str(MODEL), "-c", str(CALIBRATION), "-d", str(small_sweep["data"]), "--out", str(tmp_path / "o")]
+    cal, data = small_sweep["calibration"], small_sweep["data"]
+    base = ["sweep", str(MODEL), "-c", str(cal), "-d", str(data), "--out", str(tmp_path / "o")]
     for extra, message in ((["--grid", str(grid)], "unknown flag(s) cluster"),
                            (["--grid", str(bad_value)], "setting k1: --clusters must be from 2 to 256"),
                            (["--board", "nope"], "nope"),
@@ -124,7 +126,8 @@ def test_interrupted_sweep_measures_only_what_is_missing(small_sweep, tmp_path):
     shutil.copytree(small_sweep["out"], out)  # the folder with its manifest: tinyaot's own output
     (out / "configs" / "clusters16.json").unlink()
     lines = []
-    r = run_sweep(MODEL, "stm32", CALIBRATION, small_sweep["data"], out, GRID, cache=False, echo=lines.append)
+    r = run_sweep(MODEL, "stm32", small_sweep["calibration"], small_sweep["data"], out, GRID, cache=False,
+                  echo=lines.append)
     assert lines[0] == f"1 settings already in {out / 'configs'}, 0 from the cache; measuring 1"
     # no terminal: one line per finished setting (name, figures, seconds, elapsed, how many left)
     assert len(lines) == 2 and lines[1].startswith("[2/2] clusters16: top-1 ") and lines[1].endswith(", 0 left")
