@@ -32,22 +32,22 @@ tinyaot_status tinyaot_avgpool_requant_s8_mve(const tinyaot_pool_params *pool_pa
                                               int32_t mult, int32_t shift, int8_t *output)
 {
     tinyaot_window_geom g;
-    if (tinyaot_pool_geom_unpadded(&g, pool_params, input_dims, filter_dims, output_dims) != TINYAOT_OK) {
-        return TINYAOT_ARG_ERROR;
-    }
+    const tinyaot_status status = tinyaot_pool_geom_unpadded(&g, pool_params, input_dims, filter_dims, output_dims);
     const int32_t ch = g.in_c;
     /* every tap contributes input_offset once: added per window; |.| <= 128 * taps */
     const int32_t window_offset = input_offset * g.k_h * g.k_w;
+    if (status != TINYAOT_OK) {
+        return status;
+    }
     const int32_t row_skip = g.in_w * ch;
     const int32_t narrow = g.k_h * g.k_w <= 256; /* int16 sums are exact */
     int32_t b, oy, ox;
     for (b = 0; b < g.batches; b++) {
         const int8_t *in_b = tinyaot_window_image(&g, input, b);
         for (oy = 0; oy < g.out_h; oy++) {
-            const int8_t *in_row = in_b + oy * g.stride_h * row_skip;
             for (ox = 0; ox < g.out_w; ox++) {
                 int8_t *out = tinyaot_window_out(&g, output, b, oy, ox);
-                const int8_t *win = in_row + ox * g.stride_w * ch;
+                const int8_t *win = in_b + (oy * g.stride_h * g.in_w + ox * g.stride_w) * ch;
                 int32_t c = 0;
 #if TINYAOT_USE_MVE
                 const uint32x4_t idx = vidupq_n_u32(0, 2); /* {0, 2, 4, 6} */

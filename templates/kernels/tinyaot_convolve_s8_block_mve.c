@@ -13,6 +13,7 @@
  * the dense kernels.
  */
 #include "tinyaot_nn_mve.h"
+#include "tinyaot_window.h"
 #include "tinyaot_mve_block.h"
 #include "tinyaot_mve_im2col.h"
 
@@ -60,17 +61,7 @@ tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const t
             col[k4 + p] = 0;
         }
     }
-    g.in_h = input_dims->h;
-    g.in_w = input_dims->w;
-    g.in_c = input_dims->c;
-    g.k_h = filter_dims->h;
-    g.k_w = filter_dims->w;
-    g.stride_h = conv_params->stride.h;
-    g.stride_w = conv_params->stride.w;
-    g.pad_t = conv_params->padding.h;
-    g.pad_l = conv_params->padding.w;
-    g.dil_h = conv_params->dilation.h;
-    g.dil_w = conv_params->dilation.w;
+    TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
     g.out_h = output_dims->h;
     g.out_w = output_dims->w;
     g.zp = (int8_t)(-conv_params->input_offset);

@@ -353,17 +353,7 @@ tinyaot_status tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyao
     q.act_min = conv_params->activation.min;
     q.act_max = conv_params->activation.max;
     fold_geom g;
-    g.in_h = input_dims->h;
-    g.in_w = input_dims->w;
-    g.in_c = input_dims->c;
-    g.k_h = filter_dims->h;
-    g.k_w = filter_dims->w;
-    g.stride_h = conv_params->stride.h;
-    g.stride_w = conv_params->stride.w;
-    g.pad_t = conv_params->padding.h;
-    g.pad_l = conv_params->padding.w;
-    g.dil_h = conv_params->dilation.h;
-    g.dil_w = conv_params->dilation.w;
+    TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
     g.zp = -conv_params->input_offset;
     g.k = g.k_h * g.k_w * g.in_c;
     g.k4 = g.k & ~3;

@@ -22,15 +22,9 @@
  * promises the memory planner.
  */
 #include "tinyaot_nn_mve.h"
+#include "tinyaot_window.h"
 #include "tinyaot_mve_gemm.h"
-
-typedef struct {
-    int32_t in_h, in_w, in_c;
-    int32_t k_h, k_w;
-    int32_t stride_h, stride_w, pad_t, pad_l, dil_h, dil_w;
-    int32_t out_h, out_w;
-    int8_t zp; /* the input zero point, -input_offset, in int8 since input_offset is in [-127, 128] */
-} conv_geom;
+#include "tinyaot_mve_im2col.h"
 
 int32_t tinyaot_convolve_s8_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
 {
@@ -41,132 +35,6 @@ int32_t tinyaot_convolve_s8_mve_get_buffer_size(const tinyaot_dims *input_dims, 
         return 0;
     }
     return 2 * filter_dims->h * filter_dims->w * filter_dims->c;
-}
-
-#if TINYAOT_USE_MVE
-/* dst[0..n) = src[0..n), n >= 1: 16-byte moves, the last one predicated (it writes only its lanes). */
-static TINYAOT_ALWAYS_INLINE void col_copy(int8_t *dst, const int8_t *src, int32_t n)
-{
-    while (n > 16) {
-        vst1q_s8(dst, vld1q_s8(src));
-        n -= 16;
-        src += 16;
-        dst += 16;
-    }
-    {
-        const mve_pred16_t p = vctp8q((uint32_t)n);
-        vstrbq_p_s8(dst, vldrbq_z_s8(src, p), p);
-    }
-}
-
-/* dst[0..n) = v's bytes (the zero point), n >= 1. */
-static TINYAOT_ALWAYS_INLINE void col_set(int8_t *dst, int8x16_t v, int32_t n)
-{
-    while (n > 16) {
-        vst1q_s8(dst, v);
-        n -= 16;
-        dst += 16;
-    }
-    vstrbq_p_s8(dst, v, vctp8q((uint32_t)n));
-}
-typedef int8x16_t zp_fill;
-#define ZP_FILL(zp) vdupq_n_s8(zp)
-#else
-static void col_copy(int8_t *dst, const int8_t *src, int32_t n)
-{
-    int32_t i;
-    for (i = 0; i < n; i++) {
-        dst[i] = src[i];
-    }
-}
-
-static void col_set(int8_t *dst, int8_t v, int32_t n)
-{
-    int32_t i;
-    for (i = 0; i < n; i++) {
-        dst[i] = v;
-    }
-}
-typedef int8_t zp_fill;
-#define ZP_FILL(zp) (zp)
-#endif
-
-/* GCC 12 models a predicated store as writing all 16 bytes, so a zero-point fill followed by a copy over part of
-   it could be judged dead; the barrier keeps the fill (it emits no instruction). */
-#if TINYAOT_GNU
-#define COL_BARRIER() __asm__ volatile("" ::: "memory")
-#else
-#define COL_BARRIER() ((void)0)
-#endif
-
-/* Output pixel position in raster order (batch, row, column), advanced without divisions. */
-typedef struct {
-    int32_t b, oy, ox;
-} pixel_pos;
-
-static inline void next_pixel(pixel_pos *q, const conv_geom *g)
-{
-    if (++q->ox == g->out_w) {
-        q->ox = 0;
-        if (++q->oy == g->out_h) {
-            q->oy = 0;
-            q->b++;
-        }
-    }
-}
-
-/* The window of output pixel q as one column of k_h * k_w * in_c values. The geometry is copied into locals
-   first: the column's int8 stores may alias the struct as far as the compiler knows, which would otherwise reload
-   every field after every store. */
-static void col_fill(int8_t *col, const conv_geom *g, const int8_t *input, const pixel_pos *q)
-{
-    const int32_t in_h = g->in_h;
-    const int32_t in_w = g->in_w;
-    const int32_t in_c = g->in_c;
-    const int32_t k_h = g->k_h;
-    const int32_t k_w = g->k_w;
-    const int32_t dil_h = g->dil_h;
-    const int32_t dil_w = g->dil_w;
-    const int8_t *in_b = input + q->b * in_h * in_w * in_c;
-    const int32_t base_y = q->oy * g->stride_h - g->pad_t;
-    const int32_t base_x = q->ox * g->stride_w - g->pad_l;
-    const int32_t run = k_w * in_c;
-    const int32_t row_bytes = in_w * in_c;
-    const zp_fill zp = ZP_FILL(g->zp);
-    int32_t ky;
-    if (dil_w == 1) {
-        /* the taps of a kernel row inside the input, [kx0, kx1), are one contiguous run of the NHWC input row */
-        const int32_t kx0 = base_x < 0 ? -base_x : 0;
-        const int32_t kx1 = base_x + k_w > in_w ? in_w - base_x : k_w;
-        const int32_t lead = kx0 * in_c;
-        const int32_t span = kx1 > kx0 ? (kx1 - kx0) * in_c : 0;
-        const int8_t *src = in_b + (base_x + kx0) * in_c; /* the run's column in row 0 */
-        int32_t iy = base_y;
-        for (ky = 0; ky < k_h; ky++, col += run, iy += dil_h) {
-            if (iy < 0 || iy >= in_h || span == 0) {
-                col_set(col, zp, run);
-                continue;
-            }
-            if (span < run) {
-                col_set(col, zp, run);
-                COL_BARRIER();
-            }
-            col_copy(col + lead, src + iy * row_bytes, span);
-        }
-        return;
-    }
-    for (ky = 0; ky < k_h; ky++, col += run) {
-        const int32_t iy = base_y + ky * dil_h;
-        int32_t kx;
-        for (kx = 0; kx < k_w; kx++) {
-            const int32_t ix = base_x + kx * dil_w;
-            if (iy < 0 || iy >= in_h || ix < 0 || ix >= in_w) {
-                col_set(col + kx * in_c, zp, in_c);
-            } else {
-                col_copy(col + kx * in_c, in_b + iy * row_bytes + ix * in_c, in_c);
-            }
-        }
-    }
 }
 
 #if TINYAOT_USE_MVE
@@ -639,17 +507,7 @@ tinyaot_status tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot
         in_off < -127 || in_off > 128 || k < 1 || bias == NULL) {
         return TINYAOT_ARG_ERROR;
     }
-    g.in_h = input_dims->h;
-    g.in_w = input_dims->w;
-    g.in_c = input_dims->c;
-    g.k_h = filter_dims->h;
-    g.k_w = filter_dims->w;
-    g.stride_h = conv_params->stride.h;
-    g.stride_w = conv_params->stride.w;
-    g.pad_t = conv_params->padding.h;
-    g.pad_l = conv_params->padding.w;
-    g.dil_h = conv_params->dilation.h;
-    g.dil_w = conv_params->dilation.w;
+    TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
     g.out_h = output_dims->h;
     g.out_w = output_dims->w;
     g.zp = (int8_t)(-in_off);

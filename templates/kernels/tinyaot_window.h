@@ -120,6 +120,25 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_dw_conv_geom(tinyaot_window_geom *g, c
     TINYAOT_CONV_GEOM_SET(g, p, input_dims, filter_dims, output_dims, filter_dims->c);
 }
 
+/* For a kernel's own geometry struct that names these fields as tinyaot_window_geom does (the Helium column's
+   conv_geom, fold_geom, block_geom): its window set from a convolution's arguments, field by field in this order
+   (a struct the kernel hands to its helpers by pointer is kept in memory, and the order of these stores is the
+   order the compiler schedules them in). */
+#define TINYAOT_CONV_WINDOW_FIELDS(g, params, input_dims, filter_dims)                                             \
+    do {                                                                                                          \
+        (g).in_h = (input_dims)->h;                                                                               \
+        (g).in_w = (input_dims)->w;                                                                               \
+        (g).in_c = (input_dims)->c;                                                                               \
+        (g).k_h = (filter_dims)->h;                                                                               \
+        (g).k_w = (filter_dims)->w;                                                                               \
+        (g).stride_h = (params)->stride.h;                                                                        \
+        (g).stride_w = (params)->stride.w;                                                                        \
+        (g).pad_t = (params)->padding.h;                                                                          \
+        (g).pad_l = (params)->padding.w;                                                                          \
+        (g).dil_h = (params)->dilation.h;                                                                         \
+        (g).dil_w = (params)->dilation.w;                                                                         \
+    } while (0)
+
 /* Strides and dilations positive, and output_dims' channels those of the geometry. */
 static TINYAOT_ALWAYS_INLINE int tinyaot_window_steps_ok(const tinyaot_window_geom *g, const tinyaot_dims *output_dims)
 {
