@@ -162,6 +162,12 @@ tinyaot_status tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinya
         return TINYAOT_ARG_ERROR;
     }
     const int32_t in_row = g.in_w * g.in_c;
+    /* the window's steps that no pixel changes, set once: win's address goes to the tap loops, so each field set
+       in the pixel loop is a store per pixel */
+    dw_window win;
+    win.in_col_step = g.dil_w * g.in_c;
+    win.w_col_step = g.out_c;
+    win.in_off = g.in_off;
     int32_t b, oy, ox;
     for (b = 0; b < g.batches; b++) {
         const int8_t *in_b = input + b * g.in_h * in_row;
@@ -170,14 +176,10 @@ tinyaot_status tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinya
             for (ox = 0; ox < g.out_w; ox++) {
                 const tinyaot_span x = tinyaot_window_cols(&g, ox);
                 int8_t *out_px = tinyaot_window_out(&g, output, b, oy, ox);
-                dw_window win;
                 win.rows = y.k1 - y.k0;
                 win.cols = x.k1 - x.k0;
-                win.in_col_step = g.dil_w * g.in_c;
                 win.in_row_skip = g.dil_h * in_row - win.cols * win.in_col_step;
-                win.w_col_step = g.out_c;
                 win.w_row_skip = (g.k_w - win.cols) * g.out_c;
-                win.in_off = g.in_off;
                 if (win.rows <= 0 || win.cols <= 0) {
                     win.rows = 0; /* window entirely in the padding: bias only */
                     win.in = in_b;

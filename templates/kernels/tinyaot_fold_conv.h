@@ -275,54 +275,67 @@ static const int8_t *fold_tap(const fold_geom *g, const fold_pixel *px, int32_t 
     return px->in_b + (iy * g->in_w + ix) * g->in_c;
 }
 
-/* Channels o_begin .. o_end-1 (o_begin a multiple of 4; filter: their weights) of a pixel pair of which at least one
-   window is clipped (or dilated): whole kernel rows where both pixels have them as one run, else tap by tap; padded
-   values are read from zrow (zero points), so the same 4x2 block runs as inside. */
-static void fold_pair_clipped(const fold_geom *g, const fold_pixel *pa, const fold_pixel *pb, const int8_t *zrow,
-                              const int8_t *filter, const fold_out *q, int32_t o_begin, int32_t o_end, int8_t *out_a,
-                              int8_t *out_b)
+/* The taps of one block of nc channels (nc <= 4; 4: the 4x2 block; w: their weights) of a pixel pair into acc. */
+static TINYAOT_ALWAYS_INLINE void fold_pair_block(const fold_geom *g, const fold_pixel *pa, const fold_pixel *pb,
+                                                  const int8_t *zrow, const int8_t *w, int32_t nc, int32_t acc[8])
 {
     const int32_t rl = g->k_w * g->in_c; /* values per kernel row */
-    const int32_t out_c = q->out_c;
+    int32_t c, ky, kx;
+    for (ky = 0; ky < g->k_h; ky++) {
+        const int8_t *ra = fold_row(g, pa, ky, zrow);
+        const int8_t *rb = fold_row(g, pb, ky, zrow);
+        const int whole = (ra != NULL && rb != NULL); /* one run for the row, else one per tap */
+        const int32_t runs = whole ? 1 : g->k_w;
+        const int32_t n4 = (whole ? rl : g->in_c) >> 2;
+        for (kx = 0; kx < runs; kx++) {
+            const int8_t *xa = whole ? ra : fold_tap(g, pa, ky, kx, zrow);
+            const int8_t *xb = whole ? rb : fold_tap(g, pb, ky, kx, zrow);
+            const int32_t j = ky * rl + kx * g->in_c; /* first window position of the run */
+            if (nc == 4) {
+                fold_mac_4x2_s8(xa, xb, w + 4 * j, n4, acc);
+            } else {
+                for (c = 0; c < nc; c++) {
+                    acc[c] = fold_dot_s8(xa, w + c * g->k + j, n4, acc[c]);
+                    acc[4 + c] = fold_dot_s8(xb, w + c * g->k + j, n4, acc[4 + c]);
+                }
+            }
+        }
+    }
+}
+
+/* Channels o_begin .. o_end-1 (o_begin a multiple of 4; filter: their weights) of a pixel pair of which at least one
+   window is clipped (or dilated): whole kernel rows where both pixels have them as one run, else tap by tap; padded
+   values are read from zrow (zero points), so the same 4x2 block runs as inside. The whole blocks of four have a
+   loop of their own (no channel-count test per run) and the function is not inlined into the pixel loop (whose
+   registers then stay with the in-place path): on ic_resnet8's fold convolutions 0.8-1.2 % fewer instructions on
+   M3/M4/M7 than one loop with a per-block count, for ~450 B of code. */
+static TINYAOT_NOINLINE void fold_pair_clipped(const fold_geom *g, const fold_pixel *pa, const fold_pixel *pb,
+                                               const int8_t *zrow, const int8_t *filter, const fold_out *q,
+                                               int32_t o_begin, int32_t o_end, int8_t *out_a, int8_t *out_b)
+{
     const int8_t *w = filter;
-    int32_t o;
-    for (o = o_begin; o < o_end; o += 4, w += 4 * g->k) {
-        const int32_t nc = out_c - o < 4 ? out_c - o : 4; /* channels of this block: 4, or the last ones in order */
+    int32_t o, c;
+    for (o = o_begin; o + 4 <= o_end; o += 4, w += 4 * g->k) {
         int32_t acc[8];
-        int32_t c, ky, kx;
+        for (c = 0; c < 4; c++) {
+            acc[c] = acc[4 + c] = q->bias[o + c];
+        }
+        fold_pair_block(g, pa, pb, zrow, w, 4, acc);
+        fold_store_4x2(q, o, acc, out_a, out_b);
+    }
+    if (o < o_end) { /* the last channels, fewer than four, in order */
+        const int32_t nc = o_end - o;
+        int32_t acc[8];
         for (c = 0; c < 4; c++) { /* (a fixed count: GCC turns a variable one into memcpy calls) */
             const int32_t b = c < nc ? q->bias[o + c] : 0;
             acc[c] = b;
             acc[4 + c] = b;
         }
-        for (ky = 0; ky < g->k_h; ky++) {
-            const int8_t *ra = fold_row(g, pa, ky, zrow);
-            const int8_t *rb = fold_row(g, pb, ky, zrow);
-            const int whole = (ra != NULL && rb != NULL); /* one run for the row, else one per tap */
-            const int32_t runs = whole ? 1 : g->k_w;
-            const int32_t n4 = (whole ? rl : g->in_c) >> 2;
-            for (kx = 0; kx < runs; kx++) {
-                const int8_t *xa = whole ? ra : fold_tap(g, pa, ky, kx, zrow);
-                const int8_t *xb = whole ? rb : fold_tap(g, pb, ky, kx, zrow);
-                const int32_t j = ky * rl + kx * g->in_c; /* first window position of the run */
-                if (nc == 4) {
-                    fold_mac_4x2_s8(xa, xb, w + 4 * j, n4, acc);
-                } else {
-                    for (c = 0; c < nc; c++) {
-                        acc[c] = fold_dot_s8(xa, w + c * g->k + j, n4, acc[c]);
-                        acc[4 + c] = fold_dot_s8(xb, w + c * g->k + j, n4, acc[4 + c]);
-                    }
-                }
-            }
-        }
-        if (nc == 4) {
-            fold_store_4x2(q, o, acc, out_a, out_b);
-        } else {
-            for (c = 0; c < nc; c++) {
-                const int32_t *mr = q->mr + 2 * (o + c);
-                out_a[o + c] = tinyaot_fold_rq(acc[c], mr, tinyaot_fold_e(q->e, o + c), q->act_min, q->act_max);
-                out_b[o + c] = tinyaot_fold_rq(acc[4 + c], mr, tinyaot_fold_e(q->e, o + c), q->act_min, q->act_max);
-            }
+        fold_pair_block(g, pa, pb, zrow, w, nc, acc);
+        for (c = 0; c < nc; c++) {
+            const int32_t *mr = q->mr + 2 * (o + c);
+            out_a[o + c] = tinyaot_fold_rq(acc[c], mr, tinyaot_fold_e(q->e, o + c), q->act_min, q->act_max);
+            out_b[o + c] = tinyaot_fold_rq(acc[4 + c], mr, tinyaot_fold_e(q->e, o + c), q->act_min, q->act_max);
         }
     }
 }

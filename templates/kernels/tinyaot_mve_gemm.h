@@ -44,13 +44,19 @@ extern "C" {
 #endif
 void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,
                           const tinyaot_mve_requant *q, int8_t *out);
-void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
-                          int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0);
 /* tinyaot_mve_gemm2_s8 with each pixel's outputs out_step bytes after the previous pixel's (a slice of a layer's
    channels: the decoded kernels' tiles). */
 void tinyaot_mve_gemm2_strided_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k,
                                   const int8_t *filter, int32_t n_out, int32_t out_step, const tinyaot_mve_requant *q,
                                   int8_t *out0);
+/* Inline, not a function of its own: the Helium conv calls it once per pixel pair, where a wrapper's extra call
+   would cost ~10 instructions a pair. */
+static inline void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k,
+                                        const int8_t *filter, int32_t n_out, const tinyaot_mve_requant *q,
+                                        int8_t *out0)
+{
+    tinyaot_mve_gemm2_strided_s8(col0, col_step, n_pairs, k, filter, n_out, n_out, q, out0);
+}
 #ifdef __cplusplus
 }
 #endif

@@ -108,12 +108,6 @@ TINYAOT_TIGHT_ASM void tinyaot_mve_gemm2_strided_s8(const int8_t *col0, int32_t 
 }
 
 /* n_pairs pairs of columns against all n_out filter rows, each pixel's outputs after the previous one's. */
-void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
-                          int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0)
-{
-    tinyaot_mve_gemm2_strided_s8(col0, col_step, n_pairs, k, filter, n_out, n_out, q, out0);
-}
-
 #else /* portable C */
 
 void tinyaot_mve_gemm1_s8(const int8_t *col, int32_t k, const int8_t *filter, int32_t n_out,
@@ -139,12 +133,6 @@ void tinyaot_mve_gemm2_strided_s8(const int8_t *col0, int32_t col_step, int32_t 
     for (i = 0; i < 2 * n_pairs; i++) {
         tinyaot_mve_gemm1_s8(col0 + i * col_step, k, filter, n_out, q, out0 + i * out_step);
     }
-}
-
-void tinyaot_mve_gemm2_s8(const int8_t *col0, int32_t col_step, int32_t n_pairs, int32_t k, const int8_t *filter,
-                          int32_t n_out, const tinyaot_mve_requant *q, int8_t *out0)
-{
-    tinyaot_mve_gemm2_strided_s8(col0, col_step, n_pairs, k, filter, n_out, n_out, q, out0);
 }
 
 #endif
