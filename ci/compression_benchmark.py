@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +45,7 @@ from tinyaot.sweep.sweep import run_sweep  # noqa: E402
 SETTINGS = [
     Config("int8", {}),
     Config("prune0.5_block", {"prune": 0.5, "prune_pattern": "block"}),
+    Config("prune0.6_block", {"prune": 0.6, "prune_pattern": "block"}),
     Config("prune0.5", {"prune": 0.5}),
     Config("int4", {"weight_bits": 4}),
     Config("clusters16", {"clusters": 16}),
@@ -84,6 +86,18 @@ def measure_unlabelled(name: str, board: str, settings: list[Config], tmp: Path)
     return out
 
 
+def commit_of(root: Path) -> str:
+    """The short commit of `root`'s checkout (+ "-dirty" with uncommitted changes), or "?" outside git."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("-dirty" if dirty else "")
+
+
 def _ratio(a, b) -> str:
     return "-" if a is None or not b else f"{a / b:.3f}"
 
@@ -95,8 +109,8 @@ def _pct(v) -> str:
 def table(results: dict, boards: list[str], settings: list[Config]) -> tuple[str, list[str], list[str]]:
     """The markdown table, the failed rows, the missed targets."""
     head = "| model | setting | top-1 % | weights B | weights vs int8 |" + "".join(
-        f" instructions {b} | vs int8 |" for b in boards) + "".join(f" flash B {b} |" for b in boards)
-    sep = "|---" * (5 + 3 * len(boards)) + "|"
+        f" instructions {b} | vs int8 |" for b in boards) + "".join(f" flash B {b} |" for b in boards) + " commit |"
+    sep = "|---" * (6 + 3 * len(boards)) + "|"
     lines, failed, missed = [head, sep], [], []
     for model, per_board in results.items():
         base = {b: per_board[b].get("int8", {}) for b in boards}
@@ -120,6 +134,7 @@ def table(results: dict, boards: list[str], settings: list[Config]) -> tuple[str
                     missed.append(f"{model} {c.name} on {b}: {ratio:.3f}x int8's instructions > {TARGETS[c.name]}")
             cells += [f"{(rows[b] or {}).get('flash_bytes', 0):,}" if (rows[b] or {}).get("flash_bytes") else "-"
                       for b in boards]
+            cells.append(", ".join(sorted({(rows[b] or {}).get("commit", "?") for b in boards if rows[b]})))
             if model in SPEED_MODELS and c.name == WEIGHTS_TARGET[0] and first.get("weights_bytes"):
                 w = first["weights_bytes"] / base[boards[0]]["weights_bytes"]
                 if w > WEIGHTS_TARGET[1]:
@@ -137,6 +152,9 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "ci" / "compression_benchmark.md"))
     ap.add_argument("--readme", action="store_true")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of --out's .json that this run does not measure (each row names its commit)")
+    ap.add_argument("--commit", default=None, help="the commit the rows are measured on (default: ROOT's HEAD)")
     args = ap.parse_args()
     boards = args.boards.split(",")
     settings = SETTINGS if not args.settings else [c for c in SETTINGS if c.name in args.settings.split(",")]
@@ -146,23 +164,31 @@ def main() -> int:
     if args.models:
         wanted = args.models.split(",")
         models = [m for m in models if m[0] in wanted]
-    results: dict[str, dict] = {}
+    out_json = Path(args.out).with_suffix(".json")
+    results: dict[str, dict] = json.loads(out_json.read_text()) if args.merge and out_json.exists() else {}
+    commit = args.commit or commit_of(ROOT)
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="tinyaot-compression-") as tmp_name:
         tmp = Path(tmp_name)
         for name, model, data in models:
-            results[name] = {}
+            results.setdefault(name, {})
             for b in boards:
                 t = time.time()
                 try:
                     if model is None:
-                        results[name][b] = measure_unlabelled(name, b, settings, tmp)
+                        rows = measure_unlabelled(name, b, settings, tmp)
                     else:
-                        results[name][b] = measure_labelled(name, model, data, b, settings, tmp, args.workers)
+                        rows = measure_labelled(name, model, data, b, settings, tmp, args.workers)
                 except TinyaotError as exc:
-                    results[name][b] = {c.name: {"name": c.name, "error": str(exc).splitlines()[0]}
-                                        for c in settings}
+                    rows = {c.name: {"name": c.name, "error": str(exc).splitlines()[0]} for c in settings}
+                for row in rows.values():
+                    row["commit"] = commit
+                results[name].setdefault(b, {}).update(rows)
+                out_json.write_text(json.dumps(results, indent=1, default=str) + "\n")  # progress survives a stop
                 print(f"{name} on {b}: {time.time() - t:.0f} s", file=sys.stderr, flush=True)
+    if args.merge:  # the table shows every setting measured so far, in SETTINGS order
+        seen = {n for per_board in results.values() for rows in per_board.values() for n in rows}
+        settings = [c for c in SETTINGS if c.name in seen]
     text, failed, missed = table(results, boards, settings)
     header = (f"Made by `.venv/bin/python ci/compression_benchmark.py` ({time.time() - t0:.0f} s). Top-1 on the "
               "held-out splits of ci/accuracy_comparison.py; weights as stored (codebooks, indices included); "
@@ -172,7 +198,7 @@ def main() -> int:
     if missed:
         body += "\nTargets missed:\n" + "".join(f"- {m}\n" for m in missed)
     Path(args.out).write_text(body)
-    (Path(args.out).with_suffix(".json")).write_text(json.dumps(results, indent=1, default=str) + "\n")
+    out_json.write_text(json.dumps(results, indent=1, default=str) + "\n")
     print(body)
     if args.readme:
         readme = ROOT / "README.md"

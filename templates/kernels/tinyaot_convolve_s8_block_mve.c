@@ -42,7 +42,7 @@ tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const t
     const int in_place = block_in_place(conv_params, input_dims, filter_dims);
     conv_geom g;
     pixel_pos pa;
-    tinyaot_mve_requant q;
+    tinyaot_mve_block_job job;
     int8_t *col = NULL;
     int32_t n_pix, p;
     (void)bias_dims;
@@ -66,12 +66,8 @@ tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const t
     g.out_w = output_dims->w;
     g.zp = (int8_t)(-conv_params->input_offset);
     (void)quant_params; /* per-row requantization words in bias (tinyaot_mve_block.h) */
-    q.bias = NULL;
-    q.mult = NULL;
-    q.shift = NULL;
-    q.out_off = conv_params->output_offset;
-    q.act_min = conv_params->activation.min;
-    q.act_max = conv_params->activation.max;
+    tinyaot_mve_block_job_of(&job, filter->values, bias, out_c, conv_params->output_offset,
+                             conv_params->activation.min, conv_params->activation.max);
     n_pix = input_dims->n * g.out_h * g.out_w;
     pa.b = pa.oy = pa.ox = 0;
     for (p = 0; p < n_pix; p += 2) {
@@ -91,8 +87,11 @@ tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const t
             xa = col;
             xb = col + k4;
         }
-        tinyaot_mve_block_rows(xa, two ? xb : NULL, filter->values, bias, out_c, &q, out_a,
-                               out_a + out_c);
+        if (two) {
+            tinyaot_mve_block_two(xa, xb, out_a, &job);
+        } else {
+            tinyaot_mve_block_one(xa, out_a, &job);
+        }
         pa = pb;
         next_pixel(&pa, &g);
     }

@@ -29,7 +29,7 @@ tinyaot_status tinyaot_fully_connected_s8_block_mve(const tinyaot_context *ctx, 
     const int32_t out_c = output_dims->c;
     const int in_place = (depth % 4 == 0);
     int8_t *col = NULL;
-    tinyaot_mve_requant q;
+    tinyaot_mve_block_job job;
     int32_t b, i;
     (void)bias_dims;
     (void)per_channel;
@@ -48,12 +48,8 @@ tinyaot_status tinyaot_fully_connected_s8_block_mve(const tinyaot_context *ctx, 
         }
     }
     (void)quant_params; /* per-row requantization words in bias (tinyaot_mve_block.h) */
-    q.bias = NULL;
-    q.mult = NULL;
-    q.shift = NULL;
-    q.out_off = fc_params->output_offset;
-    q.act_min = fc_params->activation.min;
-    q.act_max = fc_params->activation.max;
+    tinyaot_mve_block_job_of(&job, filter->values, bias, out_c, fc_params->output_offset, fc_params->activation.min,
+                             fc_params->activation.max);
     for (b = 0; b < rows; b += 2) {
         const int two = (b + 1 < rows);
         const int8_t *xa = input + b * depth;
@@ -67,8 +63,11 @@ tinyaot_status tinyaot_fully_connected_s8_block_mve(const tinyaot_context *ctx, 
             xa = col;
             xb = col + d4;
         }
-        tinyaot_mve_block_rows(xa, two ? xb : NULL, filter->values, bias, out_c, &q, out_a,
-                               out_a + out_c);
+        if (two) {
+            tinyaot_mve_block_two(xa, xb, out_a, &job);
+        } else {
+            tinyaot_mve_block_one(xa, out_a, &job);
+        }
     }
     return TINYAOT_OK;
 }

@@ -4,19 +4,26 @@
  *
  * Weights: the blocks of 4 output channels x 4 consecutive positions that hold a nonzero weight (tinyaot/compress/
  * storage.py "sparse_block"), laid out at compile time for Helium as one stream (tinyaot/ops/compressed.py
- * mve_block_stream): per block-row (channels 4r .. 4r+3) its count of stored blocks (two bytes, little-endian), then
- * its blocks in groups of four (the last group may hold fewer, m); per group the m blocks' absolute block columns j
- * (one byte each: rows of at most 1024 positions), then for each channel c in turn the group's blocks' four values
- * of channel c (4m bytes). The struct's `deltas` and `counts` are not used. The bias (folded), multipliers and
- * shifts come interleaved per block-row, 12 words (four of each) in `bias`; quant_params is not read.
+ * mve_block_stream): per block-row (channels 4r .. 4r+3) its number of groups of four blocks (one byte, at least 1:
+ * each row is filled to whole groups with zero blocks at column 0, an empty row gets one such group), then per group
+ * the four blocks' absolute block columns j (one byte each: rows of at most 1024 positions), then for each channel
+ * c in turn the group's blocks' four values of channel c (16 bytes). The struct's `deltas` and `counts` are not
+ * used. The bias (folded), the multipliers and the shifts split into their left (>= 0) and right (<= 0) parts come
+ * per block-row as 16 words in `bias` (four of each: bias, left, mult, right); quant_params is not read.
  *
  * A group of four blocks is one 16-lane VMLADAVA per channel and pixel: the four input words the blocks multiply
  * (positions 4j .. 4j+3 of the column, for each of the group's j) are fetched by one word gather, VLDRW.U32
  * Qd, [Rn, Qoffsets, UXTW #2], the offsets widened from the group's index bytes by VLDRB.U32. Per group and two
- * pixels: 1 offset load, 2 gathers, 4 weight loads, 8 VMLADAVA and 2 loop instructions for 128 multiply-adds, the
- * dense Helium kernels' cost per 16-value chunk. The last group of fewer blocks runs under a tail predicate
- * (VCTP.32 on the blocks: 4m byte lanes), its inactive lanes loaded as zero. The columns are 4-byte aligned
- * (gathered words).
+ * pixels: 1 offset load, 2 gathers, 4 weight loads, 8 VMLADAV(A) and 2 loop instructions for 128 multiply-adds, the
+ * dense Helium kernels' cost per 16-value chunk; the first group of a row starts the sums (VMLADAV), so no
+ * accumulator is cleared. The columns are 4-byte aligned (gathered words).
+ *
+ * Under GCC and clang the row loop is one naked assembly function per column count (tinyaot_mve_block_two / _one):
+ * the eight accumulators take every even register, r0 .. lr (VMLADAVA's accumulator must be even), the pointers the
+ * odd ones, and the few loop values live in a 16-byte stack frame read with one LDM, so no compiler register
+ * allocation or frame pointer is involved (every optimisation level builds the same code). Per block-row and pixel
+ * pair besides the groups: the count load, 4 VMOVs into two sum vectors, 24 instructions of requantization with the
+ * precomputed shift halves and 7 of stores and loop.
  *
  * The input offset is folded into the bias (tinyaot_nn_mve.h); overflow as in tinyaot_mve_gemm.h.
  */
@@ -25,308 +32,241 @@
 
 #include "tinyaot_mve_gemm.h"
 
-#if TINYAOT_USE_MVE
+/* What the row loop reads: the layer's stream and requantization words, its outputs per pixel (whole block-rows and
+   the channels of a last partial one), the output offset and the activation bounds (four lanes each). The field
+   order is the naked functions' (one LDM reads the first six). */
+typedef struct {
+    int32_t rows;            /* out_c / 4 */
+    const int8_t *stream;    /* ops/compressed.py mve_block_stream */
+    int32_t out_c;           /* bytes from a pixel's outputs to the next pixel's */
+    int32_t out_off;
+    const int32_t *params;   /* 16 words per block-row */
+    int32_t rem;             /* out_c % 4 */
+    int32_t lo[4], hi[4];
+} tinyaot_mve_block_job;
 
-#if defined(__OPTIMIZE__) && TINYAOT_GCC
-/* One channel of the tail group for both columns: its 4m weights (the predicate's lanes) at pw, pw += 4m. */
-#define TINYAOT_MVE_BLOCK_TAIL2(r, s)                                                                                \
-    "vpst\n\t"                                                                                                       \
-    "vldrbt.8 q3, [%[pw]]\n\t"                                                                                       \
-    "add %[pw], %[pw], %[g]\n\t"                                                                                     \
-    "vmladava.s8 %[" r "], q1, q3\n\t"                                                                               \
-    "vmladava.s8 %[" s "], q2, q3\n\t"
-/* One block-row of the stream at pw (its count, then its groups; pw is left at the next row) against columns pa and
-   pb into the eight accumulators (each starting at 0), then the four sums of each column as one vector (va, vb:
-   two lanes per VMOV). "Te": GCC's even-register constraint, which VMLADAVA's accumulator needs (see
-   tinyaot_mve_gemm.h); the count is kept in memory (no register is left at -O1); "l": VLDRB.U32 needs a low base
-   register. The tail's VCTP changes the predicate register, which GCC cannot be told about (there is no "vpr"
-   clobber) and may hold a store's predicate in across the statement: it is saved in sv and given back. */
-#define TINYAOT_MVE_BLOCK_ROW2(a0, a1, a2, a3, b0, b1, b2, b3, va, vb)                                               \
-    __asm__("ldrh %[g], [%[pw]], #2\n\t"                                                                           \
-            "str %[g], %[cnt]\n\t"                                                                                   \
-            "asrs %[g], %[g], #2\n\t"                                                                                \
-            "beq 2f\n\t"                                                                                             \
-            "1:\n\t"                                                                                                 \
-            "vldrb.u32 q0, [%[pw]], #4\n\t"                                                                          \
-            "vldrw.u32 q1, [%[pa], q0, uxtw #2]\n\t"                                                                 \
-            "vldrw.u32 q2, [%[pb], q0, uxtw #2]\n\t"                                                                 \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r0], q1, q3\n\t"                                                                          \
-            "vmladava.s8 %[s0], q2, q3\n\t"                                                                          \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r1], q1, q3\n\t"                                                                          \
-            "vmladava.s8 %[s1], q2, q3\n\t"                                                                          \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r2], q1, q3\n\t"                                                                          \
-            "vmladava.s8 %[s2], q2, q3\n\t"                                                                          \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r3], q1, q3\n\t"                                                                          \
-            "vmladava.s8 %[s3], q2, q3\n\t"                                                                          \
-            "subs %[g], %[g], #1\n\t"                                                                                \
-            "bne 1b\n\t"                                                                                             \
-            "2:\n\t"                                                                                                 \
-            "ldr %[g], %[cnt]\n\t"                                                                                  \
-            "tst %[g], #3\n\t"                                                                                       \
-            "beq 3f\n\t"                                                                                             \
-            "vmrs %[g], p0\n\t"                                                                                      \
-            "str %[g], %[sv]\n\t"                                                                                    \
-            "ldr %[g], %[cnt]\n\t"                                                                                  \
-            "and %[g], %[g], #3\n\t"                                                                                 \
-            "vctp.32 %[g]\n\t"                                                                                       \
-            "vpst\n\t"                                                                                               \
-            "vldrbt.u32 q0, [%[pw]]\n\t"                                                                             \
-            "add %[pw], %[pw], %[g]\n\t"                                                                             \
-            "lsls %[g], %[g], #2\n\t"                                                                                \
-            "vpstt\n\t"                                                                                              \
-            "vldrwt.u32 q1, [%[pa], q0, uxtw #2]\n\t"                                                                \
-            "vldrwt.u32 q2, [%[pb], q0, uxtw #2]\n\t"                                                                \
-            TINYAOT_MVE_BLOCK_TAIL2("r0", "s0") TINYAOT_MVE_BLOCK_TAIL2("r1", "s1")                                  \
-            TINYAOT_MVE_BLOCK_TAIL2("r2", "s2") TINYAOT_MVE_BLOCK_TAIL2("r3", "s3")                                  \
-            "ldr %[g], %[sv]\n\t"                                                                                    \
-            "vmsr p0, %[g]\n\t"                                                                                      \
-            "3:\n\t"                                                                                                 \
-            "vmov %q[va][2], %q[va][0], %[r0], %[r2]\n\t"                                                            \
-            "vmov %q[va][3], %q[va][1], %[r1], %[r3]\n\t"                                                            \
-            "vmov %q[vb][2], %q[vb][0], %[s0], %[s2]\n\t"                                                            \
-            "vmov %q[vb][3], %q[vb][1], %[s1], %[s3]"                                                                \
-            : [r0] "+Te"(a0), [r1] "+Te"(a1), [r2] "+Te"(a2), [r3] "+Te"(a3), [s0] "+Te"(b0), [s1] "+Te"(b1),        \
-              [s2] "+Te"(b2), [s3] "+Te"(b3), [pw] "+l"(pw), [g] "=&r"(g), [va] "=w"(va), [vb] "=w"(vb),             \
-              [sv] "=m"(sv), [cnt] "=m"(cnt)                                                                         \
-            : [pa] "r"(xa), [pb] "r"(xb)                                                                             \
-            : "q0", "q1", "q2", "q3", "memory", "cc")
-/* One channel of the tail group for one column: its 4m weights at pw, pw += 4m. */
-#define TINYAOT_MVE_BLOCK_TAIL1(r)                                                                                   \
-    "vpst\n\t"                                                                                                       \
-    "vldrbt.8 q3, [%[pw]]\n\t"                                                                                       \
-    "add %[pw], %[pw], %[g]\n\t"                                                                                     \
-    "vmladava.s8 %[" r "], q1, q3\n\t"
-/* The one-column form of TINYAOT_MVE_BLOCK_ROW2: per group 1 offset load, 1 gather, 4 weight loads, 4 VMLADAVA. */
-#define TINYAOT_MVE_BLOCK_ROW1(a0, a1, a2, a3, va)                                                                   \
-    __asm__("ldrh %[g], [%[pw]], #2\n\t"                                                                           \
-            "str %[g], %[cnt]\n\t"                                                                                   \
-            "asrs %[g], %[g], #2\n\t"                                                                                \
-            "beq 2f\n\t"                                                                                             \
-            "1:\n\t"                                                                                                 \
-            "vldrb.u32 q0, [%[pw]], #4\n\t"                                                                          \
-            "vldrw.u32 q1, [%[pa], q0, uxtw #2]\n\t"                                                                 \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r0], q1, q3\n\t"                                                                          \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r1], q1, q3\n\t"                                                                          \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r2], q1, q3\n\t"                                                                          \
-            "vldrb.8 q3, [%[pw]], #16\n\t"                                                                           \
-            "vmladava.s8 %[r3], q1, q3\n\t"                                                                          \
-            "subs %[g], %[g], #1\n\t"                                                                                \
-            "bne 1b\n\t"                                                                                             \
-            "2:\n\t"                                                                                                 \
-            "ldr %[g], %[cnt]\n\t"                                                                                  \
-            "tst %[g], #3\n\t"                                                                                       \
-            "beq 3f\n\t"                                                                                             \
-            "vmrs %[g], p0\n\t"                                                                                      \
-            "str %[g], %[sv]\n\t"                                                                                    \
-            "ldr %[g], %[cnt]\n\t"                                                                                  \
-            "and %[g], %[g], #3\n\t"                                                                                 \
-            "vctp.32 %[g]\n\t"                                                                                       \
-            "vpst\n\t"                                                                                               \
-            "vldrbt.u32 q0, [%[pw]]\n\t"                                                                             \
-            "add %[pw], %[pw], %[g]\n\t"                                                                             \
-            "lsls %[g], %[g], #2\n\t"                                                                                \
-            "vpst\n\t"                                                                                               \
-            "vldrwt.u32 q1, [%[pa], q0, uxtw #2]\n\t"                                                                \
-            TINYAOT_MVE_BLOCK_TAIL1("r0") TINYAOT_MVE_BLOCK_TAIL1("r1") TINYAOT_MVE_BLOCK_TAIL1("r2")                \
-            TINYAOT_MVE_BLOCK_TAIL1("r3")                                                                            \
-            "ldr %[g], %[sv]\n\t"                                                                                    \
-            "vmsr p0, %[g]\n\t"                                                                                      \
-            "3:\n\t"                                                                                                 \
-            "vmov %q[va][2], %q[va][0], %[r0], %[r2]\n\t"                                                            \
-            "vmov %q[va][3], %q[va][1], %[r1], %[r3]"                                                                \
-            : [r0] "+Te"(a0), [r1] "+Te"(a1), [r2] "+Te"(a2), [r3] "+Te"(a3), [pw] "+l"(pw), [g] "=&r"(g),          \
-              [va] "=w"(va), [sv] "=m"(sv), [cnt] "=m"(cnt)                                                          \
-            : [pa] "r"(xa)                                                                                           \
-            : "q0", "q1", "q3", "memory", "cc")
+static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job *j, const int8_t *stream, const int32_t *params,
+                                     int32_t out_c, int32_t out_off, int32_t act_min, int32_t act_max)
+{
+    int i;
+    j->rows = out_c / 4;
+    j->stream = stream;
+    j->out_c = out_c;
+    j->out_off = out_off;
+    j->params = params;
+    j->rem = out_c % 4;
+    for (i = 0; i < 4; i++) {
+        j->lo[i] = act_min;
+        j->hi[i] = act_max;
+    }
+}
+
+#if TINYAOT_USE_MVE && TINYAOT_GNU
 #define TINYAOT_MVE_BLOCK_ASM 1
-#else
+
+/* One group against two columns (xa in r3, xb in r1; stream at r5): op is VMLADAV for a row's first group, which
+   starts the sums, VMLADAVA for the others. Channel c of pixel a sums in r(2c), of pixel b in r(8 + 2c) (lr = r14). */
+#define TINYAOT_MVE_BLOCK_G2(op)                                                                                       \
+    "vldrb.u32 q0, [r5], #4\n\t"                                                                                       \
+    "vldrw.u32 q1, [r3, q0, uxtw #2]\n\t"                                                                              \
+    "vldrw.u32 q2, [r1, q0, uxtw #2]\n\t"                                                                              \
+    "vldrb.8 q3, [r5], #16\n\t" op " r0, q1, q3\n\t" op " r8, q2, q3\n\t"                                              \
+    "vldrb.8 q3, [r5], #16\n\t" op " r2, q1, q3\n\t" op " r10, q2, q3\n\t"                                             \
+    "vldrb.8 q3, [r5], #16\n\t" op " r4, q1, q3\n\t" op " r12, q2, q3\n\t"                                             \
+    "vldrb.8 q3, [r5], #16\n\t" op " r6, q1, q3\n\t" op " lr, q2, q3\n\t"
+/* One group against one column (xa in r3). */
+#define TINYAOT_MVE_BLOCK_G1(op)                                                                                       \
+    "vldrb.u32 q0, [r5], #4\n\t"                                                                                       \
+    "vldrw.u32 q1, [r3, q0, uxtw #2]\n\t"                                                                              \
+    "vldrb.8 q3, [r5], #16\n\t" op " r0, q1, q3\n\t"                                                                   \
+    "vldrb.8 q3, [r5], #16\n\t" op " r2, q1, q3\n\t"                                                                   \
+    "vldrb.8 q3, [r5], #16\n\t" op " r4, q1, q3\n\t"                                                                   \
+    "vldrb.8 q3, [r5], #16\n\t" op " r6, q1, q3\n\t"
+/* A block-row's groups (count byte first), their sums then in q4 (pixel a) and q5 (pixel b), and the frame's row
+   count, out_c and out_off in r0, r2, r4. */
+#define TINYAOT_MVE_BLOCK_SUMS(G, vmovs)                                                                               \
+    "ldrb r11, [r5], #1\n\t" G("vmladav.s8") "subs r11, r11, #1\n\t"                                                   \
+    "beq 2f\n\t"                                                                                                       \
+    "1:\n\t" G("vmladava.s8") "subs r11, r11, #1\n\t"                                                                  \
+    "bne 1b\n\t"                                                                                                       \
+    "2:\n\t" vmovs "ldm sp, {r0, r2, r4}\n\t"
+#define TINYAOT_MVE_BLOCK_VMOV2                                                                                        \
+    "vmov q4[2], q4[0], r0, r4\n\t"                                                                                    \
+    "vmov q4[3], q4[1], r2, r6\n\t"                                                                                    \
+    "vmov q5[2], q5[0], r8, r12\n\t"                                                                                   \
+    "vmov q5[3], q5[1], r10, lr\n\t"
+#define TINYAOT_MVE_BLOCK_VMOV1                                                                                        \
+    "vmov q4[2], q4[0], r0, r4\n\t"                                                                                    \
+    "vmov q4[3], q4[1], r2, r6\n\t"
+/* bias, left shift, multiplier, right shift (r9 advances over the row's 16 words); then the output offset (r4),
+   the bounds (q6, q7). The same operations as tinyaot_mve_requantize_split + tinyaot_mve_rdbpot. */
+#define TINYAOT_MVE_BLOCK_REQ2                                                                                         \
+    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vadd.i32 q4, q4, q0\n\t"                                                                                          \
+    "vadd.i32 q5, q5, q0\n\t"                                                                                          \
+    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vqshl.s32 q4, q4, q0\n\t"                                                                                         \
+    "vqshl.s32 q5, q5, q0\n\t"                                                                                         \
+    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vqrdmulh.s32 q4, q4, q0\n\t"                                                                                      \
+    "vqrdmulh.s32 q5, q5, q0\n\t"                                                                                      \
+    "vldrw.u32 q1, [r9], #16\n\t"                                                                                      \
+    "vand q0, q4, q1\n\t"                                                                                              \
+    "vshr.s32 q0, q0, #31\n\t"                                                                                         \
+    "vqadd.s32 q4, q4, q0\n\t"                                                                                         \
+    "vrshl.s32 q4, q4, q1\n\t"                                                                                         \
+    "vand q0, q5, q1\n\t"                                                                                              \
+    "vshr.s32 q0, q0, #31\n\t"                                                                                         \
+    "vqadd.s32 q5, q5, q0\n\t"                                                                                         \
+    "vrshl.s32 q5, q5, q1\n\t"                                                                                         \
+    "vqadd.s32 q4, q4, r4\n\t"                                                                                         \
+    "vqadd.s32 q5, q5, r4\n\t"                                                                                         \
+    "vmax.s32 q4, q4, q6\n\t"                                                                                          \
+    "vmax.s32 q5, q5, q6\n\t"                                                                                          \
+    "vmin.s32 q4, q4, q7\n\t"                                                                                          \
+    "vmin.s32 q5, q5, q7\n\t"
+#define TINYAOT_MVE_BLOCK_REQ1                                                                                         \
+    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vadd.i32 q4, q4, q0\n\t"                                                                                          \
+    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vqshl.s32 q4, q4, q0\n\t"                                                                                         \
+    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vqrdmulh.s32 q4, q4, q0\n\t"                                                                                      \
+    "vldrw.u32 q1, [r9], #16\n\t"                                                                                      \
+    "vand q0, q4, q1\n\t"                                                                                              \
+    "vshr.s32 q0, q0, #31\n\t"                                                                                         \
+    "vqadd.s32 q4, q4, q0\n\t"                                                                                         \
+    "vrshl.s32 q4, q4, q1\n\t"                                                                                         \
+    "vqadd.s32 q4, q4, r4\n\t"                                                                                         \
+    "vmax.s32 q4, q4, q6\n\t"                                                                                          \
+    "vmin.s32 q4, q4, q7\n\t"
+/* Entry: (xa r0, xb r1, out r2, job r3) -> xa r3, xb r1, stream r5, params r9, out r7 (VSTRB.32 needs a low base),
+   bounds q6/q7, and the frame [sp] = rows left, out_c, out_off, rem (r4, r6, r8, r10 from the job's first six
+   words). No rows: straight to the partial one (label 8). */
+#define TINYAOT_MVE_BLOCK_ENTER                                                                                        \
+    "push {r4-r11, lr}\n\t"                                                                                            \
+    "vpush {d8-d15}\n\t"                                                                                               \
+    "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                                                                            \
+    "vldrw.u32 q6, [r3, #24]\n\t"                                                                                      \
+    "vldrw.u32 q7, [r3, #40]\n\t"                                                                                      \
+    "mov r3, r0\n\t"                                                                                                   \
+    "mov r7, r2\n\t"                                                                                                   \
+    "push {r4, r6, r8, r10}\n\t"                                                                                       \
+    "cmp r4, #0\n\t"                                                                                                   \
+    "beq 8f\n\t"
+#define TINYAOT_MVE_BLOCK_LEAVE                                                                                        \
+    "9:\n\t"                                                                                                           \
+    "add sp, sp, #16\n\t"                                                                                              \
+    "vpop {d8-d15}\n\t"                                                                                                \
+    "pop {r4-r11, pc}\n\t"
+
+/* The whole row loop: the whole block-rows (label 3), then a partial one (label 8: rem lanes stored, VCTP.32 on r0;
+   VPR is not preserved across calls). store / store_p: the outputs of r7's pixel(s), r7 advanced / predicated. */
+#define TINYAOT_MVE_BLOCK_LOOP(G, vmovs, req, store, store_p)                                                          \
+    TINYAOT_MVE_BLOCK_ENTER                                                                                            \
+    "3:\n\t" TINYAOT_MVE_BLOCK_SUMS(G, vmovs) req store                                                                \
+    "subs r0, r0, #1\n\t"                                                                                              \
+    "str r0, [sp]\n\t"                                                                                                 \
+    "bne 3b\n\t"                                                                                                       \
+    "8:\n\t"                                                                                                           \
+    "ldr r0, [sp, #12]\n\t"                                                                                            \
+    "cmp r0, #0\n\t"                                                                                                   \
+    "beq 9f\n\t" TINYAOT_MVE_BLOCK_SUMS(G, vmovs) req                                                                  \
+    "ldr r0, [sp, #12]\n\t"                                                                                            \
+    "vctp.32 r0\n\t" store_p TINYAOT_MVE_BLOCK_LEAVE
+
+/* Every block-row against columns xa and xb (4-byte aligned), pixel a's outputs at out, pixel b's at out + out_c. */
+static TINYAOT_NAKED void tinyaot_mve_block_two(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED const int8_t *xb,
+                                                TINYAOT_UNUSED int8_t *out,
+                                                TINYAOT_UNUSED const tinyaot_mve_block_job *job)
+{
+    __asm__ volatile(TINYAOT_MVE_BLOCK_LOOP(TINYAOT_MVE_BLOCK_G2, TINYAOT_MVE_BLOCK_VMOV2, TINYAOT_MVE_BLOCK_REQ2,
+                                            "add r2, r7, r2\n\t"
+                                            "vstrb.32 q5, [r2]\n\t"
+                                            "vstrb.32 q4, [r7], #4\n\t",
+                                            "add r2, r7, r2\n\t"
+                                            "vpstt\n\t"
+                                            "vstrbt.32 q5, [r2]\n\t"
+                                            "vstrbt.32 q4, [r7]\n\t"));
+}
+
+/* Every block-row against column xa, its outputs at out. */
+static TINYAOT_NAKED void tinyaot_mve_block_one(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED int8_t *out,
+                                                TINYAOT_UNUSED const tinyaot_mve_block_job *job)
+{
+    __asm__ volatile("mov r3, r2\n\t"
+                     "mov r2, r1\n\t" TINYAOT_MVE_BLOCK_LOOP(TINYAOT_MVE_BLOCK_G1, TINYAOT_MVE_BLOCK_VMOV1,
+                                                             TINYAOT_MVE_BLOCK_REQ1, "vstrb.32 q4, [r7], #4\n\t",
+                                                             "vpst\n\t"
+                                                             "vstrbt.32 q4, [r7]\n\t"));
+}
+
+#else /* no assembly: intrinsics on MVE cores (other compilers), portable C elsewhere; the same integers */
 #define TINYAOT_MVE_BLOCK_ASM 0
-#endif
 
-/* The stored blocks of one block-row (the stream at *pw: its count, then its groups; advanced past them) against
-   column xa (and xb unless it is NULL), added to acc (8 entries). The intrinsics form of the assembly above. */
-TINYAOT_MVE_INLINE void tinyaot_mve_block_row(const int8_t *xa, const int8_t *xb, const int8_t **pw, int32_t acc[8])
+/* The stored blocks of every block-row against column xa (and xb unless it is NULL), pixel a's outputs at out,
+   pixel b's at out + out_c. */
+static void tinyaot_mve_block_cols(const int8_t *xa, const int8_t *xb, int8_t *out, const tinyaot_mve_block_job *j)
 {
-    const int8_t *w = *pw;
-    int32_t n = (int32_t)((const uint8_t *)(const void *)w)[0] | ((int32_t)((const uint8_t *)(const void *)w)[1] << 8);
-    int32_t c;
-    w += 2;
-    while (n > 0) {
-        const int32_t m = n < 4 ? n : 4;
-        const mve_pred16_t p = vctp32q((uint32_t)m);
-        const uint32x4_t off = vldrbq_z_u32((const uint8_t *)(const void *)w, p);
-        const int8x16_t va = vreinterpretq_s8_s32(
-            vldrwq_gather_shifted_offset_z_s32((const int32_t *)(const void *)xa, off, p));
-        w += m;
-        if (xb != NULL) {
-            const int8x16_t vb = vreinterpretq_s8_s32(
-                vldrwq_gather_shifted_offset_z_s32((const int32_t *)(const void *)xb, off, p));
-            for (c = 0; c < 4; c++, w += 4 * m) {
-                const int8x16_t wv = vldrbq_z_s8(w, p);
-                acc[c] = vmladavaq_s8(acc[c], va, wv);
-                acc[4 + c] = vmladavaq_s8(acc[4 + c], vb, wv);
-            }
-        } else {
-            for (c = 0; c < 4; c++, w += 4 * m) {
-                acc[c] = vmladavaq_s8(acc[c], va, vldrbq_z_s8(w, p));
-            }
-        }
-        n -= m;
-    }
-    *pw = w;
-}
-
-/* Requantization of one block-row's two sum vectors with its params (bias, multipliers, shifts of its four
-   channels, 12 words at pp): tinyaot_mve_requant2 with the three arrays interleaved, so one pointer walks them. */
-TINYAOT_MVE_INLINE void tinyaot_mve_block_requant(int32x4_t *va, int32x4_t *vb, const int32_t *pp,
-                                                  const tinyaot_mve_epilogue *e)
-{
-#if defined(__OPTIMIZE__) && TINYAOT_GCC
-    int32x4_t a = *va;
-    int32x4_t b = *vb;
-    __asm__("vldrw.u32 q0, [%[pp]]\n\t"
-            "vadd.i32 %q[a], %q[a], q0\n\t"
-            "vadd.i32 %q[b], %q[b], q0\n\t"
-            "vldrw.u32 q0, [%[pp], #32]\n\t"
-            "vmov.i32 q1, #0\n\t"
-            "vmax.s32 q2, q0, q1\n\t"
-            "vmin.s32 q1, q0, q1\n\t"
-            "vqshl.s32 %q[a], %q[a], q2\n\t"
-            "vqshl.s32 %q[b], %q[b], q2\n\t"
-            "vldrw.u32 q0, [%[pp], #16]\n\t"
-            "vqrdmulh.s32 %q[a], %q[a], q0\n\t"
-            "vqrdmulh.s32 %q[b], %q[b], q0\n\t"
-            "vand q0, %q[a], q1\n\t"
-            "vshr.s32 q0, q0, #31\n\t"
-            "vqadd.s32 %q[a], %q[a], q0\n\t"
-            "vrshl.s32 %q[a], %q[a], q1\n\t"
-            "vand q0, %q[b], q1\n\t"
-            "vshr.s32 q0, q0, #31\n\t"
-            "vqadd.s32 %q[b], %q[b], q0\n\t"
-            "vrshl.s32 %q[b], %q[b], q1\n\t"
-            "vqadd.s32 %q[a], %q[a], %[off]\n\t"
-            "vqadd.s32 %q[b], %q[b], %[off]\n\t"
-            "vmax.s32 %q[a], %q[a], %q[lo]\n\t"
-            "vmax.s32 %q[b], %q[b], %q[lo]\n\t"
-            "vmin.s32 %q[a], %q[a], %q[hi]\n\t"
-            "vmin.s32 %q[b], %q[b], %q[hi]"
-            : [a] "+w"(a), [b] "+w"(b)
-            : [pp] "r"(pp), [off] "r"(e->out_off), [lo] "w"(e->lo), [hi] "w"(e->hi)
-            : "q0", "q1", "q2", "memory");
-    *va = a;
-    *vb = b;
-#else
-    const int32x4_t left = tinyaot_mve_shift_left(vld1q_s32(pp + 8));
-    const int32x4_t right = tinyaot_mve_shift_right(vld1q_s32(pp + 8));
-    const int32x4_t bias = vld1q_s32(pp);
-    const int32x4_t m = vld1q_s32(pp + 4);
-    int32x4_t a = tinyaot_mve_requantize_split(vaddq_s32(*va, bias), m, left, right);
-    int32x4_t b = tinyaot_mve_requantize_split(vaddq_s32(*vb, bias), m, left, right);
-    a = vqaddq_n_s32(a, e->out_off);
-    b = vqaddq_n_s32(b, e->out_off);
-    *va = vminq_s32(vmaxq_s32(a, e->lo), e->hi);
-    *vb = vminq_s32(vmaxq_s32(b, e->lo), e->hi);
-#endif
-}
-
-/*
- * Every block-row of the layer against column xa (outputs at out_a) and, unless xb is NULL, column xb (outputs at
- * out_b): the stream as described above, params the per-row requantization words (tinyaot_mve_block_requant),
- * n_out channels. The inline assembly uses every odd low register, r7 included, so GCC must keep no frame pointer
- * here, and at -O1 needs its allocator's expensive optimizations to find them (TINYAOT_TIGHT_ASM).
- */
-#if TINYAOT_MVE_BLOCK_ASM
-TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER TINYAOT_TIGHT_ASM
-#endif
-static void tinyaot_mve_block_rows(const int8_t *xa, const int8_t *xb, const int8_t *stream, const int32_t *params,
-                                   int32_t n_out, const tinyaot_mve_requant *q, int8_t *out_a, int8_t *out_b)
-{
-    const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
-    const int8_t *pw = stream;
-    const int32_t *pp = params;
-    int32_t o;
-    for (o = 0; o < n_out; o += 4, pp += 12) {
-        int32x4_t va, vb;
-#if TINYAOT_MVE_BLOCK_ASM
-        int32_t sv, cnt;
-        if (xb != NULL) {
-            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-            int32_t g;
-            TINYAOT_MVE_BLOCK_ROW2(a0, a1, a2, a3, b0, b1, b2, b3, va, vb);
-        } else {
-            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            int32_t g;
-            TINYAOT_MVE_BLOCK_ROW1(a0, a1, a2, a3, va);
-            vb = va;
-        }
-#else
+    const uint8_t *w = (const uint8_t *)(const void *)j->stream;
+    const int32_t *pp = j->params;
+    const int32_t n_out = j->out_c;
+    int32_t o, c, i, t;
+    for (o = 0; o < n_out; o += 4, pp += 16) {
+        int32_t n = *w++;
         int32_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        tinyaot_mve_block_row(xa, xb, &pw, acc);
-        va = tinyaot_mve_lanes(acc[0], acc[1], acc[2], acc[3]);
-        vb = tinyaot_mve_lanes(acc[4], acc[5], acc[6], acc[7]);
-#endif
-        tinyaot_mve_block_requant(&va, &vb, pp, &e);
-        if (o + 4 <= n_out) {
-            vstrbq_s32(out_a + o, va);
-            if (xb != NULL) {
-                vstrbq_s32(out_b + o, vb);
+        for (; n > 0; n--) {
+            const uint8_t *idx = w;
+            const int8_t *wv = (const int8_t *)(const void *)(w + 4);
+#if TINYAOT_USE_MVE
+            const uint32x4_t off = vldrbq_u32(idx);
+            const int8x16_t va = vreinterpretq_s8_s32(vldrwq_gather_shifted_offset_s32((const int32_t *)(const void *)xa, off));
+            for (c = 0; c < 4; c++) {
+                acc[c] = vmladavaq_s8(acc[c], va, vld1q_s8(wv + 16 * c));
             }
-        } else {
-            const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
-            vstrbq_p_s32(out_a + o, va, p4);
             if (xb != NULL) {
-                vstrbq_p_s32(out_b + o, vb, p4);
+                const int8x16_t vb = vreinterpretq_s8_s32(
+                    vldrwq_gather_shifted_offset_s32((const int32_t *)(const void *)xb, off));
+                for (c = 0; c < 4; c++) {
+                    acc[4 + c] = vmladavaq_s8(acc[4 + c], vb, vld1q_s8(wv + 16 * c));
+                }
             }
-        }
-    }
-}
-
-#else /* portable C: the same integers, for the host and cores without MVE */
-
-static void tinyaot_mve_block_rows(const int8_t *xa, const int8_t *xb, const int8_t *stream, const int32_t *params,
-                                   int32_t n_out, const tinyaot_mve_requant *q, int8_t *out_a, int8_t *out_b)
-{
-    const int8_t *w = stream;
-    const int32_t *pp = params;
-    int32_t o;
-    for (o = 0; o < n_out; o += 4, pp += 12) {
-        int32_t n = (int32_t)((const uint8_t *)(const void *)w)[0] | ((int32_t)((const uint8_t *)(const void *)w)[1] << 8);
-        int32_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int32_t c, i, t;
-        w += 2;
-        while (n > 0) {
-            const int32_t m = n < 4 ? n : 4;
-            const uint8_t *idx = (const uint8_t *)(const void *)w;
-            w += m;
-            for (c = 0; c < 4; c++, w += 4 * m) {
-                for (i = 0; i < m; i++) {
+            (void)i;
+            (void)t;
+#else
+            for (c = 0; c < 4; c++) {
+                for (i = 0; i < 4; i++) {
                     for (t = 0; t < 4; t++) {
                         /* products of magnitude at most 128 * 128; partial sums within 128 * sum|w| */
-                        acc[c] += (int32_t)xa[4 * idx[i] + t] * w[4 * i + t];
+                        acc[c] += (int32_t)xa[4 * idx[i] + t] * wv[16 * c + 4 * i + t];
                         if (xb != NULL) {
-                            acc[4 + c] += (int32_t)xb[4 * idx[i] + t] * w[4 * i + t];
+                            acc[4 + c] += (int32_t)xb[4 * idx[i] + t] * wv[16 * c + 4 * i + t];
                         }
                     }
                 }
             }
-            n -= m;
+#endif
+            w += 68;
         }
         for (c = 0; c < 4 && o + c < n_out; c++) {
-            out_a[o + c] = tinyaot_requantize_s8(acc[c] + pp[c], pp[4 + c], pp[8 + c], q->out_off, q->act_min,
-                                                 q->act_max);
+            const int32_t shift = pp[4 + c] + pp[12 + c]; /* one of the two halves is 0 */
+            out[o + c] = tinyaot_requantize_s8(acc[c] + pp[c], pp[8 + c], shift, j->out_off, j->lo[0], j->hi[0]);
             if (xb != NULL) {
-                out_b[o + c] = tinyaot_requantize_s8(acc[4 + c] + pp[c], pp[4 + c], pp[8 + c], q->out_off,
-                                                     q->act_min, q->act_max);
+                out[n_out + o + c] = tinyaot_requantize_s8(acc[4 + c] + pp[c], pp[8 + c], shift, j->out_off,
+                                                           j->lo[0], j->hi[0]);
             }
         }
     }
+}
+
+static void tinyaot_mve_block_two(const int8_t *xa, const int8_t *xb, int8_t *out, const tinyaot_mve_block_job *j)
+{
+    tinyaot_mve_block_cols(xa, xb, out, j);
+}
+
+static void tinyaot_mve_block_one(const int8_t *xa, int8_t *out, const tinyaot_mve_block_job *j)
+{
+    tinyaot_mve_block_cols(xa, NULL, out, j);
 }
 
 #endif

@@ -106,7 +106,8 @@ def _cases():
         cs.append(_case(rng, conv=True, out_c=8, density=1.0, h=3, w=3, cin=8, kh=3, kw=3, pads=(1, 1, 1, 1),
                         zp=zp, extreme=extreme))
     for rows, depth, out_c, d in [(1, 640, 128, 0.5), (1, 8, 5, 0.7), (2, 37, 7, 0.5), (3, 128, 12, 0.3),
-                                  (1, 30, 9, 0.6), (4, 16, 4, 1.0), (1, 64, 12, 0.0), (1, 1500, 6, 0.02)]:
+                                  (1, 30, 9, 0.6), (4, 16, 4, 1.0), (1, 64, 12, 0.0), (1, 1500, 6, 0.02),
+                                  (3, 12, 3, 0.6)]:  # fewer than four channels: no whole block-row
         cs.append(_case(rng, conv=False, out_c=out_c, density=d, rows=rows, depth=depth))
     cs.append(_case(rng, conv=False, out_c=10, density=0.5, rows=1, depth=64, positive=True, act=(-50, 60)))
     for extreme, zp in [(127, -128), (-128, 127)]:

@@ -77,12 +77,11 @@ def block_cost(tensor, pixels: int, dsp: bool, column: bool) -> float:
 
 
 def mve_block_stream(st) -> np.ndarray:
-    """The Helium layout of a sparse_block storage (tinyaot_mve_block.h): per block-row its count (two bytes), then
-    its stored blocks in groups of four, per group the blocks' absolute block columns (one byte each), then the
+    """The Helium layout of a sparse_block storage (tinyaot_mve_block.h): per block-row its number of groups of four
+    blocks (one byte, at least 1), then per group the blocks' absolute block columns (one byte each), then the
     blocks' values channel by channel. The storage's blocks, reordered (index bytes absolute, not deltas), each
-    row's last group filled to four with zero blocks at column 0: a whole group costs the kernel fewer instructions
-    than its predicated tail (kws_dscnn --prune 0.5 --prune-pattern block on mps3-an547: see the commit), for 17
-    bytes of flash per filler block."""
+    row filled to whole groups with zero blocks at column 0 (an empty row to one group): the kernels run whole
+    groups only, and the first one of a row starts its sums (17 bytes of flash per filler block)."""
     blocks = np.asarray(st.arrays["values"], np.int8).reshape(-1, 4, 4)  # [block, channel, position]
     counts = st.arrays["counts"].astype(np.int64)
     deltas = st.arrays["deltas"].astype(np.int64)
@@ -92,12 +91,12 @@ def mve_block_stream(st) -> np.ndarray:
         if cols.size and cols.max() > 255:
             raise ValueError("the Helium block kernels index block columns in one byte (rows of at most 1024 values)")
         row = blocks[b:b + n]
-        fill = -int(n) % 4
+        fill = -int(n) % 4 if n else 4
         b += int(n)
         n = int(n) + fill  # zero blocks at column 0 (a word every row has): products 0
         cols = np.concatenate([cols, np.zeros(fill, np.int64)])
         row = np.concatenate([row, np.zeros((fill, 4, 4), np.int8)])
-        out.append(np.array([n & 0xFF, n >> 8], np.uint8).view(np.int8))  # the row's count, little-endian
+        out.append(np.array([n // 4], np.uint8).view(np.int8))  # the row's groups: at most 64 (256 columns)
         for g in range(0, int(n), 4):
             out.append(cols[g:g + 4].astype(np.uint8).view(np.int8))
             out.append(row[g:g + 4].transpose(1, 0, 2).reshape(-1))  # channel by channel
@@ -105,8 +104,9 @@ def mve_block_stream(st) -> np.ndarray:
 
 
 def mve_block_params(bias, weights, input_offset: int, mult, shift) -> np.ndarray:
-    """The Helium block kernels' requantization words: per block-row of four channels the folded biases, the
-    multipliers and the shifts of its channels (four each, zero past the last channel), 12 int32."""
+    """The Helium block kernels' requantization words: per block-row of four channels the folded biases, the left
+    shifts (max(shift, 0)), the multipliers and the right shifts (min(shift, 0)) of its channels (four each, zero
+    past the last channel), 16 int32."""
     out_c = np.asarray(weights).shape[0]
     pad = -out_c % 4
     folded = np.concatenate([fold_input_offset(bias, weights, input_offset), np.zeros(pad, np.int64)])
@@ -114,7 +114,8 @@ def mve_block_params(bias, weights, input_offset: int, mult, shift) -> np.ndarra
     if mult.size == 1:
         mult, shift = np.repeat(mult, out_c), np.repeat(shift, out_c)
     mult, shift = (np.concatenate([v, np.zeros(pad, np.int64)]) for v in (mult, shift))
-    rows = np.stack([folded.reshape(-1, 4), mult.reshape(-1, 4), shift.reshape(-1, 4)], axis=1)  # [rows, 3, 4]
+    parts = [folded, np.maximum(shift, 0), mult, np.minimum(shift, 0)]
+    rows = np.stack([v.reshape(-1, 4) for v in parts], axis=1)  # [rows, 4, 4]
     return rows.reshape(-1).astype(np.int32)
 
 
@@ -212,13 +213,17 @@ def mve_block_ok(tensor, target) -> bool:
 
 
 def mve_block_cost(tensor, pixels: int, column: bool) -> float:
-    """Cost-model instructions of the Helium block kernels: per group of four stored blocks and pixel pair 16
-    (gathers, weight loads, VMLADAVA, loop), per output value the requantization share, per pixel the column copy
-    (16 bytes per instruction pair) and the pair's bookkeeping."""
+    """Cost-model instructions of the Helium block kernels (tinyaot_mve_block.h), fitted to kws_dscnn --prune 0.5
+    --prune-pattern block on mps3-an547: per group of four stored blocks and pixel pair 17 (gathers, weight loads,
+    VMLADAVA, loop), per block-row and pixel pair 36 (count, VMOVs, requantization, stores: 4.5 per output value),
+    per pixel 40 (the pair's call and bookkeeping) and, with the im2col column, 11 per window tap and the copy of
+    its values."""
     out_c = tensor.shape[0]
     k = int(np.prod(tensor.shape[1:]))
-    groups = float(np.sum(-(-tensor.storage.arrays["counts"].astype(np.int64) // 4)))  # rows filled to whole groups
-    return groups * 16 * pixels / 2 + pixels * out_c * 9.0 + pixels * (60.0 + (k / 8 if column else 0.0))
+    taps = int(np.prod(tensor.shape[1:-1])) if len(tensor.shape) == 4 else 1
+    st = tensor.storage
+    groups = float(np.sum(np.maximum(-(-st.arrays["counts"].astype(np.int64) // 4), 1)))  # whole groups, >= 1 a row
+    return groups * 17 * pixels / 2 + pixels * out_c * 4.5 + pixels * (40.0 + (11 * taps + k / 8 if column else 0.0))
 
 
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
