@@ -150,8 +150,9 @@ PruneScopeOpt = Annotated[Optional[str], typer.Option(
     "fraction in every layer)")]
 PruneMethodOpt = Annotated[Optional[str], typer.Option(
     "--prune-method", help="'obs' (default with calibration data: masks by second-order saliency, each layer's "
-    "sparsity by measured sensitivity, compress/reconstruct.py) or 'magnitude' (the smallest weights; LAMP scores "
-    "across layers)")]
+    "sparsity by measured sensitivity, compress/reconstruct.py), 'magnitude' (the smallest weights; LAMP scores "
+    "across layers) or 'distill' (masks chosen while the pruned float model is trained to the dense one's logits on "
+    "the calibration data, compress/distill.py; also refits after --prune-channels)")]
 PrunePatternOpt = Annotated[Optional[str], typer.Option(
     "--prune-pattern", help="'unstructured' (default: any weight; smallest flash, slower kernels) or 'block' (whole "
     "blocks of 4 output channels x 4 inputs that the block kernels skip: fewer instructions than dense; depthwise "

@@ -35,7 +35,7 @@ from tinyaot.errors import TinyaotError
 
 KINDS = ("conv", "depthwise", "fully_connected")
 SCOPES = ("global", "layer")
-PRUNE_METHODS = ("obs", "magnitude")
+PRUNE_METHODS = ("obs", "magnitude", "distill")
 PATTERNS = ("unstructured", "block")  # compress/pattern.py
 
 
@@ -127,7 +127,9 @@ class CompressionOptions:
     prune: float = 0.0  # fraction of Conv/FullyConnected weights zeroed by magnitude
     prune_scope: str = "global"  # "global": one threshold over all layers; "layer": the fraction in each layer
     prune_method: str = "obs"  # "obs": masks by second-order saliency on the calibration data (compress/
-    # reconstruct.py), the layers' sparsities by measured sensitivity; "magnitude": smallest |w| (LAMP across layers)
+    # reconstruct.py), the layers' sparsities by measured sensitivity; "magnitude": smallest |w| (LAMP across layers);
+    # "distill": masks by gradual magnitude pruning while the float model is distilled end to end to the dense
+    # model's logits on the calibration data (compress/distill.py; also after --prune-channels)
     prune_pattern: str = "unstructured"  # "block": whole 4x4 blocks that the block kernels skip (conv and fully
     # connected layers; depthwise ones stay dense); "unstructured": any weight (compress/pattern.py)
     prune_exclude: tuple[str, ...] = ()  # fnmatch patterns of layers never pruned
@@ -143,7 +145,7 @@ class CompressionOptions:
         object.__setattr__(self, "prune", _fraction(self.prune, "--prune"))
         object.__setattr__(self, "prune_channels", _fraction(self.prune_channels, "--prune-channels"))
         if self.prune_method not in PRUNE_METHODS:
-            raise TinyaotError(f"--prune-method must be 'obs' or 'magnitude', got {self.prune_method!r}")
+            raise TinyaotError(f"--prune-method must be 'obs', 'magnitude' or 'distill', got {self.prune_method!r}")
         _pattern(self.prune_pattern, "--prune-pattern")
         if self.prune_scope not in SCOPES:
             raise TinyaotError(f"--prune-scope must be 'global' or 'layer', got {self.prune_scope!r}")

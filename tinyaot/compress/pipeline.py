@@ -29,9 +29,12 @@ Everything the report needs is kept in graph.meta["compression"].
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from tinyaot.compress.bounds import INT32_MAX, channel_bounds, check_graph
+from tinyaot.compress.distill import Target, distill
 from tinyaot.compress.cluster import InputHessian, allocate, cluster_layer, error_feedback_assign, output_energy
 from tinyaot.compress.encode import index_bits
 from tinyaot.compress.encode import (assign_storage, encode_clustered, encode_int4, encode_sparse_bitmap,
@@ -63,36 +66,86 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph
     info = {"options": options, "settings": settings,
             "dense_before": {n.name: graph.tensors[n.inputs[1]].size for n in layers},
             "unmatched_patterns": options.unmatched([(n.name, layer_kind(n)) for n in layers]),
-            "channels_removed": {}, "layers": {}, "kept_channels": {},
+            "channels_removed": {}, "layers": {}, "kept_channels": {}, "pruned_masks": {},
             # the dense float layers, what reconstruction fits every compressed layer's output to
             "dense_rows": {n.name: _float_layer(graph, n) for n in layers if _is_float(graph, n)}}
     graph.meta["compression"] = info
+    distilling = samples is not None and options.prune_method == "distill"
+    teacher = snapshot(graph) if distilling else None  # the dense float model: what distillation matches
     channels = {name: s.channels for name, s in settings.items() if s.channels > 0}
     if channels:
         before = snapshot(graph) if samples is not None else None
         consumers = set()
         choose = _channel_chooser(graph, channels, samples) if samples is not None and \
-            options.prune_method == "obs" else None
+            options.prune_method != "magnitude" else None
         info["channels_removed"] = prune_channels(graph, channels, info["kept_channels"], consumers, choose)
         if before is not None and consumers:
             info["refit"] = refit_consumers(before, graph, samples, consumers, info["kept_channels"])
+    if distilling:
+        info["distill"] = _distill(graph, teacher, samples, settings, info)
+        info["distilled"] = "skipped" not in info["distill"]
+        if info["distilled"]:  # the layers' int8 fit now aims at the distilled model (distilled_reference)
+            info["dense_rows"] = {n.name: _float_layer(graph, n) for n in layer_nodes(graph) if _is_float(graph, n)}
     # the float layers before magnitude pruning: what the int8 values approximate (storage_step)
     info["float_layers"] = {n.name: _float_layer(graph, n) for n in layer_nodes(graph) if _is_float(graph, n)}
     info["float_weights"] = {name: w for name, (w, _) in info["float_layers"].items()
                              if settings[name].sparsity > 0 or settings[name].weight_bits == 4
                              or settings[name].clusters}
     sparsity = {name: s.sparsity for name, s in settings.items() if s.sparsity > 0}
-    info["masks_by_data"] = samples is not None and options.prune_method == "obs"
-    if sparsity and not info["masks_by_data"]:
+    # obs, or distill where distillation could not run: masks chosen by storage_step on the calibration data
+    info["masks_by_data"] = samples is not None and options.prune_method != "magnitude" and not info.get("distilled")
+    if sparsity and not info["masks_by_data"] and not info.get("distilled"):
         pooled = {name for name, s in settings.items() if s.sparsity > 0 and s.shared_threshold}
         magnitude_prune(graph, sparsity, pooled, {name: s.prune_pattern for name, s in settings.items()})
-    info["pruned_masks"] = {}
     for n in layer_nodes(graph):
-        if n.name in info["float_weights"] and settings[n.name].sparsity > 0 and not info["masks_by_data"]:
+        if n.name in info["float_weights"] and settings[n.name].sparsity > 0 and not info["masks_by_data"] \
+                and n.name not in info["pruned_masks"]:
             info["pruned_masks"][n.name] = np.asarray(graph.tensors[n.inputs[1]].data) == 0
         if settings[n.name].weight_bits == 4:
             n.attrs["weight_bits"] = 4  # read by Conv/FullyConnected.quantize: symmetric scales with qmax 7
     return graph
+
+
+def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSettings], info: dict) -> dict:
+    """--prune-method distill: the pruned layers' masks chosen by gradual magnitude pruning while the whole float
+    model is distilled to the dense one's logits (compress/distill.py); with --prune-channels alone, the kept
+    weights distilled. Layers sharing the default --prune remove that fraction of all their weights together, at one
+    fraction each among those their pattern applies to (under "block", depthwise layers stay dense and the others
+    take their share, as _allocate_sparsity does). Returns distill's report without the masks, which go into
+    info["pruned_masks"]."""
+    layers = [n for n in layer_nodes(graph) if _is_float(graph, n)]
+    pruned = [n for n in layers if settings[n.name].sparsity > 0 and not settings[n.name].excluded]
+    shared = [n for n in pruned if settings[n.name].shared_threshold]
+    takers = [n for n in shared if pattern_of(graph, n, settings[n.name]) is not None]
+    size = {n.name: int(graph.tensors[n.inputs[1]].size) for n in pruned}
+    targets = {}
+    if takers:
+        frac = settings[shared[0].name].sparsity * sum(size[n.name] for n in shared) / sum(size[n.name] for n in takers)
+        for n in takers:
+            targets[n.name] = Target(min(frac, MAX_LAYER_SPARSITY), pattern_of(graph, n, settings[n.name]))
+    for n in pruned:
+        pattern = pattern_of(graph, n, settings[n.name])
+        if n not in shared and pattern is not None:
+            targets[n.name] = Target(settings[n.name].sparsity, pattern)
+    report = distill(graph, teacher, samples, targets)
+    masks = report.pop("masks", {})
+    for name in targets:
+        info["pruned_masks"][name] = ~masks[name]
+    return report
+
+
+def distilled_reference(graph: Graph) -> Graph:
+    """The float graph after prune_step as storage_step's dense reference when it was distilled: each compressed
+    layer's int8 values are then fitted to the distilled layer's output (its masks already chosen), not to the
+    original model's, which distillation moved away from on purpose."""
+    info = graph.meta.pop("compression")
+    try:
+        ref = copy.deepcopy(graph)
+    finally:
+        graph.meta["compression"] = info
+    for n in ref.nodes:
+        n.attrs.pop("weight_bits", None)
+    return ref
 
 
 def _channel_chooser(graph: Graph, fraction: dict[str, float], samples: np.ndarray):
@@ -443,7 +496,8 @@ def _reconstruct(graph: Graph, node, dense: Graph, dense_node, xs, dense_xs, inf
     name = node.name
     s = info["settings"][name]
     depthwise = bool(node.attrs.get("depthwise"))
-    kept = info["kept_channels"].get(name)
+    # a distilled reference has the pruned model's channels already
+    kept = None if info.get("distilled") else info["kept_channels"].get(name)
     mom = cross_moments(node, graph, xs, dense_node, dense, dense_xs, kept if depthwise else None)
     if mom is None:
         return None
@@ -760,4 +814,4 @@ def compression_report(graph: Graph) -> dict:
     return out
 
 
-__all__ = ["prune_step", "storage_step", "layer_report", "compression_report"]
+__all__ = ["prune_step", "storage_step", "distilled_reference", "layer_report", "compression_report"]

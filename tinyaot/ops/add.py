@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyaot.ops.broadcast import BinaryOp
-from tinyaot.ops.common import fused_activation
+from tinyaot.ops.common import activation_grad, fused_activation, unbroadcast
 from tinyaot.ops.intbounds import shifted_sum_bounds
 from tinyaot.core.fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
 from tinyaot.ops.registry import IN0, IN1, OUT0, KernelCall, register, Traits, Variant, variant_of
@@ -120,6 +120,12 @@ class Add(BinaryOp):
         if any(v is None for v in present):  # a constant addend: not evaluated in float
             return super().evaluate_float(node, graph, inputs)
         return [fused_activation(node, sum(present))]
+
+    def backward_float(self, node, graph, inputs, outputs, grad_out):
+        if any(v is None for v, i in zip(inputs, node.inputs) if i):
+            return super().backward_float(node, graph, inputs, outputs, grad_out)
+        g = activation_grad(node, outputs[0], grad_out[0])
+        return [None if v is None else unbroadcast(g, v.shape) for v in inputs], {}
 
     def channel_ties(self, node, graph, t, channels):
         """Without broadcasting, channel c of every input adds into channel c (a residual sum): all its inputs and

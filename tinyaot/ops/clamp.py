@@ -48,6 +48,13 @@ class _Clamp(OpSpec):
             return super().evaluate_float(node, graph, inputs)
         return [np.clip(inputs[0], *rng)]
 
+    def backward_float(self, node, graph, inputs, outputs, grad_out):
+        rng = self.activation_range(node, graph)
+        if rng is None:
+            return super().backward_float(node, graph, inputs, outputs, grad_out)
+        x = inputs[0]
+        return [np.where((x > rng[0]) & (x < rng[1]), grad_out[0], 0.0)] + [None] * (len(inputs) - 1), {}
+
     def removed_channel_value(self, node, graph, values, gone):
         rng = self.activation_range(node, graph)
         return values[0] if rng is None else np.clip(values[0], *rng)

@@ -185,9 +185,10 @@ def oracle_operands(graph: Graph, node: Node, prefix: str) -> tuple[list, list, 
     return nodes, inits, names
 
 
-def im2col_patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
-    """Gather im2col patches [N, OH, OW, KH, KW, C] from an offset-applied int64 NHWC tensor, padded with 0."""
-    n, h, w, c = xo.shape
+def _window_index(in_hw, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw):
+    """(rows [OH, KH] and columns [OW, KW] each window reads in the padded input, (top, bottom, left, right)
+    padding that input needs)."""
+    h, w = in_hw
     kh, kw = kernel_hw
     sh, sw = stride_hw
     pt, pl = pad_top_left
@@ -200,10 +201,56 @@ def im2col_patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_
     lo_x = max(0, -int(ix.min()))
     hi_y = max(0, int(iy.max()) - (h - 1))
     hi_x = max(0, int(ix.max()) - (w - 1))
+    return iy + lo_y, ix + lo_x, (lo_y, hi_y, lo_x, hi_x)
+
+
+def im2col_patches(xo: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw) -> np.ndarray:
+    """Gather im2col patches [N, OH, OW, KH, KW, C] from an offset-applied int64 NHWC tensor, padded with 0."""
+    iy, ix, (lo_y, hi_y, lo_x, hi_x) = _window_index(xo.shape[1:3], kernel_hw, stride_hw, pad_top_left,
+                                                     dilation_hw, output_hw)
     padded = np.pad(xo, ((0, 0), (lo_y, hi_y), (lo_x, hi_x), (0, 0)))
-    iy = iy + lo_y
-    ix = ix + lo_x
     return padded[:, iy[:, None, :, None], ix[None, :, None, :], :]  # [N, OH, OW, KH, KW, C]
+
+
+def tap_slices(in_hw, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw):
+    """((top, bottom, left, right) padding, [(i, j, rows, columns)]): for each kernel tap (i, j) the slices of the
+    padded input that tap reads across all windows (a strided view: the windows step by the stride)."""
+    iy, ix, pads = _window_index(in_hw, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw)
+    sh, sw = stride_hw
+    taps = [(i, j, slice(int(iy[0, i]), int(iy[-1, i]) + 1, sh), slice(int(ix[0, j]), int(ix[-1, j]) + 1, sw))
+            for i in range(kernel_hw[0]) for j in range(kernel_hw[1])]
+    return pads, taps
+
+
+def window_taps(x: np.ndarray, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw):
+    """(i, j, the input values kernel tap (i, j) of every window reads [N, OH, OW, C], a view) for each tap: the
+    im2col patches one tap at a time, without their KH x KW copy (depthwise layers)."""
+    (lo_y, hi_y, lo_x, hi_x), taps = tap_slices(x.shape[1:3], kernel_hw, stride_hw, pad_top_left, dilation_hw,
+                                                output_hw)
+    padded = np.pad(x, ((0, 0), (lo_y, hi_y), (lo_x, hi_x), (0, 0)))
+    for i, j, sy, sx in taps:
+        yield i, j, padded[:, sy, sx]
+
+
+def col2im_patches(gp: np.ndarray, in_hw, kernel_hw, stride_hw, pad_top_left, dilation_hw) -> np.ndarray:
+    """The adjoint of im2col_patches (a backward pass's input gradient): patch values [N, OH, OW, KH, KW, C]
+    scatter-added back onto the unpadded input [N, H, W, C]; what fell on the padding is dropped."""
+    n, oh, ow, _, _, c = gp.shape
+    return tap_scatter(n, in_hw, c, kernel_hw, stride_hw, pad_top_left, dilation_hw, (oh, ow),
+                       lambda i, j: gp[:, :, :, i, j, :])
+
+
+def tap_scatter(n: int, in_hw, c: int, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw,
+                part) -> np.ndarray:
+    """col2im_patches with the patch values given per tap, part(i, j) -> [N, OH, OW, C] (a depthwise layer's
+    input gradient needs no patches). One tap at a time: within a tap the windows read distinct positions (the
+    stride is at least 1), so an add through the tap's strided view cannot lose a collision."""
+    (lo_y, hi_y, lo_x, hi_x), taps = tap_slices(in_hw, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw)
+    h, w = in_hw
+    padded = np.zeros((n, h + lo_y + hi_y, w + lo_x + hi_x, c))
+    for i, j, sy, sx in taps:
+        padded[:, sy, sx] += part(i, j)
+    return padded[:, lo_y:lo_y + h, lo_x:lo_x + w]
 
 
 # ---- layout (OpSpec.layout, passes/to_nhwc.py) ---------------------------------------------------------------
@@ -267,6 +314,24 @@ def fused_activation(node: Node, y: np.ndarray) -> np.ndarray:
     """`y` through the node's fused activation clamp (attrs["activation"]: (lo, hi) in real units), if it has one."""
     lo, hi = node.attrs.get("activation") or (-np.inf, np.inf)
     return np.clip(y, lo, hi)
+
+
+def activation_grad(node: Node, y: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """The gradient before the node's fused activation clamp from the one after it: it passes where the clamped
+    output `y` lies strictly inside the clamp's range (a subgradient of 0 at the edges)."""
+    act = node.attrs.get("activation")
+    if not act:
+        return grad
+    lo, hi = act
+    return np.where((y > lo) & (y < hi), grad, 0.0)
+
+
+def unbroadcast(grad: np.ndarray, shape) -> np.ndarray:
+    """`grad` of a broadcast result summed back to an operand of `shape` (numpy broadcasting rules)."""
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    axes = tuple(k for k, (g, s) in enumerate(zip(grad.shape, shape)) if s == 1 and g != 1)
+    return grad.sum(axis=axes, keepdims=True) if axes else grad
 
 
 def float_const(graph: Graph, node: Node, k: int) -> np.ndarray | None:

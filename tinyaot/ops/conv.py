@@ -18,9 +18,10 @@ from tinyaot.core.errors import TinyaotError
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
-                                fused_activation, im2col_patches, lift_window_1d, nhwc_oracle, out_params,
-                                record_raised, set_const, spatial_out, fold_requant_table)
+from tinyaot.ops.common import (FLOAT_CHUNK, activation_grad, activation_nodes, col2im_patches, dequantized_const,
+                                float_bias, float_const, fused_activation, im2col_patches, lift_window_1d, nhwc_oracle,
+                                out_params, record_raised, set_const, spatial_out, fold_requant_table, tap_scatter,
+                                window_taps)
 from tinyaot.ops.fully_connected import interleave_quads
 from tinyaot.ops.intbounds import layer_bounds, weight_rows
 from tinyaot.ops.compressed import (CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, MVE_BLOCK, block_cost,
@@ -34,8 +35,8 @@ from tinyaot.ops.mve_depthwise import scratch_bytes as mve_dw_scratch_bytes
 from tinyaot.ops import mve as mve_conv  # Helium standard conv variants (mve-mac)
 from tinyaot.ops import decoded  # int4 / clustered weights decoded for the dense variants
 from tinyaot.core.fixedpoint import quantize_multiplier_array
-from tinyaot.ops.registry import (ConstArray, KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits,
-                                  Variant, variant_of)
+from tinyaot.ops.registry import (ConstArray, FloatUnsupported, KernelCall, OpSpec, OracleLayer, register, RowWindow,
+                                  Traits, Variant, variant_of)
 
 
 def conv2d_scratch_bytes(kernel_hw, in_ch_per_group: int) -> int:
@@ -250,6 +251,14 @@ def conv_patches(node, graph, x: np.ndarray) -> np.ndarray:
     pads = list(a.get("pads", (0, 0, 0, 0)))
     return im2col_patches(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
                           tuple(a.get("dilations", (1, 1))), graph.tensors[node.outputs[0]].shape[1:3])
+
+
+def _taps(node, graph, x: np.ndarray):
+    """window_taps of a Conv node's NHWC input (depthwise layers' float evaluation and backward pass)."""
+    a = node.attrs
+    pads = list(a.get("pads", (0, 0, 0, 0)))
+    return window_taps(x, tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), (pads[0], pads[1]),
+                       tuple(a.get("dilations", (1, 1))), graph.tensors[node.outputs[0]].shape[1:3])
 
 
 def conv_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray | None:
@@ -568,11 +577,14 @@ class Conv(OpSpec):
 
     def _pre_activation(self, node, graph, x):
         w, b = float_const(graph, node, 1), float_const(graph, node, 2)
-        p = conv_patches(node, graph, x)
         if node.attrs.get("depthwise"):  # 1HWC, output channel c * multiplier + m reads input channel c
             mult = w.shape[3] // x.shape[3]
-            y = (np.repeat(p, mult, axis=-1) * w[0]).sum(axis=(3, 4))
+            y = None
+            for i, j, tap in _taps(node, graph, x):
+                part = (tap if mult == 1 else np.repeat(tap, mult, axis=-1)) * w[0, i, j]
+                y = part if y is None else y + part
         else:
+            p = conv_patches(node, graph, x)
             groups = x.shape[3] // w.shape[3]
             n, oh, ow, kh, kw, _ = p.shape
             cols = p.reshape(n * oh * ow, kh, kw, groups, -1).transpose(3, 0, 1, 2, 4).reshape(groups, n * oh * ow,
@@ -583,6 +595,39 @@ class Conv(OpSpec):
 
     def evaluate_float(self, node, graph, inputs):
         return [fused_activation(node, self.pre_activation(node, graph, inputs[0]))]
+
+    def backward_float(self, node, graph, inputs, outputs, grad_out):
+        """Standard convolution through the forward pass's im2col patches: weight gradient grad^T @ patches, input
+        gradient grad @ W scattered back through the same windows (col2im); depthwise one kernel tap at a time."""
+        x, w = inputs[0], float_const(graph, node, 1)
+        depthwise = bool(node.attrs.get("depthwise"))
+        if not depthwise and w.shape[3] != x.shape[3]:
+            raise FloatUnsupported(f"no backward pass for the grouped Conv node {node.name!r}")
+        g = activation_grad(node, outputs[0], grad_out[0])
+        kernel, stride, pads, dilation = self._geometry(node, graph)
+        gw, gx = np.zeros_like(w), np.empty(x.shape)
+        for s in range(0, len(x), FLOAT_CHUNK):
+            gs = g[s:s + FLOAT_CHUNK]
+            if depthwise:  # 1HWC: output channel c * mult + m reads input channel c
+                mult = w.shape[3] // x.shape[3]
+                flat = gs.reshape(-1, w.shape[3])
+                for i, j, tap in _taps(node, graph, x[s:s + FLOAT_CHUNK]):
+                    t = (tap if mult == 1 else np.repeat(tap, mult, axis=-1)).reshape(-1, w.shape[3])
+                    gw[0, i, j] += np.einsum("mc,mc->c", t, flat)
+                gx[s:s + FLOAT_CHUNK] = tap_scatter(
+                    len(gs), x.shape[1:3], x.shape[3], kernel, stride, (pads[0], pads[1]), dilation, gs.shape[1:3],
+                    lambda i, j: (gs * w[0, i, j]).reshape(*gs.shape[:3], -1, mult).sum(axis=-1))
+                continue
+            p = conv_patches(node, graph, x[s:s + FLOAT_CHUNK])
+            m = gs.shape[0] * gs.shape[1] * gs.shape[2]
+            gm = gs.reshape(m, -1)
+            gw += (gm.T @ p.reshape(m, -1)).reshape(w.shape)
+            gp = (gm @ w.reshape(w.shape[0], -1)).reshape(p.shape)
+            gx[s:s + FLOAT_CHUNK] = col2im_patches(gp, x.shape[1:3], kernel, stride, (pads[0], pads[1]), dilation)
+        params = {1: gw}
+        if len(node.inputs) > 2 and node.inputs[2]:
+            params[2] = g.sum(axis=(0, 1, 2)).reshape(graph.tensors[node.inputs[2]].shape)
+        return [gx] + [None] * (len(inputs) - 1), params
 
     def weight_row_inputs(self, node, graph, x):
         return conv_weight_row_inputs(node, graph, x)

@@ -13,9 +13,9 @@ import numpy as np
 from tinyaot.core.fixedpoint import requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
-from tinyaot.ops.common import (FLOAT_CHUNK, activation_nodes, dequantized_const, float_bias, float_const,
-                                fold_input_offset, fold_requant_table, fused_activation, identity_perm, out_params,
-                                record_raised, set_const)
+from tinyaot.ops.common import (FLOAT_CHUNK, activation_grad, activation_nodes, dequantized_const, float_bias,
+                                float_const, fold_input_offset, fold_requant_table, fused_activation, identity_perm,
+                                out_params, record_raised, set_const)
 from tinyaot.ops.compressed import (MVE_BLOCK, block_cost, block_scratch_bytes, compressed_filter, is_compressed,
                                     mve_block_cost, mve_block_ok)
 from tinyaot.ops.intbounds import layer_bounds
@@ -297,6 +297,14 @@ class FullyConnected(OpSpec):
 
     def evaluate_float(self, node, graph, inputs):
         return [fused_activation(node, self.pre_activation(node, graph, inputs[0]))]
+
+    def backward_float(self, node, graph, inputs, outputs, grad_out):
+        x, w = inputs[0], float_const(graph, node, 1)
+        g = activation_grad(node, outputs[0], grad_out[0]).reshape(len(x), -1)
+        params = {1: g.T @ x.reshape(len(x), -1)}
+        if len(node.inputs) > 2 and node.inputs[2]:
+            params[2] = g.sum(axis=0).reshape(graph.tensors[node.inputs[2]].shape)
+        return [(g @ w).reshape(x.shape)] + [None] * (len(inputs) - 1), params
 
     def weight_row_inputs(self, node, graph, x):
         return fc_weight_row_inputs(node, graph, x)

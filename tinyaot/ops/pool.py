@@ -19,8 +19,8 @@ from tinyaot.core.quant import input_magnitude
 from tinyaot.ops.intbounds import epilogue
 from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import (activation_nodes, fused_activation, fused_clamp, im2col_patches, lift_window_1d,
-                                nhwc_oracle, out_params, spatial_out)
+from tinyaot.ops.common import (activation_grad, activation_nodes, col2im_patches, fused_activation, fused_clamp,
+                                im2col_patches, lift_window_1d, nhwc_oracle, out_params, spatial_out)
 from tinyaot.ops.registry import (GENERIC_VARIANT, KernelCall, OpSpec, OracleLayer, register, RowWindow, Traits,
                                   Variant, variant_of)
 
@@ -297,6 +297,23 @@ class _Pool(OpSpec):
             return super().evaluate_float(node, graph, inputs)
         return [fused_activation(node, self._float_pool(node, graph, inputs[0]))]
 
+    def backward_float(self, node, graph, inputs, outputs, grad_out):
+        if int(node.attrs.get("ceil_mode", 0)):
+            return super().backward_float(node, graph, inputs, outputs, grad_out)
+        g = activation_grad(node, outputs[0], grad_out[0])
+        return [self._float_pool_grad(node, graph, inputs[0], g)], {}
+
+    def _float_pool_grad(self, node, graph, x, g):
+        """The input gradient of _float_pool (AveragePool): each window's share spread evenly over the inputs it
+        averaged."""
+        kernel, stride, pad, dil, out_hw = self._float_windows(node, graph)
+        if int(node.attrs.get("count_include_pad", 0)):
+            share = g / float(np.prod(node.attrs["kernel_shape"]))
+        else:
+            share = g / im2col_patches(np.ones_like(x[:1]), kernel, stride, pad, dil, out_hw).sum(axis=(3, 4))
+        gp = np.broadcast_to(share[:, :, :, None, None, :], (*g.shape[:3], *kernel, g.shape[3]))
+        return col2im_patches(gp, x.shape[1:3], kernel, stride, pad, dil)
+
     def _float_windows(self, node, graph) -> tuple:
         """im2col_patches' geometry arguments for the float pools."""
         a = node.attrs
@@ -324,6 +341,15 @@ class MaxPool(_Pool):
         shift = 1.0 - float(x.min())
         return im2col_patches(x + shift, *self._float_windows(node, graph)).max(axis=(3, 4)) - shift
 
+    def _float_pool_grad(self, node, graph, x, g):
+        # all of a window's gradient to its (first) largest input
+        geometry = self._float_windows(node, graph)
+        p = im2col_patches(x + (1.0 - float(x.min())), *geometry)
+        n, oh, ow, kh, kw, c = p.shape
+        first = p.reshape(n, oh, ow, kh * kw, c).argmax(axis=3)
+        gp = np.where(np.arange(kh * kw)[:, None] == first[:, :, :, None, :], g[:, :, :, None, :], 0.0)
+        return col2im_patches(gp.reshape(p.shape), x.shape[1:3], *geometry[:4])
+
 
 @register("AveragePool", traits=Traits(layout="spatial", layer_1d=True, sliding_window=True, fuses_activation=True,
                                        per_channel=True, scratch=True,
@@ -343,3 +369,6 @@ class GlobalAveragePool(_Pool):
 
     def _float_pool(self, node, graph, x):
         return x.mean(axis=(1, 2), keepdims=True)
+
+    def _float_pool_grad(self, node, graph, x, g):
+        return np.broadcast_to(g / float(x.shape[1] * x.shape[2]), x.shape).copy()

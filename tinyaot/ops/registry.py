@@ -306,6 +306,15 @@ class OpSpec:
         configuration of it, has no float evaluation."""
         raise FloatUnsupported(f"the float runner has no {node.op} (node {node.name!r})")
 
+    def backward_float(self, node: "Node", graph: "Graph", inputs: list, outputs: list,
+                       grad_out: list) -> tuple[list, dict]:
+        """The gradients of `evaluate_float` for a batch (compress/distill.py): `inputs` and `outputs` as
+        evaluate_float took and returned them, `grad_out[k]` the loss's gradient with respect to output k.
+        Returns (per input, the gradient with respect to a data input, None for a constant or absent one;
+        {input index: gradient} of the constant parameters a weighted layer trains, its weights (1) and bias (2)).
+        Raises FloatUnsupported when the op, or this configuration of it, has no backward pass."""
+        raise FloatUnsupported(f"no backward pass for {node.op} (node {node.name!r})")
+
     # ---- weighted layers (Traits.weighted_layer): weights in input 1, per output channel; bias in input 2 ----
     def compression_kind(self, node: "Node") -> str | None:
         """The layer kind compression specs select layers by ("conv", "depthwise", "fully_connected"); None for

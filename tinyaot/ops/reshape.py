@@ -47,6 +47,10 @@ class Reshape(OpSpec):
             raise FloatUnsupported(f"Reshape node {node.name!r} moves the batch axis")
         return [inputs[0].reshape((len(inputs[0]), *out[1:]))]
 
+    def backward_float(self, node, graph, inputs, outputs, grad_out):
+        self.evaluate_float(node, graph, inputs)  # the same conditions
+        return [grad_out[0].reshape(inputs[0].shape)] + [None] * (len(inputs) - 1), {}
+
     def channel_ties(self, node, graph, t, channels):
         """A reshape that keeps the last axis, or the flatten of [N, H, W, C] into [N, H*W*C] (channels stay
         innermost): channel c stays channel c of every position."""

@@ -58,6 +58,11 @@ class Transpose(OpSpec):
             return super().evaluate_float(node, graph, inputs)
         return [np.transpose(inputs[0], node.attrs["perm"])]
 
+    def backward_float(self, node, graph, inputs, outputs, grad_out):
+        if list(node.attrs.get("perm", ()))[:1] != [0]:
+            return super().backward_float(node, graph, inputs, outputs, grad_out)
+        return [np.transpose(grad_out[0], np.argsort(node.attrs["perm"]))], {}
+
     def row_window(self, node, graph):
         # NCHW -> NHWC (an NCHW model's input): output row h is input row h of every channel plane
         if len(graph.tensors[node.inputs[0]].shape) == 4 and self._perm(node, graph) == [0, 2, 3, 1]:

@@ -20,7 +20,7 @@ from tinyaot.compress.hessian import MAX_SAMPLES
 from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, calibration_record, parse_method
-from tinyaot.compress.pipeline import prune_step, storage_step
+from tinyaot.compress.pipeline import distilled_reference, prune_step, storage_step
 from tinyaot.compress.precision import apply_precision
 from tinyaot.compress.quantize import quantize_graph
 from tinyaot.core.quant import quantize_values
@@ -161,6 +161,8 @@ def compile_model(model: str | Path | ImportedModel, calibration: str | Path | N
             # the same model uncompressed: compression refits each layer to its output (compress/reconstruct.py)
             dense = copy.deepcopy(graph)
         graph = prune_step(graph, compression, samples)
+        if dense is not None and graph.meta["compression"].get("distilled"):
+            dense = distilled_reference(graph)  # the int8 fit aims at the distilled layers (compress/distill.py)
     float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
     if q.activation_bits != 8:  # 16-bit activations, all layers or {node name: bits} (compress/precision.py)
         refuse_sparse16(compression, "--activation-bits 16")
