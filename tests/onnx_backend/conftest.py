@@ -1,22 +1,9 @@
 """Fixtures and the exclusion summary for the ONNX backend cases."""
 from __future__ import annotations
 
-import re
 from collections import Counter
 
-import pytest
 
-from tinyaot.toolchain.host import cache_root
-
-
-@pytest.fixture
-def per_case_host_cache(request, monkeypatch):
-    """Each case gets its own tinyaot cache root ($TINYAOT_CACHE, under the usual one), so its host library has a
-    cache folder of its own. The shared host cache keeps the 64 most recently used libraries; this folder alone
-    compiles about 180, which would evict each other (every run recompiling everything) and every other test's
-    entries. One folder per case keeps each a hit from the second run on."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.callspec.id)
-    monkeypatch.setenv("TINYAOT_CACHE", str(cache_root().parent / "onnx_backend" / name))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -172,7 +172,7 @@ def _computing_nodes(graph, output: str) -> list[str]:
 
 
 @pytest.mark.parametrize("case_id", _params())
-def test_onnx_backend_case(case_id, tmp_path, per_case_host_cache):
+def test_onnx_backend_case(case_id, tmp_path):
     case = _BY_ID[case_id]
     prep = prepare(case)
     if isinstance(prep, Excluded):

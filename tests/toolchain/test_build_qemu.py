@@ -106,7 +106,8 @@ def test_invoke_stack_matches_gcc_stack_usage(tmp_path, build_fake):
     board = load_board("mps2-an386")
     out = tmp_path / "fw"
     elf = build_fake(board, out, extra_cflags=["-fstack-usage"])
-    su = (out / "firmware.elf-fake.su").read_text()
+    (su_file,) = (out / "firmware.objects").glob("*fake.su")  # beside fake.c's object
+    su = su_file.read_text()
     frame = int(re.search(r"tinyaot_fake_invoke\t(\d+)\tstatic", su).group(1))
     (tmp_path / "input.bin").write_bytes(_samples())
     assert run_qemu(elf, board, tmp_path).exit_code == 0

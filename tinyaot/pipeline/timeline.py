@@ -132,7 +132,9 @@ def timeline_png(t: dict, dest: Path, title: str) -> Path:
     ax.set_xlabel("step (layer; in the patch stage, layer of a stripe)" if p else "step (layer)")
     ax.set_ylabel("arena offset (bytes)")
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+    # fixed margins that hold a 7-digit byte axis and the two labels: tight_layout measured every text first and
+    # took a third of the plot's 0.65 s, which every deploy pays
+    fig.subplots_adjust(left=0.11, right=0.98, bottom=0.11, top=0.92)
     fig.savefig(dest)
     plt.close(fig)
     return Path(dest)

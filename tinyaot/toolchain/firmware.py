@@ -14,6 +14,7 @@ from typing import Iterable
 
 from tinyaot.boards import Board
 from tinyaot.codegen.project import render_hal
+from tinyaot.toolchain.objects import Deadline, compile_objects, remove_working_files
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, INSPECT_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
@@ -104,16 +105,21 @@ def build_firmware(sources: list[Path], include_dirs: list[Path], board: Board, 
     linker_script = hal_dir / "linker.ld"
     elf = out_dir / f"{name}.elf"
 
-    cmd = [gcc, *compile_flags(board), *(["-Werror"] if werror else []), *extra_cflags]
-    cmd += [f"-I{d}" for d in dict.fromkeys([out_dir, hal_dir, *include_dirs])]
-    cmd += [f"-D{d}" for d in defines]
-    cmd += [str(p) for p in [*hal_sources, *sources]]
-    cmd += [*LINK_FLAGS, f"-T{linker_script}", f"-Wl,-Map={out_dir / (name + '.map')}", "-o", str(elf)]
-    proc = run_tool(cmd, what=f"arm-none-eabi-gcc building {elf.name} for board '{board.name}'",
-                    timeout_s=timeout_s)
-    (out_dir / f"{name}.build.log").write_text(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        output = proc.stdout + proc.stderr
+    flags = [*compile_flags(board), *(["-Werror"] if werror else []), *extra_cflags, *[f"-D{d}" for d in defines]]
+    includes = [f"-I{d}" for d in dict.fromkeys([out_dir, hal_dir, *include_dirs])]
+    deadline = Deadline(f"arm-none-eabi-gcc building {elf.name} for board '{board.name}'", timeout_s)
+    # each source through the object cache (toolchain/objects.py), then one link
+    objects, output, returncode = compile_objects(gcc, flags, includes, [*hal_sources, *sources],
+                                                  out_dir / f"{name}.objects", deadline)
+    cmd = [gcc, *flags, *includes, *map(str, [*hal_sources, *sources]), *LINK_FLAGS, f"-T{linker_script}",
+           f"-Wl,-Map={out_dir / (name + '.map')}", "-o", str(elf)]  # what the build amounts to, for the log
+    if returncode == 0:
+        link = deadline.run([gcc, *flags, *map(str, objects), *LINK_FLAGS, f"-T{linker_script}",
+                             f"-Wl,-Map={out_dir / (name + '.map')}", "-o", str(elf)])
+        output, returncode = "\n".join(filter(None, [output, (link.stdout + link.stderr).strip()])), link.returncode
+    remove_working_files(out_dir / f"{name}.objects")
+    (out_dir / f"{name}.build.log").write_text(" ".join(cmd) + "\n" + output)
+    if returncode != 0:
         if "No space left on device" in output:  # the disk, not the code
             raise TinyaotError(f"cannot write {out_dir} (or the temporary folder {tempfile.gettempdir()}): No space "
                                "left on device; free some space or choose another folder")

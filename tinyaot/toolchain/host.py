@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from tinyaot.cache import cache_folder, env_error, install, verified
+from tinyaot.toolchain.objects import Deadline, compile_objects
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
 
@@ -151,14 +153,22 @@ def compile_shared(
     except OSError as exc:
         raise env_error(exc, root, "write to the host library cache") from None
     tmp = Path(tmp_name)
-    cmd = [cc, *flags, *[f"-I{d}" for d in include_dirs], *[str(s) for s in sources], "-o", str(tmp)]
+    deadline = Deadline(f"host C compiler {cc} building {sources[0].name}", COMPILE_TIMEOUT_S)
+    work = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", suffix=".objects", dir=root))
     try:
-        proc = run_tool(cmd, what=f"host C compiler {cc} building {sources[0].name}", timeout_s=COMPILE_TIMEOUT_S)
-        if proc.returncode != 0:
-            if "No space left" in proc.stderr:
+        # each source through the object cache (toolchain/objects.py: the kernels are the same C for every model),
+        # then one link; -shared only at the link
+        compile_flags = [f for f in flags if f != "-shared"]
+        objects, output, returncode = compile_objects(cc, compile_flags, [f"-I{d}" for d in include_dirs], sources,
+                                                      work, deadline)
+        if returncode == 0:
+            link = deadline.run([cc, *flags, *map(str, objects), "-o", str(tmp)])
+            output, returncode = output + link.stdout + link.stderr, link.returncode
+        if returncode != 0:
+            if "No space left" in output:
                 raise TinyaotError(f"cannot write {root}: No space left on device; free some space or set "
                                    "TINYAOT_CACHE to another folder")
-            raise TinyaotError(f"host C compilation failed: {_first_error_line(proc.stderr)}")
+            raise TinyaotError(f"host C compilation failed: {_first_error_line(output)}")
         try:
             install(tmp, target)
         except OSError as exc:
@@ -166,5 +176,6 @@ def compile_shared(
     finally:
         if tmp.exists():
             tmp.unlink()
+        shutil.rmtree(work, ignore_errors=True)
     _evict(root, max_entries, keep=target)
     return target

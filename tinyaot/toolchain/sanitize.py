@@ -24,6 +24,7 @@ import numpy as np
 from tinyaot.codegen.emit import emit_model
 from tinyaot.codegen.project import render_sanitize_runner
 from tinyaot.oracle.reference import run_reference
+from tinyaot.toolchain.objects import Deadline, compile_objects
 from tinyaot.toolchain.proc import run_tool
 from tinyaot.errors import TinyaotError
 
@@ -116,13 +117,20 @@ def build_sanitized(graph, offsets: dict[str, int], arena_bytes: int, lower_boun
                                     [p.macro for p in emitted.inputs], [p.macro for p in emitted.outputs])
     exe = work_dir / "sanitized"
     cc = os.environ.get("CC", "cc")
-    sources = [str(p) for p in emitted.files if p.suffix == ".c"] + [str(runner)]
-    cmd = [cc, *CFLAGS, *SANITIZE_FLAGS, f"-I{work_dir}", *sources, "-o", str(exe)]
-    # run_tool: a timeout kills gcc's whole process group (cc1, as, ld), not only the driver
-    proc = run_tool(cmd, what=f"host C compiler {cc} building {emitted.prefix} under ASan + UBSan",
-                    timeout_s=timeout_s)
-    if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()] or proc.stderr.splitlines()
+    sources = [p for p in emitted.files if p.suffix == ".c"] + [runner]
+    flags = [*CFLAGS, *SANITIZE_FLAGS]
+    # the object cache (toolchain/objects.py): the instrumented kernels are the same for every model; the Deadline's
+    # tool runs kill gcc's whole process group (cc1, as, ld) on a timeout, not only the driver
+    deadline = Deadline(f"host C compiler {cc} building {emitted.prefix} under ASan + UBSan", timeout_s)
+    # -ffile-prefix-map: the objects (-g, and UBSan's source locations) name files relative to the model's folder,
+    # not the folder the cached object was first compiled in
+    objects, output, code = compile_objects(cc, flags, [f"-I{work_dir}", f"-ffile-prefix-map={work_dir}=."],
+                                            sources, work_dir / "objects", deadline)
+    if code == 0:
+        link = deadline.run([cc, *flags, *map(str, objects), "-o", str(exe)])
+        output, code = output + link.stdout + link.stderr, link.returncode
+    if code != 0:
+        lines = [ln for ln in output.splitlines() if "error" in ln.lower()] or output.splitlines()
         raise TinyaotError(f"sanitized host build failed: {(lines or ['(no compiler output)'])[0].strip()}")
     return SanitizedModel(exe, emitted.prefix, tuple(p.size for p in emitted.inputs),
                           tuple(p.shape for p in emitted.outputs))
