@@ -26,14 +26,9 @@
 #include "tinyaot_nn.h"
 #include "tinyaot_fold_support.h"
 
-/* The assembly needs r7, so GCC must not keep a frame pointer there (see tinyaot_convolve_s8_fold.c): the same
-   conditions as the fold kernels' assembly, and the same switch to turn it off (TINYAOT_FOLD_NO_ASM). */
-#if TINYAOT_USE_DSP && TINYAOT_GCC && defined(__OPTIMIZE__) &&                                                         \
-    !defined(__OPTIMIZE_SIZE__) && !TINYAOT_ALIGNED_ONLY && !defined(TINYAOT_FOLD_NO_ASM)
-#define TINYAOT_BLOCK_ASM 1
-#else
-#define TINYAOT_BLOCK_ASM 0
-#endif
+/* The 4x2 block-row in inline assembly under the fold kernels' conditions and switch (TINYAOT_FOLD_ASM,
+   tinyaot_fold_support.h: r7 must be free of a frame pointer; -DTINYAOT_FOLD_NO_ASM turns it off). */
+#define TINYAOT_BLOCK_ASM TINYAOT_FOLD_ASM
 
 /* int16 positions of the two-pixel column per group. */
 #define TINYAOT_BLOCK_COL2 8
@@ -257,6 +252,20 @@ typedef struct {
     const int32_t *shift; /* fold table: right shifts four per word; else shifts */
     int32_t fold_table, out_c, output_offset, act_min, act_max;
 } tinyaot_block_out;
+
+/* Sets q to the requantization of a block-sparse layer (its out_c channels, its weights' fold_table flag, the
+   output offset and clamp of its conv/fc params). A macro: the same stores in the same order as written out. */
+#define TINYAOT_BLOCK_OUT_SET(q, bias_, quant_params_, filter_, out_c_, params)                                   \
+    do {                                                                                                          \
+        (q).bias = (bias_);                                                                                       \
+        (q).mult = (quant_params_)->multiplier;                                                                   \
+        (q).shift = (quant_params_)->shift;                                                                       \
+        (q).fold_table = (filter_)->fold_table;                                                                   \
+        (q).out_c = (out_c_);                                                                                     \
+        (q).output_offset = (params)->output_offset;                                                              \
+        (q).act_min = (params)->activation.min;                                                                   \
+        (q).act_max = (params)->activation.max;                                                                   \
+    } while (0)
 
 static inline int8_t tinyaot_block_rq(const tinyaot_block_out *q, int32_t o, int32_t acc)
 {

@@ -19,11 +19,7 @@ static const int8_t *pixel_in(const int8_t *input, const tinyaot_dims *in, const
     return input + ((b * in->h + y * cp->stride.h) * in->w + x * cp->stride.w) * in->c;
 }
 
-tinyaot_status tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                           const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                           const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                           const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                           int8_t *output)
+tinyaot_status tinyaot_convolve_1x1_s8_mve(TINYAOT_CONV_ARGS(int8_t))
 {
     const int32_t in_c = input_dims->c;
     const int32_t out_c = output_dims->c;
@@ -34,18 +30,11 @@ tinyaot_status tinyaot_convolve_1x1_s8_mve(const tinyaot_context *ctx, const tin
     int32_t p;
     (void)ctx;
     (void)bias_dims;
-    if (filter_dims->h != 1 || filter_dims->w != 1 || filter_dims->c != in_c || filter_dims->n != out_c ||
-        conv_params->padding.h != 0 || conv_params->padding.w != 0 || output_dims->n != input_dims->n ||
-        out_h < 1 || out_w < 1 || (out_h - 1) * conv_params->stride.h >= input_dims->h ||
-        (out_w - 1) * conv_params->stride.w >= input_dims->w || bias == NULL) {
+    if (TINYAOT_CONV_1X1_ARGS_BAD(conv_params, input_dims, filter_dims, output_dims, in_c, out_c, out_h, out_w) ||
+        bias == NULL) {
         return TINYAOT_ARG_ERROR;
     }
-    q.bias = bias;
-    q.mult = quant_params->multiplier;
-    q.shift = quant_params->shift;
-    q.out_off = conv_params->output_offset;
-    q.act_min = conv_params->activation.min;
-    q.act_max = conv_params->activation.max;
+    TINYAOT_MVE_REQUANT_SET(q, bias, quant_params, conv_params);
     if (conv_params->stride.h == 1 && conv_params->stride.w == 1) {
         /* stride 1: the input pixels are the rows of one [pixels, in_c] matrix, in pairs, the last odd one alone */
         const int32_t pairs = pixels / 2;

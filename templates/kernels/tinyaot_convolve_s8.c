@@ -224,11 +224,7 @@ static tinyaot_status conv_im2col(const conv_geom *g, int16_t *col_a, const tiny
     return TINYAOT_OK;
 }
 
-tinyaot_status tinyaot_convolve_s8(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                   const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                   const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                   const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                   int8_t *output)
+tinyaot_status tinyaot_convolve_s8(TINYAOT_CONV_ARGS(int8_t))
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;

@@ -32,48 +32,11 @@ typedef struct {
     int32_t zp; /* the input zero point, -input_offset: what a padded position holds */
 } block_geom;
 
-/* The window of output pixel q (flat over batch, rows, columns) into slot s of the two-pixel column. */
-static void block_fill(int16_t *col, const block_geom *g, const int8_t *input, int32_t out_h, int32_t out_w, int32_t q,
-                       int32_t s)
-{
-    const int32_t per_batch = out_h * out_w;
-    const int32_t bq = q / per_batch;
-    const int32_t r = q - bq * per_batch;
-    const int32_t oy = r / out_w;
-    const int32_t ox = r - oy * out_w;
-    const int8_t *in_b = input + bq * g->in_h * g->in_w * g->in_c;
-    const int32_t base_y = oy * g->stride_h - g->pad_t;
-    const int32_t base_x = ox * g->stride_w - g->pad_l;
-    const int32_t row_len = g->k_w * g->in_c;
-    /* no horizontal dilation and the row inside the input: a kernel row is one contiguous run */
-    const int row_run = (g->dil_w == 1 && base_x >= 0 && base_x + g->k_w <= g->in_w);
-    int32_t j = 0;
-    int32_t ky;
-    for (ky = 0; ky < g->k_h; ky++, j += row_len) {
-        const int32_t iy = base_y + ky * g->dil_h;
-        if (iy < 0 || iy >= g->in_h) {
-            tinyaot_block_put(col, s, j, NULL, row_len, g->zp);
-            continue;
-        }
-        const int8_t *row = in_b + iy * g->in_w * g->in_c;
-        if (row_run) {
-            tinyaot_block_put(col, s, j, row + base_x * g->in_c, row_len, g->zp);
-            continue;
-        }
-        int32_t kx;
-        for (kx = 0; kx < g->k_w; kx++) {
-            const int32_t ix = base_x + kx * g->dil_w;
-            tinyaot_block_put(col, s, j + kx * g->in_c, (ix >= 0 && ix < g->in_w) ? row + ix * g->in_c : NULL,
-                              g->in_c, g->zp);
-        }
-    }
-}
+/* Window values j .. j+n-1 of slot s, or the input zero point (padding) */
+#define BLOCK_PUT(col, g, s, j, src, n) tinyaot_block_put(col, s, j, src, n, (g)->zp)
+TINYAOT_WINDOW_FILL_FN(block_fill, block_geom, BLOCK_PUT)
 
-tinyaot_status tinyaot_convolve_s8_block(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                         const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                         const int8_t *input, const tinyaot_dims *filter_dims,
-                                         const tinyaot_block_weights *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
-                                         const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_convolve_s8_block(TINYAOT_CONV_ARGS(tinyaot_block_weights))
 {
     const int32_t out_c = filter_dims->n;
     const int32_t out_h = output_dims->h;
@@ -89,14 +52,7 @@ tinyaot_status tinyaot_convolve_s8_block(const tinyaot_context *ctx, const tinya
     TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
     g.zp = -conv_params->input_offset;
     tinyaot_block_out q;
-    q.bias = bias;
-    q.mult = quant_params->multiplier;
-    q.shift = quant_params->shift;
-    q.fold_table = filter->fold_table;
-    q.out_c = out_c;
-    q.output_offset = conv_params->output_offset;
-    q.act_min = conv_params->activation.min;
-    q.act_max = conv_params->activation.max;
+    TINYAOT_BLOCK_OUT_SET(q, bias, quant_params, filter, out_c, conv_params);
     const int32_t k = g.k_h * g.k_w * g.in_c;
     const int32_t n_pix = input_dims->n * out_h * out_w;
     int16_t *col = (int16_t *)ctx->buf;

@@ -89,41 +89,7 @@ static void fold_put(int16_t *col, const fold_geom *g, int32_t s, int32_t j, con
     }
 }
 
-/* The window of output pixel q (flat over batch, rows, columns) into slot s. */
-static void fold_fill(int16_t *col, const fold_geom *g, const int8_t *input, int32_t out_h, int32_t out_w, int32_t q,
-                      int32_t s)
-{
-    const int32_t per_batch = out_h * out_w;
-    const int32_t bq = q / per_batch;
-    const int32_t r = q - bq * per_batch;
-    const int32_t oy = r / out_w;
-    const int32_t ox = r - oy * out_w;
-    const int8_t *in_b = input + bq * g->in_h * g->in_w * g->in_c;
-    const int32_t base_y = oy * g->stride_h - g->pad_t;
-    const int32_t base_x = ox * g->stride_w - g->pad_l;
-    const int32_t row_len = g->k_w * g->in_c;
-    /* no horizontal dilation and the row inside the input: a kernel row is one contiguous run */
-    const int row_run = (g->dil_w == 1 && base_x >= 0 && base_x + g->k_w <= g->in_w);
-    int32_t j = 0;
-    int32_t ky;
-    for (ky = 0; ky < g->k_h; ky++, j += row_len) {
-        const int32_t iy = base_y + ky * g->dil_h;
-        if (iy < 0 || iy >= g->in_h) {
-            fold_put(col, g, s, j, NULL, row_len);
-            continue;
-        }
-        const int8_t *row = in_b + iy * g->in_w * g->in_c;
-        if (row_run) {
-            fold_put(col, g, s, j, row + base_x * g->in_c, row_len);
-            continue;
-        }
-        int32_t kx;
-        for (kx = 0; kx < g->k_w; kx++) {
-            const int32_t ix = base_x + kx * g->dil_w;
-            fold_put(col, g, s, j + kx * g->in_c, (ix >= 0 && ix < g->in_w) ? row + ix * g->in_c : NULL, g->in_c);
-        }
-    }
-}
+TINYAOT_WINDOW_FILL_FN(fold_fill, fold_geom, fold_put)
 
 #if FOLD_ASM
 /* One channel of a column group in fold_col_4x2's assembly: filter word at w + off, unpacked by `ext` (SXTB16 with
@@ -329,11 +295,7 @@ static void fold_in_place(const fold_geom *g, const int8_t *input, const int8_t 
     }
 }
 
-tinyaot_status tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                        const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                        int8_t *output)
+tinyaot_status tinyaot_convolve_s8_fold(TINYAOT_CONV_ARGS(int8_t))
 {
     const int32_t out_c = filter_dims->n;
     const int32_t out_h = output_dims->h;
@@ -346,12 +308,7 @@ tinyaot_status tinyaot_convolve_s8_fold(const tinyaot_context *ctx, const tinyao
         return TINYAOT_ARG_ERROR;
     }
     fold_out q;
-    q.bias = bias;
-    q.mr = quant_params->multiplier;
-    q.e = quant_params->shift;
-    q.out_c = out_c;
-    q.act_min = conv_params->activation.min;
-    q.act_max = conv_params->activation.max;
+    FOLD_OUT_SET(q, bias, quant_params, out_c, conv_params);
     fold_geom g;
     TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
     g.zp = -conv_params->input_offset;

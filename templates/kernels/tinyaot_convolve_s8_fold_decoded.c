@@ -92,12 +92,7 @@ static void fold_tile_pixels(const fold_geom *g, const int8_t *input, const int8
     }
 }
 
-tinyaot_status tinyaot_convolve_s8_fold_decoded(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                                const tinyaot_per_channel_quant_params *quant_params,
-                                                const tinyaot_dims *input_dims, const int8_t *input,
-                                                const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
-                                                const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_convolve_s8_fold_decoded(TINYAOT_CONV_ARGS(tinyaot_decoded_weights))
 {
     const int32_t out_c = filter_dims->n;
     const int32_t k = fold_k(filter_dims);
@@ -133,23 +128,8 @@ tinyaot_status tinyaot_convolve_s8_fold_decoded(const tinyaot_context *ctx, cons
         for (i = 0; i < FOLD_ZP_BYTES / 4; i++) {
             zwords[i] = z4;
         }
-        q.bias = bias;
-        q.mr = quant_params->multiplier;
-        q.e = quant_params->shift;
-        q.out_c = out_c;
-        q.act_min = conv_params->activation.min;
-        q.act_max = conv_params->activation.max;
-        g.in_h = input_dims->h;
-        g.in_w = input_dims->w;
-        g.in_c = input_dims->c;
-        g.k_h = filter_dims->h;
-        g.k_w = filter_dims->w;
-        g.stride_h = conv_params->stride.h;
-        g.stride_w = conv_params->stride.w;
-        g.pad_t = conv_params->padding.h;
-        g.pad_l = conv_params->padding.w;
-        g.dil_h = conv_params->dilation.h;
-        g.dil_w = conv_params->dilation.w;
+        FOLD_OUT_SET(q, bias, quant_params, out_c, conv_params);
+        TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
         g.zp = -conv_params->input_offset;
         g.k = k;
         g.k4 = k & ~3;

@@ -487,11 +487,7 @@ static TINYAOT_ALWAYS_INLINE void direct_all(const conv_geom *g, const int8_t *i
     }
 }
 
-tinyaot_status tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                       const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                       const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                       const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                       int8_t *output)
+tinyaot_status tinyaot_convolve_s8_mve(TINYAOT_CONV_ARGS(int8_t))
 {
     const int32_t out_c = output_dims->c;
     const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
@@ -511,12 +507,7 @@ tinyaot_status tinyaot_convolve_s8_mve(const tinyaot_context *ctx, const tinyaot
     g.out_h = output_dims->h;
     g.out_w = output_dims->w;
     g.zp = (int8_t)(-in_off);
-    q.bias = bias;
-    q.mult = quant_params->multiplier;
-    q.shift = quant_params->shift;
-    q.out_off = conv_params->output_offset;
-    q.act_min = conv_params->activation.min;
-    q.act_max = conv_params->activation.max;
+    TINYAOT_MVE_REQUANT_SET(q, bias, quant_params, conv_params);
     pos.b = 0;
     pos.oy = 0;
     pos.ox = 0;

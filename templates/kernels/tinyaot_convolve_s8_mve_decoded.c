@@ -44,12 +44,7 @@ static void slice_requant(tinyaot_mve_requant *t, const tinyaot_mve_requant *q, 
     t->shift = q->shift + o;
 }
 
-tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                                   const tinyaot_per_channel_quant_params *quant_params,
-                                                   const tinyaot_dims *input_dims, const int8_t *input,
-                                                   const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
-                                                   const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                   const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(TINYAOT_CONV_ARGS(tinyaot_decoded_weights))
 {
     const int32_t in_c = input_dims->c;
     const int32_t out_c = output_dims->c;
@@ -65,18 +60,11 @@ tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(const tinyaot_context *ctx, c
     int32_t o;
     (void)bias_dims;
     if (filter == NULL || filter->count != blocked_size(filter_dims) || tile_c == 0 || buf == NULL ||
-        filter_dims->h != 1 || filter_dims->w != 1 || filter_dims->c != in_c || filter_dims->n != out_c ||
-        conv_params->padding.h != 0 || conv_params->padding.w != 0 || output_dims->n != input_dims->n ||
-        out_h < 1 || out_w < 1 || (out_h - 1) * conv_params->stride.h >= input_dims->h ||
-        (out_w - 1) * conv_params->stride.w >= input_dims->w || bias == NULL) {
+        TINYAOT_CONV_1X1_ARGS_BAD(conv_params, input_dims, filter_dims, output_dims, in_c, out_c, out_h, out_w) ||
+        bias == NULL) {
         return TINYAOT_ARG_ERROR;
     }
-    q.bias = bias;
-    q.mult = quant_params->multiplier;
-    q.shift = quant_params->shift;
-    q.out_off = conv_params->output_offset;
-    q.act_min = conv_params->activation.min;
-    q.act_max = conv_params->activation.max;
+    TINYAOT_MVE_REQUANT_SET(q, bias, quant_params, conv_params);
     for (o = 0; o < out_c; o += tile_c) {
         const int32_t n_out = out_c - o < tile_c ? out_c - o : tile_c;
         const int8_t *tile = buf;
@@ -116,12 +104,7 @@ tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(const tinyaot_context *ctx, c
     return TINYAOT_OK;
 }
 
-tinyaot_status tinyaot_convolve_s8_mve_decoded(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                               const tinyaot_per_channel_quant_params *quant_params,
-                                               const tinyaot_dims *input_dims, const int8_t *input,
-                                               const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
-                                               const tinyaot_dims *bias_dims, const int32_t *bias,
-                                               const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_convolve_s8_mve_decoded(TINYAOT_CONV_ARGS(tinyaot_decoded_weights))
 {
     /* the whole filter decoded (its length is the codes' count), then the dense kernel with the rest of the scratch
        as its columns */

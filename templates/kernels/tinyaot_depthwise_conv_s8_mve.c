@@ -360,12 +360,7 @@ int32_t tinyaot_depthwise_conv_s8_mve_table_slot(int32_t c, int32_t channels)
     return dwm_slot(c, channels);
 }
 
-tinyaot_status tinyaot_depthwise_conv_s8_mve(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                             const tinyaot_per_channel_quant_params *quant_params,
-                                             const tinyaot_dims *input_dims, const int8_t *input,
-                                             const tinyaot_dims *filter_dims, const int8_t *filter,
-                                             const tinyaot_dims *bias_dims, const int32_t *table,
-                                             const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_depthwise_conv_s8_mve(TINYAOT_DW_CONV_ARGS(int8_t, table))
 {
     const int32_t batches = input_dims->n;
     const int32_t in_h = input_dims->h;

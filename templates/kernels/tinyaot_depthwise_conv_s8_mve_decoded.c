@@ -9,12 +9,7 @@
 #include "tinyaot_nn.h"
 #include "tinyaot_decode.h"
 
-tinyaot_status tinyaot_depthwise_conv_s8_mve_decoded(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                                     const tinyaot_per_channel_quant_params *quant_params,
-                                                     const tinyaot_dims *input_dims, const int8_t *input,
-                                                     const tinyaot_dims *filter_dims, const tinyaot_decoded_weights *filter,
-                                                     const tinyaot_dims *bias_dims, const int32_t *table,
-                                                     const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_depthwise_conv_s8_mve_decoded(TINYAOT_DW_CONV_ARGS(tinyaot_decoded_weights, table))
 {
     const int32_t n = filter_dims->h * filter_dims->w * filter_dims->c;
     int32_t local[TINYAOT_DECODE_STACK_TILE / 4]; /* the stack tile (int32: word-aligned) */

@@ -10,17 +10,8 @@
 #include "tinyaot_nn.h"
 #include "tinyaot_fold_support.h"
 
-/* The assembly needs r7, so GCC must not keep a frame pointer there: the functions that hold it ask for none, which
-   GCC honours at -O1..-O3 and -Og even under -fno-omit-frame-pointer, but not at -Os (so no assembly there); the
-   one function GCC could not give its 14 registers at -Og with -fno-omit-frame-pointer is written out whole
-   (naked). -DTINYAOT_FOLD_NO_ASM still selects the C, and so does an aligned-only build (its LDRs read the
-   input at any byte address). */
-#if TINYAOT_USE_DSP && TINYAOT_GCC && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
-    !TINYAOT_ALIGNED_ONLY && !defined(TINYAOT_FOLD_NO_ASM)
-#define FOLD_ASM 1
-#else
-#define FOLD_ASM 0
-#endif
+/* FOLD_ASM: the 4x2 blocks in inline assembly (TINYAOT_FOLD_ASM, tinyaot_fold_support.h says when). */
+#define FOLD_ASM TINYAOT_FOLD_ASM
 
 typedef struct {
     int32_t in_h, in_w, in_c;
@@ -213,6 +204,18 @@ typedef struct {
     const int32_t *e;  /* right shifts, four per word (tinyaot_fold_e) */
     int32_t out_c, act_min, act_max;
 } fold_out;
+
+/* Sets q to a layer's fold requantization (its folded bias, the table in quant_params, its out_c channels and the
+   clamp of its conv params). A macro: the same stores in the same order as written out. */
+#define FOLD_OUT_SET(q, bias_, quant_params_, out_c_, conv_params_)                                               \
+    do {                                                                                                          \
+        (q).bias = (bias_);                                                                                       \
+        (q).mr = (quant_params_)->multiplier;                                                                     \
+        (q).e = (quant_params_)->shift;                                                                           \
+        (q).out_c = (out_c_);                                                                                     \
+        (q).act_min = (conv_params_)->activation.min;                                                             \
+        (q).act_max = (conv_params_)->activation.max;                                                             \
+    } while (0)
 
 /* The eight results of a 4x2 block: channels o .. o+3 of pixel a (acc[0..3]) and of pixel b (acc[4..7]). The
    table is read into locals before the stores (an int8 store may alias it); the full int8 range clamps without

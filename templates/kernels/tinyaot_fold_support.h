@@ -24,6 +24,18 @@
 
 #include "tinyaot_nn_support.h"
 
+/* TINYAOT_FOLD_ASM: the fold kernels' inner blocks in inline assembly. The assembly needs r7, so GCC must not keep
+   a frame pointer there: the functions that hold it ask for none, which GCC honours at -O1..-O3 and -Og even under
+   -fno-omit-frame-pointer, but not at -Os (so no assembly there); the one function GCC could not give its 14
+   registers at -Og with -fno-omit-frame-pointer is written out whole (naked). -DTINYAOT_FOLD_NO_ASM still selects
+   the C, and so does an aligned-only build (its LDRs read the input at any byte address). */
+#if TINYAOT_USE_DSP && TINYAOT_GCC && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
+    !TINYAOT_ALIGNED_ONLY && !defined(TINYAOT_FOLD_NO_ASM)
+#define TINYAOT_FOLD_ASM 1
+#else
+#define TINYAOT_FOLD_ASM 0
+#endif
+
 /* The right shift e of channel o (see above). */
 static inline int32_t tinyaot_fold_e(const int32_t *ew, int32_t o)
 {

@@ -213,24 +213,14 @@ static tinyaot_status s4_layer(const tinyaot_fc_params *fc_params, const tinyaot
 }
 
 /* quant_params: the fold requantization table (tinyaot_fold_support.h). */
-tinyaot_status tinyaot_fully_connected_s4_fold(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                               const tinyaot_dims *input_dims, const int8_t *input,
-                                               const tinyaot_dims *filter_dims, const uint32_t *filter,
-                                               const tinyaot_dims *bias_dims, const int32_t *bias,
-                                               const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s4_fold(TINYAOT_FC_ARGS(uint32_t))
 {
     (void)ctx, (void)per_channel, (void)bias_dims;
     return s4_layer(fc_params, quant_params, 1, input_dims, input, filter_dims, filter, bias, output_dims, output);
 }
 
 /* quant_params: one multiplier and shift per channel (where the fold table is not exact). */
-tinyaot_status tinyaot_fully_connected_s4_fold_rq(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                                  const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                                  const tinyaot_dims *input_dims, const int8_t *input,
-                                                  const tinyaot_dims *filter_dims, const uint32_t *filter,
-                                                  const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                  const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s4_fold_rq(TINYAOT_FC_ARGS(uint32_t))
 {
     (void)ctx, (void)per_channel, (void)bias_dims;
     return s4_layer(fc_params, quant_params, 0, input_dims, input, filter_dims, filter, bias, output_dims, output);

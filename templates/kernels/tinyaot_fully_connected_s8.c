@@ -25,11 +25,7 @@ static int32_t row_sum_with_offset(const int8_t *x, int32_t n, int32_t off)
     return s + n * off;
 }
 
-tinyaot_status tinyaot_fully_connected_s8(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                          const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                          const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
-                                          const int8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
-                                          const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8(TINYAOT_FC_ARGS(int8_t))
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;

@@ -25,12 +25,7 @@ int32_t tinyaot_fully_connected_s8_block_get_buffer_size(const tinyaot_dims *inp
     return 4 * ((filter_dims->n + 3) & ~3) * (int32_t)sizeof(int16_t);
 }
 
-tinyaot_status tinyaot_fully_connected_s8_block(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                                const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                                const tinyaot_dims *input_dims, const int8_t *input,
-                                                const tinyaot_dims *filter_dims, const tinyaot_block_weights *filter,
-                                                const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_block(TINYAOT_FC_ARGS(tinyaot_block_weights))
 {
     const int32_t depth = filter_dims->n;
     const int32_t out_c = output_dims->c;
@@ -43,14 +38,7 @@ tinyaot_status tinyaot_fully_connected_s8_block(const tinyaot_context *ctx, cons
         return TINYAOT_ARG_ERROR;
     }
     tinyaot_block_out q;
-    q.bias = bias;
-    q.mult = quant_params->multiplier;
-    q.shift = quant_params->shift;
-    q.fold_table = filter->fold_table;
-    q.out_c = out_c;
-    q.output_offset = fc_params->output_offset;
-    q.act_min = fc_params->activation.min;
-    q.act_max = fc_params->activation.max;
+    TINYAOT_BLOCK_OUT_SET(q, bias, quant_params, filter, out_c, fc_params);
     int16_t *col = need > 0 ? (int16_t *)ctx->buf : NULL;
     const int32_t tail = (4 - (depth & 3)) & 3;
     int32_t b;

@@ -16,12 +16,7 @@ int32_t tinyaot_fully_connected_s8_block_mve_get_buffer_size(const tinyaot_dims 
     return filter_dims->n % 4 == 0 ? 0 : 2 * ((filter_dims->n + 3) & ~3);
 }
 
-tinyaot_status tinyaot_fully_connected_s8_block_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                                    const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                                    const tinyaot_dims *input_dims, const int8_t *input,
-                                                    const tinyaot_dims *filter_dims, const tinyaot_block_weights *filter,
-                                                    const tinyaot_dims *bias_dims, const int32_t *bias,
-                                                    const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_block_mve(TINYAOT_FC_ARGS(tinyaot_block_weights))
 {
     const int32_t rows = input_dims->n;
     const int32_t depth = filter_dims->n;

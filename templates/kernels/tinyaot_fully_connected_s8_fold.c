@@ -32,14 +32,7 @@ int32_t tinyaot_fully_connected_s8_fold_get_buffer_size(const tinyaot_dims *filt
     return 0;
 }
 
-/* The assembly needs r7, so GCC must not keep a frame pointer there: the functions that hold it ask for none, which
-   GCC honours at -O1..-O3 and -Og even under -fno-omit-frame-pointer, but not at -Os (so no assembly there); the
-   one function GCC could not give its 14 registers at -Og with -fno-omit-frame-pointer is written out whole
-   (naked). -DTINYAOT_FOLD_NO_ASM still selects the C, and so does an aligned-only build (its LDRs read the
-   input at any byte address). */
-#if TINYAOT_USE_DSP && TINYAOT_GCC && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && \
-    !TINYAOT_ALIGNED_ONLY && !defined(TINYAOT_FOLD_NO_ASM)
-#define FC_FOLD_ASM 1
+#if TINYAOT_FOLD_ASM /* the eight-channel block in inline assembly (tinyaot_fold_support.h says when) */
 /* One channel c (1..7) of a group: filter word at w + 4c, lanes (0, 2) then (1, 3). */
 #define FC_FOLD_CH(c, off)                                                                                             \
     "ldr %[t], [%[w], #" off "]\n\t"                                                                                   \
@@ -63,21 +56,19 @@ int32_t tinyaot_fully_connected_s8_fold_get_buffer_size(const tinyaot_dims *filt
     [a0] "+r"(a[0]), [a1] "+r"(a[1]), [a2] "+r"(a[2]), [a3] "+r"(a[3]), [a4] "+r"(a[4]), [a5] "+r"(a[5]),            \
         [a6] "+r"(a[6]), [a7] "+r"(a[7]), [x] "+r"(x), [w] "+r"(w), [x02] "=&r"(x02), [x13] "=&r"(x13),              \
         [t] "=&r"(t), [u] "=&r"(u)
-#else
-#define FC_FOLD_ASM 0
 #endif
 
 /* The block of eight channels at w (layout above): acc[c] += x . filter row c over depth values; returns the end
    of the block. Never inlined: the assembly needs 14 registers (r7 too: no frame pointer), which GCC finds only
    in a small function. */
-#if FC_FOLD_ASM
+#if TINYAOT_FOLD_ASM
 TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER
 #endif
 static const int8_t *fc_fold_mac_8(const int8_t *x, const int8_t *w, int32_t depth, int32_t acc[8])
 {
     const int32_t n4 = depth >> 2;
     int32_t i;
-#if FC_FOLD_ASM
+#if TINYAOT_FOLD_ASM
     /* 14 registers: 8 accumulators, 2 pointers, 4 temporaries; per group 43 instructions for 32 multiply-adds,
        two groups per loop pass whose end is compared from memory (3 more per pass). */
     {
@@ -222,12 +213,7 @@ static int32_t fc_fold_dot(const int8_t *x, const int8_t *w, int32_t n, int32_t 
     return acc;
 }
 
-tinyaot_status tinyaot_fully_connected_s8_fold(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                               const tinyaot_dims *input_dims, const int8_t *input,
-                                               const tinyaot_dims *filter_dims, const int8_t *filter,
-                                               const tinyaot_dims *bias_dims, const int32_t *bias,
-                                               const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_fold(TINYAOT_FC_ARGS(int8_t))
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;

@@ -8,12 +8,7 @@
 #include "tinyaot_nn_mve.h"
 #include "tinyaot_mve_gemm.h"
 
-tinyaot_status tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
-                                              const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
-                                              const tinyaot_dims *input_dims, const int8_t *input,
-                                              const tinyaot_dims *filter_dims, const int8_t *filter,
-                                              const tinyaot_dims *bias_dims, const int32_t *bias,
-                                              const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_fully_connected_s8_mve(TINYAOT_FC_ARGS(int8_t))
 {
     const int32_t batches = input_dims->n;
     const int32_t depth = filter_dims->n;
@@ -26,12 +21,7 @@ tinyaot_status tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const 
         fc_params->filter_offset != 0 || !per_channel || bias == NULL) {
         return TINYAOT_ARG_ERROR;
     }
-    q.bias = bias;
-    q.mult = quant_params->multiplier;
-    q.shift = quant_params->shift;
-    q.out_off = fc_params->output_offset;
-    q.act_min = fc_params->activation.min;
-    q.act_max = fc_params->activation.max;
+    TINYAOT_MVE_REQUANT_SET(q, bias, quant_params, fc_params);
     /* rows in pairs (each weight load serves two), the last odd row alone */
     b = batches / 2;
     if (b > 0) {

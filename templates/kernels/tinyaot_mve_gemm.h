@@ -34,6 +34,27 @@ typedef struct {
     int32_t out_off, act_min, act_max;
 } tinyaot_mve_requant;
 
+/* Sets q to a layer's requantization: its folded bias, per-channel multipliers and shifts, and the output offset
+   and clamp of its conv/fc params (a macro: the same stores in the same order as written out, the same code). */
+#define TINYAOT_MVE_REQUANT_SET(q, bias_, quant_params_, params)                                                  \
+    do {                                                                                                          \
+        (q).bias = (bias_);                                                                                       \
+        (q).mult = (quant_params_)->multiplier;                                                                   \
+        (q).shift = (quant_params_)->shift;                                                                       \
+        (q).out_off = (params)->output_offset;                                                                    \
+        (q).act_min = (params)->activation.min;                                                                   \
+        (q).act_max = (params)->activation.max;                                                                   \
+    } while (0)
+
+/* Whether a convolution is not one of the Helium 1x1 kernels': a 1x1 filter of in_c channels and out_c rows, no
+   padding, and every output pixel (out_h x out_w of them) reading inside the input whatever the strides. A macro
+   over the kernel's own locals: the same comparisons in the same order as written out, the same code. */
+#define TINYAOT_CONV_1X1_ARGS_BAD(conv_params, input_dims, filter_dims, output_dims, in_c, out_c, out_h, out_w)  \
+    ((filter_dims)->h != 1 || (filter_dims)->w != 1 || (filter_dims)->c != (in_c) || (filter_dims)->n != (out_c) || \
+     (conv_params)->padding.h != 0 || (conv_params)->padding.w != 0 || (output_dims)->n != (input_dims)->n ||     \
+     (out_h) < 1 || (out_w) < 1 || ((out_h)-1) * (conv_params)->stride.h >= (input_dims)->h ||                    \
+     ((out_w)-1) * (conv_params)->stride.w >= (input_dims)->w)
+
 /* The two matrix cores, defined once in tinyaot_mve_gemm_s8.c (shared by the conv, 1x1 and fully connected kernels
    of a model, so their code is in flash once):
    tinyaot_mve_gemm1_s8: one column of k values against all n_out filter rows, outputs at out;

@@ -1095,11 +1095,7 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_fc_run(const tinyaot_fc_para
         (void)input_dims;                                                                                         \
         return tinyaot_cw_buffer_size(filter_dims);                                                               \
     }                                                                                                             \
-    tinyaot_status name(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,                      \
-                        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,    \
-                        const int8_t *input, const tinyaot_dims *filter_dims, const weights_type *filter,       \
-                        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,    \
-                        int8_t *output)                                                                         \
+    tinyaot_status name(TINYAOT_CONV_ARGS(weights_type))                                                          \
     {                                                                                                             \
         (void)bias_dims;                                                                                          \
         if (!(check)) {                                                                                           \
@@ -1110,11 +1106,7 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_fc_run(const tinyaot_fc_para
     }
 
 #define TINYAOT_DW_COMPRESSED_KERNEL(name, weights_type, check, begin, decode, tile, skips)                       \
-    tinyaot_status name(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,                \
-                        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,    \
-                        const int8_t *input, const tinyaot_dims *filter_dims, const weights_type *filter,       \
-                        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,    \
-                        int8_t *output)                                                                         \
+    tinyaot_status name(TINYAOT_DW_CONV_ARGS(weights_type, bias))                                                 \
     {                                                                                                             \
         (void)bias_dims;                                                                                          \
         if (!(check)) {                                                                                           \
@@ -1125,11 +1117,7 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_fc_run(const tinyaot_fc_para
     }
 
 #define TINYAOT_FC_COMPRESSED_KERNEL(name, weights_type, check, dot, rows2, pairs)                                \
-    tinyaot_status name(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,                          \
-                        const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,              \
-                        const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,   \
-                        const weights_type *filter, const tinyaot_dims *bias_dims, const int32_t *bias,         \
-                        const tinyaot_dims *output_dims, int8_t *output)                                        \
+    tinyaot_status name(TINYAOT_FC_ARGS(weights_type))                                                            \
     {                                                                                                             \
         (void)ctx;                                                                                                \
         (void)bias_dims;                                                                                          \

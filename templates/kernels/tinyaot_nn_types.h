@@ -171,4 +171,25 @@ typedef struct {
     int32_t stride_2[4];
 } tinyaot_broadcast_shape;
 
+/* The argument lists of the convolution, depthwise and fully connected kernel families (CMSIS-NN's order), for
+   their definitions: `tinyaot_status tinyaot_convolve_s8(TINYAOT_CONV_ARGS(int8_t))`. tinyaot_nn.h and
+   tinyaot_nn_mve.h spell every declaration out. filter_type is the weights' element or container type; the
+   depthwise list names its bias argument (the Helium depthwise kernels read a requantization table there). */
+#define TINYAOT_CONV_ARGS(filter_type)                                                                               \
+    const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,                                              \
+        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,                        \
+        const int8_t *input, const tinyaot_dims *filter_dims, const filter_type *filter,                             \
+        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims, int8_t *output
+#define TINYAOT_DW_CONV_ARGS(filter_type, bias)                                                                      \
+    const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,                                        \
+        const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,                        \
+        const int8_t *input, const tinyaot_dims *filter_dims, const filter_type *filter,                             \
+        const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims, int8_t *output
+#define TINYAOT_FC_ARGS(filter_type)                                                                                 \
+    const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,                                                  \
+        const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,                                   \
+        const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,                        \
+        const filter_type *filter, const tinyaot_dims *bias_dims, const int32_t *bias,                               \
+        const tinyaot_dims *output_dims, int8_t *output
+
 #endif /* TINYAOT_NN_TYPES_H */

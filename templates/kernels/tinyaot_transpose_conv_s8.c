@@ -38,11 +38,7 @@ static void contributing_range(int32_t target, int32_t stride, int32_t k, int32_
     *hi = h;
 }
 
-tinyaot_status tinyaot_transpose_conv_s8(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                         const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                         const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                         const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                         int8_t *output)
+tinyaot_status tinyaot_transpose_conv_s8(TINYAOT_CONV_ARGS(int8_t))
 {
     tinyaot_window_geom g;
     tinyaot_conv_geom(&g, conv_params, input_dims, filter_dims, output_dims);

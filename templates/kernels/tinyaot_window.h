@@ -139,6 +139,47 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_dw_conv_geom(tinyaot_window_geom *g, c
         (g).dil_w = (params)->dilation.w;                                                                         \
     } while (0)
 
+/* Defines `static void name(col, g, input, out_h, out_w, q, s)`: the window of output pixel q (flat over batch, rows
+   and columns) into slot s of a two-pixel int16 column (the fold and block-sparse kernels' columns). g is the
+   kernel's geometry struct (geom_type, fields as TINYAOT_CONV_WINDOW_FIELDS sets them); put(col, g, s, j, src, n)
+   writes window values j .. j+n-1 of slot s from src, or the padding value when src is NULL. A kernel row inside
+   the input without horizontal dilation is one contiguous run: one put. */
+#define TINYAOT_WINDOW_FILL_FN(name, geom_type, put)                                                               \
+    static void name(int16_t *col, const geom_type *g, const int8_t *input, int32_t out_h, int32_t out_w, int32_t q, \
+                     int32_t s)                                                                                    \
+    {                                                                                                              \
+        const int32_t per_batch = out_h * out_w;                                                                   \
+        const int32_t bq = q / per_batch;                                                                          \
+        const int32_t r = q - bq * per_batch;                                                                      \
+        const int32_t oy = r / out_w;                                                                              \
+        const int32_t ox = r - oy * out_w;                                                                         \
+        const int8_t *in_b = input + bq * g->in_h * g->in_w * g->in_c;                                             \
+        const int32_t base_y = oy * g->stride_h - g->pad_t;                                                        \
+        const int32_t base_x = ox * g->stride_w - g->pad_l;                                                        \
+        const int32_t row_len = g->k_w * g->in_c;                                                                  \
+        const int row_run = (g->dil_w == 1 && base_x >= 0 && base_x + g->k_w <= g->in_w);                          \
+        int32_t j = 0;                                                                                             \
+        int32_t ky;                                                                                                \
+        for (ky = 0; ky < g->k_h; ky++, j += row_len) {                                                            \
+            const int32_t iy = base_y + ky * g->dil_h;                                                             \
+            if (iy < 0 || iy >= g->in_h) {                                                                         \
+                put(col, g, s, j, NULL, row_len);                                                                  \
+                continue;                                                                                          \
+            }                                                                                                      \
+            const int8_t *row = in_b + iy * g->in_w * g->in_c;                                                     \
+            if (row_run) {                                                                                         \
+                put(col, g, s, j, row + base_x * g->in_c, row_len);                                                \
+                continue;                                                                                          \
+            }                                                                                                      \
+            int32_t kx;                                                                                            \
+            for (kx = 0; kx < g->k_w; kx++) {                                                                      \
+                const int32_t ix = base_x + kx * g->dil_w;                                                         \
+                put(col, g, s, j + kx * g->in_c, (ix >= 0 && ix < g->in_w) ? row + ix * g->in_c : NULL,            \
+                    g->in_c);                                                                                      \
+            }                                                                                                      \
+        }                                                                                                          \
+    }
+
 /* Strides and dilations positive, and output_dims' channels those of the geometry. */
 static TINYAOT_ALWAYS_INLINE int tinyaot_window_steps_ok(const tinyaot_window_geom *g, const tinyaot_dims *output_dims)
 {
