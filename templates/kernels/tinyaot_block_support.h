@@ -109,28 +109,8 @@ static TINYAOT_NAKED void tinyaot_block_mac_4x2(TINYAOT_UNUSED const int16_t *co
                                                 TINYAOT_UNUSED const uint8_t *d, TINYAOT_UNUSED int32_t n,
                                                 TINYAOT_UNUSED int32_t acc[8])
 {
-    __asm__ volatile("push {r4-r11, lr}\n\t"
-                     "ldr r12, [sp, #36]\n\t" /* acc, the fifth argument */
-                     "ldm r12, {r4-r11}\n\t"
-                     "sub sp, sp, #8\n\t"
-                     "str r12, [sp, #4]\n\t"
-                     "add r12, r2, r3\n\t" /* the end of the deltas */
-                     "str r12, [sp]\n\t"
-                     "tst r3, #1\n\t"
-                     "beq 2f\n\t" TINYAOT_BLOCK_STEP2
-                     "2:\n\t"
-                     "ldr r3, [sp]\n\t"
-                     "cmp r2, r3\n\t"
-                     "beq 3f\n\t"
-                     "1:\n\t" TINYAOT_BLOCK_STEP2 TINYAOT_BLOCK_STEP2
-                     "ldr r3, [sp]\n\t"
-                     "cmp r2, r3\n\t"
-                     "bne 1b\n\t"
-                     "3:\n\t"
-                     "ldr r12, [sp, #4]\n\t"
-                     "stm r12, {r4-r11}\n\t"
-                     "add sp, sp, #8\n\t"
-                     "pop {r4-r11, pc}\n\t");
+    __asm__ volatile(
+        TINYAOT_NAKED_4X2_ASM("add r12, r2, r3\n\t" /* the end of the deltas */, TINYAOT_BLOCK_STEP2, "r2"));
 }
 #else
 static void tinyaot_block_mac_4x2(const int16_t *col, const int8_t *w, const uint8_t *d, int32_t n, int32_t acc[8])

@@ -141,36 +141,32 @@ static void fold_col_4x2(const int16_t *col, const int8_t *w, const fold_geom *g
                 : "cc", "memory");
     }
 #elif TINYAOT_USE_DSP
+/* The four channels' filter words at w, each unpacked by ext (SXTB16 with or without ROR 8), against the lane pairs
+   xa (pixel a) and xb (pixel b) */
+#define FOLD_COL_HALF(ext)                                                                                            \
+    do {                                                                                                              \
+        t = ext(tinyaot_read_s8x4(w));                                                                                \
+        a0 = __smlad(xa, t, a0);                                                                                      \
+        b0 = __smlad(xb, t, b0);                                                                                      \
+        t = ext(tinyaot_read_s8x4(w + 4));                                                                            \
+        a1 = __smlad(xa, t, a1);                                                                                      \
+        b1 = __smlad(xb, t, b1);                                                                                      \
+        t = ext(tinyaot_read_s8x4(w + 8));                                                                            \
+        a2 = __smlad(xa, t, a2);                                                                                      \
+        b2 = __smlad(xb, t, b2);                                                                                      \
+        t = ext(tinyaot_read_s8x4(w + 12));                                                                           \
+        a3 = __smlad(xa, t, a3);                                                                                      \
+        b3 = __smlad(xb, t, b3);                                                                                      \
+    } while (0)
     for (i = g->k4 >> 2; i > 0; i--) {
         /* lanes (0, 2) of both pixels against SXTB16 of each filter word, then lanes (1, 3) against SXTB16 ROR 8 */
         int32_t xa = tinyaot_read_s16x2(c);
         int32_t xb = tinyaot_read_s16x2(c + 4);
-        int32_t t = __sxtb16(tinyaot_read_s8x4(w));
-        a0 = __smlad(xa, t, a0);
-        b0 = __smlad(xb, t, b0);
-        t = __sxtb16(tinyaot_read_s8x4(w + 4));
-        a1 = __smlad(xa, t, a1);
-        b1 = __smlad(xb, t, b1);
-        t = __sxtb16(tinyaot_read_s8x4(w + 8));
-        a2 = __smlad(xa, t, a2);
-        b2 = __smlad(xb, t, b2);
-        t = __sxtb16(tinyaot_read_s8x4(w + 12));
-        a3 = __smlad(xa, t, a3);
-        b3 = __smlad(xb, t, b3);
+        int32_t t;
+        FOLD_COL_HALF(__sxtb16);
         xa = tinyaot_read_s16x2(c + 2);
         xb = tinyaot_read_s16x2(c + 6);
-        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w));
-        a0 = __smlad(xa, t, a0);
-        b0 = __smlad(xb, t, b0);
-        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w + 4));
-        a1 = __smlad(xa, t, a1);
-        b1 = __smlad(xb, t, b1);
-        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w + 8));
-        a2 = __smlad(xa, t, a2);
-        b2 = __smlad(xb, t, b2);
-        t = tinyaot_sxtb16_ror8(tinyaot_read_s8x4(w + 12));
-        a3 = __smlad(xa, t, a3);
-        b3 = __smlad(xb, t, b3);
+        FOLD_COL_HALF(tinyaot_sxtb16_ror8);
         w += 16;
         c += 8;
     }

@@ -29,11 +29,7 @@ static TINYAOT_ALWAYS_INLINE int32_t s4_decode(const void *weights, int32_t oc, 
     for (; t < row_len && n < max; t++, nib += out_c) {
         const uint32_t byte = p[nib >> 1];
         const int32_t w = (nib & 1) ? tinyaot_s4_hi(byte) : tinyaot_s4_lo(byte);
-        if (w != 0) {
-            taps[n].off = t;
-            taps[n].w = w;
-            n++;
-        }
+        TINYAOT_TAP_PUSH(taps, n, t, w);
     }
     cur->t = t;
     return n;

@@ -30,11 +30,7 @@ static TINYAOT_ALWAYS_INLINE int32_t cl_decode(const void *weights, int32_t oc, 
     (void)out_c;
     for (; t < row_len && n < max; t++) {
         const int32_t w = cur->values[tinyaot_index_at(cur->bytes, t, bits)];
-        if (w != 0) {
-            taps[n].off = t;
-            taps[n].w = w;
-            n++;
-        }
+        TINYAOT_TAP_PUSH(taps, n, t, w);
     }
     cur->t = t;
     return n;

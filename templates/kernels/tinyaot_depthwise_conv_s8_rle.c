@@ -35,11 +35,7 @@ static TINYAOT_ALWAYS_INLINE int32_t rle_decode(const void *weights, int32_t oc,
     while (v < cur->values_end && n < max) {
         t += (int32_t)*r++;
         const int32_t w = *v++;
-        if (w != 0) {
-            taps[n].off = t;
-            taps[n].w = w;
-            n++;
-        }
+        TINYAOT_TAP_PUSH(taps, n, t, w);
         t++;
     }
     cur->bytes = r;

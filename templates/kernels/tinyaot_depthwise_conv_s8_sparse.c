@@ -37,11 +37,7 @@ static TINYAOT_ALWAYS_INLINE int32_t sp_decode(const void *weights, int32_t oc, 
         }
         if ((byte >> (t & 7)) & 1u) {
             const int32_t w = *v++;
-            if (w != 0) {
-                taps[n].off = t;
-                taps[n].w = w;
-                n++;
-            }
+            TINYAOT_TAP_PUSH(taps, n, t, w);
         }
         t++;
     }

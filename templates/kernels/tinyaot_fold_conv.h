@@ -85,28 +85,7 @@ static TINYAOT_NAKED void fold_mac_4x2_s8(TINYAOT_UNUSED const int8_t *xa, TINYA
                                           TINYAOT_UNUSED const int8_t *w, TINYAOT_UNUSED int32_t n4,
                                           TINYAOT_UNUSED int32_t acc[8])
 {
-    __asm__ volatile("push {r4-r11, lr}\n\t"
-                     "ldr r12, [sp, #36]\n\t" /* acc, the fifth argument */
-                     "ldm r12, {r4-r11}\n\t"
-                     "sub sp, sp, #8\n\t"
-                     "str r12, [sp, #4]\n\t"
-                     "add r12, r0, r3, lsl #2\n\t" /* the end of xa */
-                     "str r12, [sp]\n\t"
-                     "tst r3, #1\n\t"
-                     "beq 2f\n\t" FOLD_4X2_STEP
-                     "2:\n\t"
-                     "ldr r3, [sp]\n\t"
-                     "cmp r0, r3\n\t"
-                     "beq 3f\n\t"
-                     "1:\n\t" FOLD_4X2_STEP FOLD_4X2_STEP
-                     "ldr r3, [sp]\n\t"
-                     "cmp r0, r3\n\t"
-                     "bne 1b\n\t"
-                     "3:\n\t"
-                     "ldr r12, [sp, #4]\n\t"
-                     "stm r12, {r4-r11}\n\t"
-                     "add sp, sp, #8\n\t"
-                     "pop {r4-r11, pc}\n\t");
+    __asm__ volatile(TINYAOT_NAKED_4X2_ASM("add r12, r0, r3, lsl #2\n\t" /* the end of xa */, FOLD_4X2_STEP, "r0"));
 }
 #else
 static void fold_mac_4x2_s8(const int8_t *xa, const int8_t *xb, const int8_t *w, int32_t n4, int32_t acc[8])

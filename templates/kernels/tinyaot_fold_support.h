@@ -36,6 +36,36 @@
 #define TINYAOT_FOLD_ASM 0
 #endif
 
+#if TINYAOT_FOLD_ASM
+/* The body of a naked 4x2 core (fold_mac_4x2_s8 in tinyaot_fold_conv.h, tinyaot_block_mac_4x2 in
+   tinyaot_block_support.h): the eight accumulators loaded from acc (the fifth argument, on the stack) into r4..r11,
+   `end` (an instruction setting r12 to where the walk ends, from r0..r3) kept at [sp], then `step` once for an odd
+   count r3 and twice per loop pass until the pointer register `ptr` reaches the end; the accumulators stored back.
+   r7 is saved and restored like the other callee-saved registers. */
+#define TINYAOT_NAKED_4X2_ASM(end, step, ptr)                                                                         \
+    "push {r4-r11, lr}\n\t"                                                                                           \
+    "ldr r12, [sp, #36]\n\t"                                                                                          \
+    "ldm r12, {r4-r11}\n\t"                                                                                           \
+    "sub sp, sp, #8\n\t"                                                                                              \
+    "str r12, [sp, #4]\n\t" end                                                                                       \
+    "str r12, [sp]\n\t"                                                                                               \
+    "tst r3, #1\n\t"                                                                                                  \
+    "beq 2f\n\t" step                                                                                                 \
+    "2:\n\t"                                                                                                          \
+    "ldr r3, [sp]\n\t"                                                                                                \
+    "cmp " ptr ", r3\n\t"                                                                                             \
+    "beq 3f\n\t"                                                                                                      \
+    "1:\n\t" step step                                                                                                \
+    "ldr r3, [sp]\n\t"                                                                                                \
+    "cmp " ptr ", r3\n\t"                                                                                             \
+    "bne 1b\n\t"                                                                                                      \
+    "3:\n\t"                                                                                                          \
+    "ldr r12, [sp, #4]\n\t"                                                                                           \
+    "stm r12, {r4-r11}\n\t"                                                                                           \
+    "add sp, sp, #8\n\t"                                                                                              \
+    "pop {r4-r11, pc}\n\t"
+#endif
+
 /* The right shift e of channel o (see above). */
 static inline int32_t tinyaot_fold_e(const int32_t *ew, int32_t o)
 {

@@ -25,13 +25,9 @@
 #include "tinyaot_nn.h"
 #include "tinyaot_fold_support.h"
 
-/* The assembly needs r7, so GCC must not keep a frame pointer there (see tinyaot_convolve_s8_fold.c). */
-#if TINYAOT_USE_DSP && TINYAOT_GCC && defined(__OPTIMIZE__) && \
-    !defined(__OPTIMIZE_SIZE__) && !TINYAOT_ALIGNED_ONLY && !defined(TINYAOT_FOLD_NO_ASM)
-#define S4_ASM 1
-#else
-#define S4_ASM 0
-#endif
+/* The groups in inline assembly under the fold kernels' conditions and switch (TINYAOT_FOLD_ASM,
+   tinyaot_fold_support.h). */
+#define S4_ASM TINYAOT_FOLD_ASM
 
 /* The four lane pairs of eight int8 inputs as SXTB16 unpacks them: (x0, x2), (x1, x3), (x4, x6), (x5, x7). */
 static inline void s4_pairs(const int8_t *x, int32_t p[4])
@@ -69,6 +65,17 @@ static inline int32_t s4_mac8(uint32_t word, const int32_t p[4], int32_t acc)
     }
     return acc;
 #endif
+}
+
+/* One group of eight inputs at x against the four channels' words at w. */
+static TINYAOT_ALWAYS_INLINE void s4_group(const int8_t *x, const uint32_t *w, int32_t acc[4])
+{
+    int32_t p[4];
+    s4_pairs(x, p);
+    acc[0] = s4_mac8(w[0], p, acc[0]);
+    acc[1] = s4_mac8(w[1], p, acc[1]);
+    acc[2] = s4_mac8(w[2], p, acc[2]);
+    acc[3] = s4_mac8(w[3], p, acc[3]);
 }
 
 #if S4_ASM
@@ -129,12 +136,7 @@ static void s4_groups(const int8_t *x, const uint32_t **pw, int32_t n, int32_t a
     acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
 #else
     for (; n > 0; n--, x += 8, w += 4) {
-        int32_t p[4];
-        s4_pairs(x, p);
-        acc[0] = s4_mac8(w[0], p, acc[0]);
-        acc[1] = s4_mac8(w[1], p, acc[1]);
-        acc[2] = s4_mac8(w[2], p, acc[2]);
-        acc[3] = s4_mac8(w[3], p, acc[3]);
+        s4_group(x, w, acc);
     }
 #endif
     *pw = w;
@@ -197,12 +199,7 @@ static tinyaot_status s4_layer(const tinyaot_fc_params *fc_params, const tinyaot
                 s4_groups(x, &w, full, acc);
             }
             if (groups > full) { /* the last partial group, from the zero-padded copy */
-                int32_t p[4];
-                s4_pairs(tail, p);
-                acc[0] = s4_mac8(w[0], p, acc[0]);
-                acc[1] = s4_mac8(w[1], p, acc[1]);
-                acc[2] = s4_mac8(w[2], p, acc[2]);
-                acc[3] = s4_mac8(w[3], p, acc[3]);
+                s4_group(tail, w, acc);
                 w += 4;
             }
             s4_store(acc, quant_params->multiplier, quant_params->shift, fold_table, o, nc,

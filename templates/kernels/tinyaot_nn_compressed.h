@@ -545,6 +545,16 @@ typedef struct {
     int32_t w;
 } tinyaot_tap;
 
+/* Appends tap t with weight w at taps[n] (n counts them) unless w is zero. */
+#define TINYAOT_TAP_PUSH(taps, n, t, w)                                                                           \
+    do {                                                                                                          \
+        if ((w) != 0) {                                                                                           \
+            (taps)[n].off = (t);                                                                                  \
+            (taps)[n].w = (w);                                                                                    \
+            (n)++;                                                                                                \
+        }                                                                                                         \
+    } while (0)
+
 /* A kind's depthwise decoder. begin: cursor at the start of output channel oc's tap row (row_len = kh * kw taps;
    out_c channels). decode: the next nonzero taps of the row, at most max, in increasing position; fewer than max
    means the row is finished. */

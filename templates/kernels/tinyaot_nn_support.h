@@ -459,4 +459,69 @@ static inline int32_t tinyaot_clz_u32(uint32_t v)
 #endif
 }
 
+/* The softmax kernels' steps (tinyaot_softmax_s8.c says how), shared by the int8, int16-input and strided ones. */
+
+/* exp(d) in Q0.31 of a difference d = x - max in [diff_min, 0], rescaled to Q5.26 by mult * 2^shift (diff_min
+   keeps d * 2^shift in int32, so the left shift needs no saturation). */
+static inline int32_t tinyaot_softmax_exp(int32_t diff, int32_t mult, int32_t shift)
+{
+    return tinyaot_exp_on_negative_values(tinyaot_srdhm(diff * ((int32_t)1 << shift), mult));
+}
+
+/* The reciprocal in Q0.31 of a row's sum of exps (Q12.19). sum >= 2^19 (the max element contributes exp(0)), so it
+   has a leading one bit below bit 31: sum * 2^headroom is in [2^31, 2^32), as Q1.31 that is 1 + f, and 1/sum is
+   1/(1+f) * 2^-bits_over_unit (tinyaot_softmax_shift). */
+static inline int32_t tinyaot_softmax_recip(int32_t sum)
+{
+    const int32_t headroom = tinyaot_clz_u32((uint32_t)sum);
+    const int32_t frac = (int32_t)(((uint32_t)sum << headroom) - 0x80000000u); /* f in Q0.31 */
+    return tinyaot_one_over_one_plus_x(frac);
+}
+
+/* The right shift that turns an exp (Q0.31) times the reciprocal of the row's sum into units of 2^-8: a divide by
+   2^(bits_over_unit + 23), bits_over_unit = 12 - headroom. */
+static inline int32_t tinyaot_softmax_shift(int32_t sum)
+{
+    return TINYAOT_SOFTMAX_ACCUM_INT_BITS - tinyaot_clz_u32((uint32_t)sum) + 31 - 8;
+}
+
+/* The rows of a softmax over contiguous rows of any signed integer type (int8: tinyaot_softmax_s8, int16:
+   tinyaot_softmax_s16_s8): per row the max (from lowest, the type's least value), the sum of exps of the differences
+   to it, and each probability exp * recip rounded to 1/256 (int8, zero point -128; a divide by 2^32 or more of a
+   value below 2^31 rounds to 0, in rows of over 512 near-equal values). Element i is read before out[i] is written
+   (after the max and the sum are complete). */
+#define TINYAOT_SOFTMAX_ROWS(in_type, input, num_rows, row_size, lowest, mult, shift, diff_min, output)               \
+    do {                                                                                                              \
+        int32_t r_;                                                                                                   \
+        for (r_ = 0; r_ < (num_rows); r_++) {                                                                         \
+            const in_type *in = (input) + r_ * (row_size);                                                            \
+            int8_t *out = (output) + r_ * (row_size);                                                                 \
+            int32_t max = (lowest);                                                                                   \
+            int32_t i;                                                                                                \
+            for (i = 0; i < (row_size); i++) {                                                                        \
+                max = tinyaot_max_i32(max, in[i]);                                                                    \
+            }                                                                                                         \
+            int32_t sum = 0; /* Q12.19 */                                                                             \
+            for (i = 0; i < (row_size); i++) {                                                                        \
+                const int32_t diff = (int32_t)in[i] - max;                                                            \
+                if (diff >= (diff_min)) {                                                                             \
+                    sum += tinyaot_rdbpot(tinyaot_softmax_exp(diff, mult, shift), TINYAOT_SOFTMAX_ACCUM_INT_BITS);    \
+                }                                                                                                     \
+            }                                                                                                         \
+            const int32_t recip = tinyaot_softmax_recip(sum);                                                         \
+            const int32_t out_shift = tinyaot_softmax_shift(sum);                                                     \
+            for (i = 0; i < (row_size); i++) {                                                                        \
+                const int32_t diff = (int32_t)in[i] - max;                                                            \
+                if (diff >= (diff_min)) {                                                                             \
+                    const int32_t e = tinyaot_softmax_exp(diff, mult, shift);                                         \
+                    const int32_t p = tinyaot_srdhm(recip, e); /* >= 0 */                                             \
+                    const int32_t q = out_shift > 31 ? 0 : tinyaot_rdbpot(p, out_shift);                              \
+                    out[i] = (int8_t)tinyaot_clamp_i32(q - 128, -128, 127);                                           \
+                } else {                                                                                              \
+                    out[i] = -128;                                                                                    \
+                }                                                                                                     \
+            }                                                                                                         \
+        }                                                                                                             \
+    } while (0)
+
 #endif /* TINYAOT_NN_SUPPORT_H */

@@ -10,11 +10,6 @@
  */
 #include "tinyaot_nn.h"
 
-static int32_t strided_scaled_diff(int32_t diff, int32_t mult, int32_t shift)
-{
-    return tinyaot_srdhm(diff * ((int32_t)1 << shift), mult);
-}
-
 static void strided_row(const int8_t *in, int8_t *out, int32_t len, int32_t stride, int32_t mult, int32_t shift,
                         int32_t diff_min)
 {
@@ -27,21 +22,16 @@ static void strided_row(const int8_t *in, int8_t *out, int32_t len, int32_t stri
     for (i = 0; i < len; i++) {
         const int32_t diff = (int32_t)in[i * stride] - max;
         if (diff >= diff_min) {
-            const int32_t e = tinyaot_exp_on_negative_values(strided_scaled_diff(diff, mult, shift));
-            sum += tinyaot_rdbpot(e, TINYAOT_SOFTMAX_ACCUM_INT_BITS);
+            sum += tinyaot_rdbpot(tinyaot_softmax_exp(diff, mult, shift), TINYAOT_SOFTMAX_ACCUM_INT_BITS);
         }
     }
-    /* sum >= 2^19 (the max element contributes exp(0)): its leading one is below bit 31 */
-    const int32_t headroom = tinyaot_clz_u32((uint32_t)sum);
-    const int32_t bits_over_unit = TINYAOT_SOFTMAX_ACCUM_INT_BITS - headroom;
-    const int32_t frac = (int32_t)(((uint32_t)sum << headroom) - 0x80000000u);
-    const int32_t recip = tinyaot_one_over_one_plus_x(frac); /* 1/(1+f), Q0.31 */
-    const int32_t out_shift = bits_over_unit + 31 - 8;
+    const int32_t recip = tinyaot_softmax_recip(sum);
+    const int32_t out_shift = tinyaot_softmax_shift(sum);
     for (i = 0; i < len; i++) {
         const int32_t diff = (int32_t)in[i * stride] - max;
         int32_t q = -128;
         if (diff >= diff_min) {
-            const int32_t e = tinyaot_exp_on_negative_values(strided_scaled_diff(diff, mult, shift));
+            const int32_t e = tinyaot_softmax_exp(diff, mult, shift);
             const int32_t p = tinyaot_srdhm(recip, e);
             /* a divide by 2^32 or more of a value below 2^31 rounds to 0 */
             q = tinyaot_clamp_i32((out_shift > 31 ? 0 : tinyaot_rdbpot(p, out_shift)) - 128, -128, 127);
