@@ -30,11 +30,7 @@ int32_t tinyaot_convolve_s8_block_mve_get_buffer_size(const tinyaot_dims *input_
     return 2 * ((filter_dims->h * filter_dims->w * filter_dims->c + 3) & ~3);
 }
 
-tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
-                                             const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                             const int8_t *input, const tinyaot_dims *filter_dims,
-                                             const tinyaot_block_weights *filter, const tinyaot_dims *bias_dims,
-                                             const int32_t *bias, const tinyaot_dims *output_dims, int8_t *output)
+tinyaot_status tinyaot_convolve_s8_block_mve(TINYAOT_CONV_ARGS(tinyaot_block_weights))
 {
     const int32_t out_c = filter_dims->n;
     const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;

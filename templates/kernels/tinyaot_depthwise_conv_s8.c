@@ -144,11 +144,7 @@ int32_t tinyaot_depthwise_conv_s8_get_buffer_size(const tinyaot_dims *input_dims
     return 0;
 }
 
-tinyaot_status tinyaot_depthwise_conv_s8(const tinyaot_context *ctx, const tinyaot_dw_conv_params *dw_conv_params,
-                                         const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
-                                         const int8_t *input, const tinyaot_dims *filter_dims, const int8_t *filter,
-                                         const tinyaot_dims *bias_dims, const int32_t *bias, const tinyaot_dims *output_dims,
-                                         int8_t *output)
+tinyaot_status tinyaot_depthwise_conv_s8(TINYAOT_DW_CONV_ARGS(int8_t, bias))
 {
     tinyaot_window_geom g;
     tinyaot_dw_conv_geom(&g, dw_conv_params, input_dims, filter_dims, output_dims);
