@@ -247,9 +247,12 @@ def tap_scatter(n: int, in_hw, c: int, kernel_hw, stride_hw, pad_top_left, dilat
     stride is at least 1), so an add through the tap's strided view cannot lose a collision."""
     (lo_y, hi_y, lo_x, hi_x), taps = tap_slices(in_hw, kernel_hw, stride_hw, pad_top_left, dilation_hw, output_hw)
     h, w = in_hw
-    padded = np.zeros((n, h + lo_y + hi_y, w + lo_x + hi_x, c))
+    padded = None
     for i, j, sy, sx in taps:
-        padded[:, sy, sx] += part(i, j)
+        p = part(i, j)
+        if padded is None:
+            padded = np.zeros((n, h + lo_y + hi_y, w + lo_x + hi_x, c), p.dtype)
+        padded[:, sy, sx] += p
     return padded[:, lo_y:lo_y + h, lo_x:lo_x + w]
 
 
@@ -334,10 +337,12 @@ def unbroadcast(grad: np.ndarray, shape) -> np.ndarray:
     return grad.sum(axis=axes, keepdims=True) if axes else grad
 
 
-def float_const(graph: Graph, node: Node, k: int) -> np.ndarray | None:
-    """Constant input k of `node` in float64, None when the node has no input k."""
+def float_const(graph: Graph, node: Node, k: int, like: np.ndarray | None = None) -> np.ndarray | None:
+    """Constant input k of `node` in float64 (float32 when the activations `like` are float32: distillation trains
+    in float32, compress/distill.py), None when the node has no input k."""
     name = node.inputs[k] if len(node.inputs) > k else ""
-    return np.asarray(graph.tensors[name].data, np.float64) if name else None
+    dtype = np.float32 if like is not None and like.dtype == np.float32 else np.float64
+    return np.asarray(graph.tensors[name].data, dtype) if name else None
 
 
 def float_bias(graph: Graph, node: Node, channels: int) -> np.ndarray:

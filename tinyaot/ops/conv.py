@@ -576,7 +576,7 @@ class Conv(OpSpec):
                                for s in range(0, len(x), FLOAT_CHUNK)])
 
     def _pre_activation(self, node, graph, x):
-        w, b = float_const(graph, node, 1), float_const(graph, node, 2)
+        w, b = float_const(graph, node, 1, x), float_const(graph, node, 2, x)
         if node.attrs.get("depthwise"):  # 1HWC, output channel c * multiplier + m reads input channel c
             mult = w.shape[3] // x.shape[3]
             y = None
@@ -599,13 +599,14 @@ class Conv(OpSpec):
     def backward_float(self, node, graph, inputs, outputs, grad_out):
         """Standard convolution through the forward pass's im2col patches: weight gradient grad^T @ patches, input
         gradient grad @ W scattered back through the same windows (col2im); depthwise one kernel tap at a time."""
-        x, w = inputs[0], float_const(graph, node, 1)
+        x = inputs[0]
+        w = float_const(graph, node, 1, x)
         depthwise = bool(node.attrs.get("depthwise"))
         if not depthwise and w.shape[3] != x.shape[3]:
             raise FloatUnsupported(f"no backward pass for the grouped Conv node {node.name!r}")
         g = activation_grad(node, outputs[0], grad_out[0])
         kernel, stride, pads, dilation = self._geometry(node, graph)
-        gw, gx = np.zeros_like(w), np.empty(x.shape)
+        gw, gx = np.zeros_like(w), np.empty(x.shape, w.dtype)
         for s in range(0, len(x), FLOAT_CHUNK):
             gs = g[s:s + FLOAT_CHUNK]
             if depthwise:  # 1HWC: output channel c * mult + m reads input channel c

@@ -287,7 +287,7 @@ class FullyConnected(OpSpec):
         return "fully_connected"
 
     def pre_activation(self, node, graph, x):
-        w, b = float_const(graph, node, 1), float_const(graph, node, 2)
+        w, b = float_const(graph, node, 1, x), float_const(graph, node, 2, x)
 
         def block(xs):
             y = xs.reshape(len(xs), -1) @ w.T
@@ -299,7 +299,8 @@ class FullyConnected(OpSpec):
         return [fused_activation(node, self.pre_activation(node, graph, inputs[0]))]
 
     def backward_float(self, node, graph, inputs, outputs, grad_out):
-        x, w = inputs[0], float_const(graph, node, 1)
+        x = inputs[0]
+        w = float_const(graph, node, 1, x)
         g = activation_grad(node, outputs[0], grad_out[0]).reshape(len(x), -1)
         params = {1: g.T @ x.reshape(len(x), -1)}
         if len(node.inputs) > 2 and node.inputs[2]:
