@@ -40,6 +40,7 @@ SEED = 0
 # 0.03 67.1 %, 0.1 diverges; a cosine decay after the ramp 62.7 %; the layers' output errors added to the loss 59.1 %;
 # LAMP allocation across the layers 68.8 % (one fraction each: 67.1 %)
 COSINE = False
+CHECK_EVERY = 20  # steps between two measures of the calibration samples' logits error (the best weights are kept)
 ALLOC = "lamp"
 
 
@@ -192,15 +193,25 @@ def distill(graph: Graph, teacher: Graph, samples, targets: dict[str, Target] | 
         for key, p in params.items():
             state[key] = (np.zeros_like(p), np.zeros_like(p))
         _set(graph, layers, params)
-        before = _loss(graph, nodes, head, base, t_logits[:len(next(iter(base.values())))], energy)
+        t_base = t_logits[:len(next(iter(base.values())))]
+        before = _loss(graph, nodes, head, base, t_base, energy)
         rng = np.random.default_rng(seed)
         order = rng.permutation(count)
         at = 0
-        ramp = max(1, int(PRUNE_UNTIL * steps))
-        for step in range(steps):
-            if targets and step <= ramp and step % PRUNE_EVERY == 0:
-                frac = 1.0 - (1.0 - min(step / ramp, 1.0)) ** 3
+        ramp = min(max(1, int(PRUNE_UNTIL * steps)), steps) if targets else 0
+        best = (np.inf, None)
+        for step in range(steps + 1):
+            if targets and step <= ramp and (step % PRUNE_EVERY == 0 or step == ramp):
+                frac = 1.0 - (1.0 - step / ramp) ** 3 if ramp else 1.0
                 _update_masks(graph, layers, params, masks, targets, frac)
+            if step >= ramp and ((step - ramp) % CHECK_EVERY == 0 or step == steps):
+                # once the masks are final: the weights with the least logits error on the calibration samples
+                # are what is kept (a step size too large for a model then costs steps, not the result)
+                loss = _loss(graph, nodes, head, base, t_base, energy)
+                if loss < best[0]:
+                    best = (loss, {k: p.copy() for k, p in params.items()})
+            if step == steps:
+                break
             if at + BATCH > count:
                 order, at = rng.permutation(count), 0
             idx = np.sort(order[at:at + BATCH])
@@ -229,10 +240,8 @@ def distill(graph: Graph, teacher: Graph, samples, targets: dict[str, Target] | 
                 p -= decay * lrs[key] * mh / (np.sqrt(vh) + 1e-12)
                 if key[1] == 1:
                     p *= masks[key[0]]
-        if targets:
-            _update_masks(graph, layers, params, masks, targets, 1.0)
+        after, params = best
         _set(graph, layers, params, np.float32)
-        after = _loss(graph, nodes, head, base, t_logits[:len(next(iter(base.values())))], energy)
     except FloatUnsupported as e:
         for n in layers:
             for i, data in zip([i for i in n.inputs[1:3] if i], saved[n.name]):
