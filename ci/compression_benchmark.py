@@ -58,6 +58,12 @@ SPEED_MODELS = ("kws_dscnn", "ic_resnet8", "vww_mobilenetv1_025", "ad_fc_autoenc
 TARGETS = {"prune0.5_block": 0.85, "int4": 1.10, "clusters16": 1.10, "clusters32": 1.25}
 WEIGHTS_TARGET = ("prune0.5_block", 0.60)
 BOARDS = ("mps2-an386", "mps3-an547")
+# issue 20's accuracy lines: (model, setting) -> (top-1 at least, in %, or None; points below int8 at most, or None)
+ACCURACY_LINES = {("kws_dscnn", "prune0.5"): (86.0, None), ("kws_dscnn", "prune0.5_block"): (86.0, None),
+                  ("kws_dscnn", "prune0.6_block"): (78.0, None), ("kws_dscnn", "int4"): (None, 0.5),
+                  ("kws_dscnn", "clusters16"): (None, 0.5), ("ic_resnet8", "prune0.5"): (85.0, None),
+                  ("ic_resnet8", "prune0.5_block"): (85.0, None), ("ic_resnet8", "int4"): (87.0, None),
+                  ("ic_resnet8", "channels0.25"): (75.0, None)}
 README_BEGIN, README_END = "<!-- compression-benchmark:begin -->", "<!-- compression-benchmark:end -->"
 
 
@@ -143,6 +149,52 @@ def table(results: dict, boards: list[str], settings: list[Config]) -> tuple[str
     return "\n".join(lines), failed, missed
 
 
+def done_when(results: dict, boards: list[str]) -> str:
+    """Issue 20's done-when lines as a table: line, figure, pass/miss (rows not measured are left out)."""
+    rows = ["| line | figure | |", "|---|---|---|"]
+
+    def add(line: str, figure: str, ok: bool) -> None:
+        rows.append(f"| {line} | {figure} | {'pass' if ok else 'miss'} |")
+
+    def cmd(name: str) -> str:
+        return next((f"`{c.command_line}`" if c.flags else "int8" for c in SETTINGS if c.name == name), name)
+
+    for (model, name), (least, below) in ACCURACY_LINES.items():
+        per_board = results.get(model, {})
+        r = next((per_board[b][name] for b in boards if per_board.get(b, {}).get(name, {}).get("top1") is not None),
+                 None)
+        base = next((per_board[b]["int8"] for b in boards if per_board.get(b, {}).get("int8", {}).get("top1")
+                     is not None), None)
+        if r is None or (below is not None and base is None):
+            continue
+        if least is not None:
+            add(f"{model} {cmd(name)} top-1 >= {least:g} %", f"{100 * r['top1']:.2f} %", 100 * r["top1"] >= least)
+        else:
+            drop = 100 * (base["top1"] - r["top1"])
+            add(f"{model} {cmd(name)} within {below:g} points of int8", f"{100 * r['top1']:.2f} % (int8 "
+                f"{100 * base['top1']:.2f} %)", drop <= below)
+    for model in SPEED_MODELS:
+        per_board = results.get(model, {})
+        for name, limit in TARGETS.items():
+            for b in boards:
+                r, base = per_board.get(b, {}).get(name, {}), per_board.get(b, {}).get("int8", {})
+                if r.get("instructions") and base.get("instructions"):
+                    x = r["instructions"] / base["instructions"]
+                    add(f"{model} {cmd(name)} on {b}: instructions <= {limit:g}x int8",
+                        f"{r['instructions']:,} / {base['instructions']:,} = {x:.3f}x", x <= limit)
+        name, limit = WEIGHTS_TARGET
+        b0 = next((b for b in boards if per_board.get(b, {}).get(name, {}).get("weights_bytes")), None)
+        if b0 is not None and per_board[b0].get("int8", {}).get("weights_bytes"):
+            w, w0 = per_board[b0][name]["weights_bytes"], per_board[b0]["int8"]["weights_bytes"]
+            add(f"{model} {cmd(name)}: weights <= {limit:g}x int8", f"{w:,} / {w0:,} B = {w / w0:.3f}x",
+                w / w0 <= limit)
+    measured = [r for per_board in results.values() for rows_ in per_board.values() for r in rows_.values()]
+    bad = [r for r in measured if r.get("error") or not r.get("verified", False)]
+    add("every compressed setting verifies under QEMU", f"{len(measured) - len(bad)} of {len(measured)} rows",
+        not bad)
+    return "\n".join(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", help="comma-separated model names (default: all)")
@@ -194,7 +246,7 @@ def main() -> int:
               "held-out splits of ci/accuracy_comparison.py; weights as stored (codebooks, indices included); "
               "instructions per inference under QEMU, every row verified (outputs == the numpy reference); "
               "ratios against int8 of the same model on the same board.\n\n")
-    body = header + text + "\n"
+    body = header + text + "\n\nIssue 20's done-when lines on these rows:\n\n" + done_when(results, boards) + "\n"
     if missed:
         body += "\nTargets missed:\n" + "".join(f"- {m}\n" for m in missed)
     Path(args.out).write_text(body)
