@@ -119,15 +119,16 @@ def table(results: dict, boards: list[str], settings: list[Config]) -> tuple[str
     sep = "|---" * (6 + 3 * len(boards)) + "|"
     lines, failed, missed = [head, sep], [], []
     for model, per_board in results.items():
-        base = {b: per_board[b].get("int8", {}) for b in boards}
+        base = {b: per_board.get(b, {}).get("int8", {}) for b in boards}  # a board not measured: {}
         for c in settings:
-            rows = {b: per_board[b].get(c.name) for b in boards}
-            first = next((r for r in rows.values() if r), None)
-            if first is None:
+            rows = {b: per_board.get(b, {}).get(c.name) for b in boards}
+            b0 = next((b for b in boards if rows[b]), None)
+            if b0 is None:
                 continue
+            first = rows[b0]
             cells = [model, f"`{c.command_line}`" if c.flags else "int8", _pct(first.get("top1")),
                      f"{first.get('weights_bytes', 0):,}" if first.get("weights_bytes") else "-",
-                     _ratio(first.get("weights_bytes"), base[boards[0]].get("weights_bytes"))]
+                     _ratio(first.get("weights_bytes"), base[b0].get("weights_bytes"))]
             for b in boards:
                 r = rows[b] or {}
                 cells += [f"{r['instructions']:,}" if r.get("instructions") else "-",
@@ -142,7 +143,7 @@ def table(results: dict, boards: list[str], settings: list[Config]) -> tuple[str
                       for b in boards]
             cells.append(", ".join(sorted({(rows[b] or {}).get("commit", "?") for b in boards if rows[b]})))
             if model in SPEED_MODELS and c.name == WEIGHTS_TARGET[0] and first.get("weights_bytes"):
-                w = first["weights_bytes"] / base[boards[0]]["weights_bytes"]
+                w = first["weights_bytes"] / base[b0]["weights_bytes"]
                 if w > WEIGHTS_TARGET[1]:
                     missed.append(f"{model} {c.name}: weights {w:.3f}x int8's > {WEIGHTS_TARGET[1]}")
             lines.append("| " + " | ".join(cells) + " |")
@@ -242,7 +243,10 @@ def main() -> int:
         seen = {n for per_board in results.values() for rows in per_board.values() for n in rows}
         settings = [c for c in SETTINGS if c.name in seen]
     text, failed, missed = table(results, boards, settings)
-    header = (f"Made by `.venv/bin/python ci/compression_benchmark.py` ({time.time() - t0:.0f} s). Top-1 on the "
+    made = f"`.venv/bin/python ci/compression_benchmark.py` ({time.time() - t0:.0f} s)"
+    if args.merge:
+        made = "`.venv/bin/python ci/compression_benchmark.py --merge`: rows of several runs, each one's commit last"
+    header = (f"Made by {made}. Top-1 on the "
               "held-out splits of ci/accuracy_comparison.py; weights as stored (codebooks, indices included); "
               "instructions per inference under QEMU, every row verified (outputs == the numpy reference); "
               "ratios against int8 of the same model on the same board.\n\n")
