@@ -128,9 +128,10 @@ def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSet
         if n not in shared and pattern is not None:
             targets[n.name] = Target(settings[n.name].sparsity, pattern)
     report = distill(graph, teacher, samples, targets)
-    masks = report.pop("masks", {})
-    for name in targets:
-        info["pruned_masks"][name] = ~masks[name]
+    if "masks" in report:
+        masks = report.pop("masks")
+        for name in targets:
+            info["pruned_masks"][name] = ~masks[name]
     return report
 
 
