@@ -46,6 +46,8 @@ SETTINGS = [
     Config("int8", {}),
     Config("prune0.5_block", {"prune": 0.5, "prune_pattern": "block"}),
     Config("prune0.6_block", {"prune": 0.6, "prune_pattern": "block"}),
+    # h20d's end-to-end distillation over block masks (fed4d5c; --prune-method distill, not the default yet)
+    Config("prune0.5_block_distill", {"prune": 0.5, "prune_pattern": "block", "prune_method": "distill"}),
     Config("prune0.5", {"prune": 0.5}),
     Config("int4", {"weight_bits": 4}),
     Config("clusters16", {"clusters": 16}),
@@ -60,6 +62,7 @@ WEIGHTS_TARGET = ("prune0.5_block", 0.60)
 BOARDS = ("mps2-an386", "mps3-an547")
 # issue 20's accuracy lines: (model, setting) -> (top-1 at least, in %, or None; points below int8 at most, or None)
 ACCURACY_LINES = {("kws_dscnn", "prune0.5"): (86.0, None), ("kws_dscnn", "prune0.5_block"): (86.0, None),
+                  ("kws_dscnn", "prune0.5_block_distill"): (86.0, None),
                   ("kws_dscnn", "prune0.6_block"): (78.0, None), ("kws_dscnn", "int4"): (None, 0.5),
                   ("kws_dscnn", "clusters16"): (None, 0.5), ("ic_resnet8", "prune0.5"): (85.0, None),
                   ("ic_resnet8", "prune0.5_block"): (85.0, None), ("ic_resnet8", "int4"): (87.0, None),
