@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tinyaot.errors import TinyaotError
@@ -98,6 +99,35 @@ def install(built: Path, target: Path) -> Path:
     return target
 
 
+STALE_TMP_S = 3600.0  # a `*.tmp` beside the entries this old was left by a killed build (a live one is seconds old)
+
+
+def evict(folder: Path, suffix: str, max_entries: int, keep: Path) -> None:
+    """Keep at most `max_entries` built files `*<suffix>` in `folder`, `keep` (the one just built or used) counted
+    and never removed: the least recently used go first, with their sidecars. Temporary files `*<suffix>.tmp` older
+    than STALE_TMP_S go too. Safe beside other processes doing the same (a file gone meanwhile is skipped)."""
+    folder = Path(folder)
+    now = time.time()
+    for tmp in folder.glob(f"*{suffix}.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink()
+        except FileNotFoundError:
+            pass
+    entries = []
+    for p in folder.glob(f"*{suffix}"):
+        if p == keep:
+            continue
+        try:
+            entries.append((p.stat().st_mtime, p))
+        except FileNotFoundError:  # removed by a concurrent eviction
+            continue
+    entries.sort()
+    for _, p in entries[: max(0, len(entries) + 1 - max(max_entries, 1))]:  # +1: `keep` counts as an entry
+        for f in (p, _sidecar(p)):
+            f.unlink(missing_ok=True)
+
+
 # ---- sealed JSON records ------------------------------------------------------------------------------------
 def _digest(record: dict) -> str:
     body = {k: v for k, v in record.items() if k != CHECKSUM}
@@ -160,5 +190,5 @@ def write_record(path: Path, record: dict) -> None:
         pass
 
 
-__all__ = ["cache_root", "cache_folder", "warn", "verified", "install", "seal", "unsealed", "read_record",
+__all__ = ["cache_root", "cache_folder", "warn", "verified", "install", "evict", "seal", "unsealed", "read_record",
            "record_text", "write_record", "env_error"]

@@ -16,11 +16,10 @@ import hashlib
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tinyaot.cache import cache_folder, env_error, install, verified
+from tinyaot.cache import cache_folder, env_error, evict, install, verified
 from tinyaot.toolchain.objects import Deadline, compile_objects
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, run_tool
 from tinyaot.errors import TinyaotError
@@ -83,34 +82,6 @@ def _first_error_line(stderr: str) -> str:
         if "error" in ln.lower():
             return ln
     return lines[0] if lines else "(no compiler output)"
-
-
-_STALE_TMP_SECONDS = 3600.0
-
-
-def _evict(root: Path, max_entries: int, keep: Path) -> None:
-    now = time.time()
-    for tmp in root.glob("*.so.tmp"):  # left by a killed compile; a live one is far younger than an hour
-        try:
-            if now - tmp.stat().st_mtime > _STALE_TMP_SECONDS:
-                tmp.unlink()
-        except FileNotFoundError:
-            pass
-    entries = []
-    for p in root.glob("*.so"):
-        if p == keep:
-            continue
-        try:
-            entries.append((p.stat().st_mtime, p))
-        except FileNotFoundError:  # removed by a concurrent eviction
-            continue
-    entries.sort()
-    for _, p in entries[: max(0, len(entries) + 1 - max(max_entries, 1))]:  # +1: `keep` counts as an entry
-        for f in (p, p.with_name(p.name + ".sha256")):
-            try:
-                f.unlink()
-            except FileNotFoundError:
-                pass
 
 
 def compile_shared(
@@ -177,5 +148,5 @@ def compile_shared(
         if tmp.exists():
             tmp.unlink()
         shutil.rmtree(work, ignore_errors=True)
-    _evict(root, max_entries, keep=target)
+    evict(root, ".so", max_entries, keep=target)
     return target

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from tinyaot.cache import cache_folder, install, verified
+from tinyaot.cache import cache_folder, evict, install, verified
 from tinyaot.errors import TinyaotError
 from tinyaot.toolchain.proc import run_tool
 
@@ -164,30 +164,4 @@ def _store(obj: Path, entry: Path) -> None:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
         return
-    _evict(entry.parent, keep=entry)
-
-
-STALE_TMP_S = 3600.0  # a `.o.tmp` this old was left by a killed process (a live copy takes milliseconds)
-
-
-def _evict(root: Path, keep: Path) -> None:
-    now = time.time()
-    for tmp in root.glob(".*.o.tmp"):
-        try:
-            if now - tmp.stat().st_mtime > STALE_TMP_S:
-                tmp.unlink()
-        except FileNotFoundError:
-            pass
-    entries = []
-    for p in root.glob("*.o"):
-        try:
-            entries.append((p.stat().st_mtime, p))
-        except FileNotFoundError:  # evicted by another process meanwhile
-            pass
-    if len(entries) <= MAX_ENTRIES:
-        return
-    entries.sort()
-    for _, p in entries[: len(entries) - MAX_ENTRIES]:
-        if p != keep:
-            for f in (p, p.with_name(p.name + ".sha256")):
-                f.unlink(missing_ok=True)
+    evict(entry.parent, ".o", MAX_ENTRIES, keep=entry)
