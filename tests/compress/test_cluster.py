@@ -346,7 +346,10 @@ def test_shared_models_weight_bytes(model, cal_dir):
     # the bytes follow from the settings (codebook size, bits, sparsity), not from how well the reconstruction
     # fits: 16 samples (ic_resnet8's three compiles took minutes with all 100)
     cal = few_calibration_samples(cal_dir, model)
-    for options, limit in ((dict(clusters=16), 0.55), (dict(prune=0.5), 0.70), (dict(weight_bits=4), 0.5)):
+    # prune by magnitude: the bytes follow from the sparsity, and the default method's masks (chosen on the
+    # calibration data) cost most of this test's time; ci/compression_benchmark.py measures the default's bytes
+    for options, limit in ((dict(clusters=16), 0.55), (dict(prune=0.5, prune_method="magnitude"), 0.70),
+                           (dict(weight_bits=4), 0.5)):
         c = compile_model(MODELS / f"{model}.onnx", cal, compression=options)
         from tinyaot.compress.pipeline import compression_report
 
