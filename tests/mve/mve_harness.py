@@ -50,7 +50,7 @@ from tinyaot.core.fixedpoint import quantize_multiplier_array  # noqa: E402
 from tinyaot.ops.common import fold_input_offset  # noqa: E402
 from tinyaot.ops.conv import conv2d_s8  # noqa: E402
 from tinyaot.ops.fully_connected import fully_connected_s8  # noqa: E402
-from tinyaot.ops.mve import block_filter, conv_filter, per_channel4  # noqa: E402
+from tinyaot.ops.mve import block_filter, conv_filter, int4_nibbles, nibble_filter, per_channel4  # noqa: E402
 
 SENTINEL = 0x5A
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
@@ -121,6 +121,36 @@ def fc_layer(rng, *, batches, depth, out, zp=None, out_zp=None, extreme=None, pe
                  dict(per_channel=int(per_channel)))
 
 
+NIBBLE_KERNELS = ("tinyaot_fully_connected_s4_mve", "tinyaot_fully_connected_s8_clustered_mve")
+
+
+def nibble_layer(rng, *, batches, depth, out, kind, k=16, group_size=1, zp=None, out_zp=None, extreme=None,
+                 act=(-128, 127)) -> Layer:
+    """A fully connected layer for the nibble kernels: int4 weights in [-8, 7] (`extreme`: all -8, against inputs
+    at the other end), or clustered (`k` entries, a codebook per `group_size` rows, spanning -128..127)."""
+    x = _ints(rng, (batches, depth), extreme)
+    if kind == "int4":
+        wt = (np.full((out, depth), -8) if extreme else rng.integers(-8, 8, (out, depth))).astype(np.int8)
+        geo = dict(per_channel=1, codes=int4_nibbles(wt))
+        kernel = NIBBLE_KERNELS[0]
+    else:
+        books = rng.integers(-128, 128, (-(-out // group_size), k))
+        books[:, 0], books[:, -1] = -128, 127
+        codes = rng.integers(0, k, (out, depth))
+        if extreme:
+            codes[:] = 0 if extreme == "max" else k - 1
+        wt = books[np.arange(out)[:, None] // group_size, codes].astype(np.int8)
+        geo = dict(per_channel=1, codes=codes.astype(np.uint8), books=books, group_size=group_size)
+        kernel = NIBBLE_KERNELS[1]
+    bias = rng.integers(-20000, 20000, out).astype(np.int32)
+    mult, shift = _quant(rng, out)
+    zp = int(rng.integers(-128, 128)) if zp is None else zp
+    out_zp = int(rng.integers(-128, 128)) if out_zp is None else out_zp
+    exp = fully_connected_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, act_min=act[0],
+                             act_max=act[1])
+    return Layer(kernel, x, wt, bias, mult, shift, -zp, out_zp, act, exp, geo)
+
+
 def _case_c(i: int, c: Layer) -> str:
     """File-scope arrays and a function `case_<i>` returning the number of wrong output bytes (1000: rejected)."""
     pre = f"c{i}_"
@@ -130,21 +160,31 @@ def _case_c(i: int, c: Layer) -> str:
     else:
         wb = block_filter(c.w.reshape(cout, -1))
     folded = fold_input_offset(c.bias, c.w, c.in_off)
+    filt = pre + "w"
+    if c.kernel in NIBBLE_KERNELS:
+        wb = nibble_filter(c.geo["codes"]).view(np.int8)
+        if c.kernel == NIBBLE_KERNELS[1]:
+            books = c.geo["books"]
+            filt = "&" + pre + "cw"
+            wb = (c_array(pre + "cb", books, "int8_t") + c_array(pre + "cp", nibble_filter(c.geo["codes"]), "uint8_t")
+                  + f"static const tinyaot_clustered_weights {pre}cw = {{{pre}cb, {pre}cp, 4, {books.shape[1]}, "
+                  f"{c.geo['group_size']}, 0}};\n")
     # per channel and padded to four, as tinyaot/ops/mve.py renders them
     mult, shift, folded = (per_channel4(v, cout) for v in (c.mult, c.shift, folded))
-    s = (c_array(pre + "x", c.x, "int8_t") + c_array(pre + "w", wb, "int8_t") + c_array(pre + "b", folded, "int32_t")
+    s = (c_array(pre + "x", c.x, "int8_t") + (wb if isinstance(wb, str) else c_array(pre + "w", wb, "int8_t"))
+         + c_array(pre + "b", folded, "int32_t")
          + c_array(pre + "m", mult, "int32_t") + c_array(pre + "s", shift, "int32_t")
          + c_array(pre + "e", c.expected, "int8_t"))
     n_out = c.expected.size
     s += f"static int case_{i}(void)\n{{\n    int rc;\n"
     s += f"    const tinyaot_per_channel_quant_params q = {{{pre}m, {pre}s}};\n"
-    if c.kernel == "tinyaot_fully_connected_s8_mve":
+    if c.kernel == "tinyaot_fully_connected_s8_mve" or c.kernel in NIBBLE_KERNELS:
         b, d = c.x.shape
         s += (f"    const tinyaot_fc_params prm = {{{c.in_off}, 0, {c.out_off}, {{{c.act[0]}, {c.act[1]}}}}};\n"
               f"    const tinyaot_dims in_d = {{{b}, 1, 1, {d}}}, f_d = {{{d}, 1, 1, {cout}}}, "
               f"b_d = {{1, 1, 1, {cout}}}, o_d = {{{b}, 1, 1, {cout}}};\n"
               f"    const tinyaot_context ctx = {{NULL, 0}};\n")
-        call = (f"{c.kernel}(&ctx, &prm, &q, 1, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, "
+        call = (f"{c.kernel}(&ctx, &prm, &q, 1, &in_d, {pre}x, &f_d, {filt}, &b_d, {pre}b, "
                 f"&o_d, out_buf)")
     else:
         n, h, w, cin = c.x.shape

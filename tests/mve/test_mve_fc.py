@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mve.mve_harness import HOST_CC, fc_layer, needs_arm, run_arm_cases, run_host_cases
+from mve.mve_harness import HOST_CC, fc_layer, needs_arm, nibble_layer, run_arm_cases, run_host_cases
 
-FILES = ["tinyaot_fully_connected_s8_mve.c", "tinyaot_mve_gemm_s8.c"]
+FILES = ["tinyaot_fully_connected_s8_mve.c", "tinyaot_mve_gemm_s8.c", "tinyaot_fully_connected_s8_nibble_mve.c"]
 
 
 def _cases() -> list:
@@ -31,6 +31,18 @@ def _cases() -> list:
         for extreme, zp, same in [("max", -128, False), ("min", 127, False), ("max", -128, True)]:
             cases.append(fc_layer(rng, batches=1 + out % 2, depth=256, out=out, zp=zp, out_zp=[-128, 127][out % 2],
                                   extreme=extreme, per_channel=out != 2, same_sign=same))
+    # the nibble kernels (int4 / clustered, two rows per byte): every depth tail class, 1..7 rows (odd ones: an
+    # unpaired last row), codebooks of fewer than 16 entries and per 1, 2 or 3 rows, the extremes
+    for i, depth in enumerate((1, 15, 16, 17, 40, 128, 640)):
+        cases.append(nibble_layer(rng, batches=1 + i % 2, depth=depth, out=1 + i, kind="int4",
+                                  zp=[-128, 127, None][i % 3]))
+        cases.append(nibble_layer(rng, batches=1 + (i + 1) % 2, depth=depth, out=7 - i % 3, kind="clustered",
+                                  k=[16, 9, 2][i % 3], group_size=1 + i % 3, zp=[127, None, -128][i % 3]))
+    for extreme, zp in [("max", -128), ("min", 127)]:
+        cases.append(nibble_layer(rng, batches=1, depth=100, out=5, kind="int4", zp=zp, out_zp=-128,
+                                  extreme=extreme))
+        cases.append(nibble_layer(rng, batches=2, depth=33, out=6, kind="clustered", zp=zp, out_zp=127,
+                                  extreme=extreme, group_size=4))
     return cases
 
 

@@ -176,9 +176,11 @@ class FullyConnected(OpSpec):
             # int4 unpacked by masks: per MAC about the int8 fold kernel's cost (46 against 43 per 32)
             rows = graph.tensors[node.inputs[0]].shape[0]
             per_mac, per_out = _S4_FOLD_COST[bool(target.has_dsp)]
-            return (Variant("generic"), Variant(FOLD, self.macs(node, graph) * per_mac + rows * w.shape[0] * per_out))
+            return (Variant("generic"), Variant(FOLD, self.macs(node, graph) * per_mac + rows * w.shape[0] * per_out),
+                    *mve.nibble_variants(node, graph, target, self.macs(node, graph)))
         if target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0:
-            return (Variant("generic"),)
+            nibble = mve.nibble_variants(node, graph, target, self.macs(node, graph)) if target.core != "generic" else []
+            return (Variant("generic"), *nibble)
         macs, outs = self.macs(node, graph), graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
 
         def cost(table):
@@ -245,6 +247,8 @@ class FullyConnected(OpSpec):
             files = ["tinyaot_fold_support.h"] + files
         if variant_of(node) == mve.MVE_FC:
             return mve.render_fc(node, graph, cname, params)
+        if variant_of(node) == mve.MVE_NIBBLE:
+            return mve.render_fc_nibble(node, graph, cname, params)
         return KernelCall(kernel, files=files, consts=consts, template="layers/fully_connected.c.j2", params=params)
 
     def int_bounds(self, node, graph):

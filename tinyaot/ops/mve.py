@@ -22,11 +22,12 @@ import numpy as np
 from tinyaot.ops import decoded
 from tinyaot.ops.common import fold_input_offset
 from tinyaot.ops.compressed import is_compressed
-from tinyaot.ops.registry import ConstArray, KernelCall, Variant, variant_of
+from tinyaot.ops.registry import ConstArray, ConstStruct, KernelCall, Variant, variant_of
 
 MVE_CONV = "mve_conv"  # tinyaot_convolve_s8_mve: any window, one im2col column (or two) of scratch
 MVE_1X1 = "mve_1x1"    # tinyaot_convolve_1x1_s8_mve: 1x1 without padding, no scratch
 MVE_FC = "mve_fc"      # tinyaot_fully_connected_s8_mve
+MVE_NIBBLE = "mve_nibble"  # tinyaot_fully_connected_s4_mve / _s8_clustered_mve: 4-bit weights, two rows a byte
 CONV_VARIANTS = (MVE_CONV, MVE_1X1)
 # what every kernel file here needs besides itself: the matrix cores (one file, so a model holds them once) and
 # the headers, all copied into a deployed project with the kernel file
@@ -41,6 +42,11 @@ HEADERS = ["tinyaot_mve_gemm_s8.c", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "t
 # A fully connected row runs the one-column block (4x1), about 0.2 per MAC.
 PER_MAC = 0.15
 PER_MAC_FC = 0.2
+# the nibble kernels (tinyaot_fully_connected_s8_nibble_mve.c) per MAC: int4 as many instructions per chunk as the
+# dense one; clustered codes two byte gathers and the index masks more per 32 weights
+PER_MAC_NIBBLE = {"int4": 0.2, "clustered": 0.3}
+# their accumulators' bound (see the kernel's header): depth at most this
+NIBBLE_MAX_DEPTH = 65536
 PER_OUT = 9.0
 PER_PIXEL = 125.0
 PER_COLUMN_ROW = 50.0
@@ -267,3 +273,83 @@ def render_fc(node, graph, cname: str, params: dict) -> KernelCall:
                   shift=f"{cname}_shift")
     return KernelCall(kernel, files=[kernel + ".c", *HEADERS], consts=consts,
                       template="layers/fully_connected.c.j2", params=params)
+
+
+NIBBLE_FILE = "tinyaot_fully_connected_s8_nibble_mve.c"
+
+
+def int4_nibbles(values: np.ndarray) -> np.ndarray:
+    """[out, depth] int4 values in [-8, 7] -> the nibble kernel's codes: w + 8 on even rows, w & 15 on odd ones."""
+    w = np.asarray(values, np.int64)
+    codes = w & 15
+    codes[0::2] = w[0::2] + 8
+    return codes.astype(np.uint8)
+
+
+def nibble_codes(tensor) -> np.ndarray | None:
+    """The 4-bit codes of a fully connected layer's int4 or clustered (at most 16 entries) weights, [out, depth]
+    uint8, for the nibble kernels: int4 as the kernel's biased (even rows, w + 8) and two's-complement (odd rows)
+    nibbles; clustered as indices into the row's codebook. None where the storage is neither."""
+    st = tensor.storage
+    w = np.asarray(tensor.data, np.int64)
+    if st is None or w.ndim != 2:
+        return None
+    if st.kind == "int4":
+        return int4_nibbles(w)
+    if st.kind != "clustered" or int(st.meta["k"]) > 16:
+        return None
+    books = np.asarray(st.arrays["codebooks"], np.int64)
+    rows = books[np.arange(w.shape[0]) // int(st.meta["group_size"])]  # [out, k]: each row's codebook
+    hit = w[:, :, None] == rows[:, None, :]
+    if not hit.any(axis=2).all():
+        raise ValueError(f"{tensor.name!r}: a weight is not in its codebook (a tinyaot bug)")
+    return hit.argmax(axis=2).astype(np.uint8)
+
+
+def nibble_filter(codes: np.ndarray) -> np.ndarray:
+    """[out, k] 4-bit codes -> tinyaot_fully_connected_s8_nibble_mve.c's bytes: rows padded to a multiple of four
+    and columns to k16 with code 0 (in range of every codebook; the kernel never stores a padded row's result and
+    multiplies a padded column only by a zero activation); per block of four rows, per chunk of 16 columns, rows
+    (0, 1) then (2, 3) as 16 bytes each, the lower row in the low nibble."""
+    codes = np.asarray(codes, np.uint8)
+    out_c, k = codes.shape
+    k16 = -(-k // 16) * 16
+    padded = np.zeros((-(-out_c // 4) * 4, k16), np.uint8)
+    padded[:out_c, :k] = codes
+    pairs = padded[0::2] | (padded[1::2] << 4)  # [out / 2, k16]
+    return pairs.reshape(-1, 2, k16 // 16, 16).transpose(0, 2, 1, 3).reshape(-1).astype(np.uint8)
+
+
+def nibble_variants(node, graph, target, macs: int) -> list[Variant]:
+    """The Helium nibble variant of a fully connected layer with int4 or 16-entry clustered weights."""
+    w = graph.tensors[node.inputs[1]]
+    if (not target.has_mve or graph.tensors[node.inputs[0]].dtype != "int8" or w.storage is None
+            or node.attrs.get("filter_offset", 0) != 0 or w.shape[1] > NIBBLE_MAX_DEPTH or nibble_codes(w) is None):
+        return []
+    outs = graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
+    return [Variant(MVE_NIBBLE, macs * PER_MAC_NIBBLE[w.storage.kind] + outs * PER_OUT)]
+
+
+def render_fc_nibble(node, graph, cname: str, params: dict) -> KernelCall:
+    a = node.attrs
+    w = graph.tensors[node.inputs[1]]
+    out_c = w.shape[0]
+    packed = ConstArray("uint8_t", f"{cname}_weights", nibble_filter(nibble_codes(w)))
+    if w.storage.kind == "int4":
+        kernel, filt, weights = "tinyaot_fully_connected_s4_mve", f"(const int8_t *){cname}_weights", [packed]
+    else:
+        st = w.storage
+        kernel, filt = "tinyaot_fully_connected_s8_clustered_mve", f"&{cname}_clustered"
+        weights = [packed, ConstArray("int8_t", f"{cname}_codebooks", np.asarray(st.arrays["codebooks"]).reshape(-1)),
+                   ConstStruct("tinyaot_clustered_weights", f"{cname}_clustered",
+                               [f"{cname}_codebooks", f"{cname}_weights", 4, int(st.meta["k"]),
+                                int(st.meta["group_size"]), 0])]
+    consts = weights + [
+        ConstArray("int32_t", f"{cname}_bias",
+                   per_channel4(fold_input_offset(graph.tensors[node.inputs[2]].data, w.data, a["input_offset"]),
+                                out_c)),
+        ConstArray("int32_t", f"{cname}_mult", per_channel4(a["output_mult"], out_c)),
+        ConstArray("int32_t", f"{cname}_shift", per_channel4(a["output_shift"], out_c))]
+    params = dict(params, filter=filt, bias=f"{cname}_bias", mult=f"{cname}_mult", shift=f"{cname}_shift")
+    return KernelCall(kernel, files=[NIBBLE_FILE, *HEADERS], consts=consts, template="layers/fully_connected.c.j2",
+                      params=params)

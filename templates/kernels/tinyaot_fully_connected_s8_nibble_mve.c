@@ -1,0 +1,222 @@
+/*
+ * Helium fully connected kernels on 4-bit weights read straight from flash, two output rows per byte
+ * (tinyaot/ops/mve.py nibble_filter): a batch-1 layer uses each weight once, so the weights are not decoded into
+ * RAM first; each 16-byte load carries 32 weights and their unpacking costs what the dense kernel's second load
+ * would have.
+ *
+ * Layout: rows padded to a multiple of four, columns to k16 (k rounded up to a multiple of 16); per block of four
+ * rows, per chunk of 16 columns, 16 bytes for rows (0, 1) then 16 bytes for rows (2, 3); byte j of a pair holds
+ * the lower row's nibble at column j in bits 0..3 and the upper row's in bits 4..7.
+ *
+ * tinyaot_fully_connected_s4_mve (int4 weights w in [-8, 7]): the lower nibble is u = w + 8 in [0, 15], the upper one
+ * the upper row's w' in two's complement, so the byte read as int8 is p = u + 16 * w' (in [-128, 127]). Per pair
+ * and chunk one VMLADAVA of p and one of (p & 15) against the 16 activations a give X = U + 16 * W' and U, where
+ * U = sum a * u = W + 8 * S (S = sum a, once per row of the input): the lower row's W = U - 8 * S and the upper
+ * row's W' = (X - U) >> 4, exact (X - U is 16 * W'). VLDRB, VAND and two VMLADAVA per 32 weights: the dense
+ * kernel's two loads and two VMLADAVA.
+ *
+ * tinyaot_fully_connected_s8_clustered_mve (clustered weights, at most 16 entries per codebook): the nibbles are
+ * codes, row o's weight is codebooks[o / group_size][code] (its packed codes in the layout above; row_bytes
+ * unused). Per pair and chunk VLDRB, VAND, VSHR and two byte gathers (VLDRB.U8 Qd, [Rn, Qm]) from the two rows'
+ * codebooks, then two VMLADAVA.
+ *
+ * Bias: the input offset folded in over the decoded weights (bias[o] = b[o] + input_offset * sum w[o]), bias,
+ * multipliers and shifts padded to a multiple of four (tinyaot_nn_mve.h). The activations' last partial chunk is
+ * a zeroing predicated load, so the padded columns' nibbles never count.
+ *
+ * Overflow: VMLADAVA adds modulo 2^32. The exact values of U (|u| <= 15), X (|p| <= 128), S and 16 * W'
+ * (|w'| <= 8) are each at most 128 * 128 * k16 in magnitude, which the compiler keeps below 2^31 (k16 <= 65536,
+ * tinyaot/ops/mve.py NIBBLE_MAX_DEPTH), so the wrapped differences are exact; the final sums are the layer's,
+ * bounded by compress/bounds.py. The portable path (other cores, the host) decodes each weight and accumulates
+ * sum a * w (at most 128 * 128 * k in magnitude) before adding the bias once.
+ */
+#include "tinyaot_nn_mve.h"
+#include "tinyaot_mve_gemm.h"
+
+/* The weight of row o (0 <= o < rows padded to four) at column i of the layout above: its nibble as a code. */
+static inline uint32_t nibble_code(const uint8_t *filter, int32_t k16, int32_t o, int32_t i)
+{
+    const uint32_t b = filter[(o >> 2) * 2 * k16 + (i >> 4) * 32 + ((o >> 1) & 1) * 16 + (i & 15)];
+    return (o & 1) ? b >> 4 : b & 15u;
+}
+
+static int32_t nibble_args_bad(const tinyaot_fc_params *fc_params, int32_t per_channel, const tinyaot_dims *input_dims,
+                               const tinyaot_dims *filter_dims, const tinyaot_dims *output_dims, const int32_t *bias,
+                               const void *filter)
+{
+    const int32_t depth = filter_dims->n;
+    return input_dims->h * input_dims->w * input_dims->c != depth || output_dims->c != filter_dims->c ||
+           fc_params->filter_offset != 0 || !per_channel || bias == NULL || filter == NULL || depth <= 0 ||
+           depth > 65536;
+}
+
+#if TINYAOT_USE_MVE
+
+/* One chunk of a clustered block against activations xv: the codes of rows (0, 1) and (2, 3), their weights
+   gathered from each row's codebook (c0..c3), into a0..a3; w advances past the chunk. */
+#define NIBBLE_GATHER4(xv)                                                                                        \
+    do {                                                                                                          \
+        const uint8x16_t b0_ = vldrbq_u8(w);                                                                      \
+        const uint8x16_t b1_ = vldrbq_u8(w + 16);                                                                 \
+        w += 32;                                                                                                  \
+        a0 = vmladavaq_s8(a0, (xv), vldrbq_gather_offset_s8(c0, vandq_u8(b0_, vdupq_n_u8(15))));                 \
+        a1 = vmladavaq_s8(a1, (xv), vldrbq_gather_offset_s8(c1, vshrq_n_u8(b0_, 4)));                            \
+        a2 = vmladavaq_s8(a2, (xv), vldrbq_gather_offset_s8(c2, vandq_u8(b1_, vdupq_n_u8(15))));                 \
+        a3 = vmladavaq_s8(a3, (xv), vldrbq_gather_offset_s8(c3, vshrq_n_u8(b1_, 4)));                            \
+    } while (0)
+
+/* The four sums of block o -> its four outputs (lanes past n_out not stored). */
+static TINYAOT_ALWAYS_INLINE void nibble_store(int32_t r0, int32_t r1, int32_t r2, int32_t r3,
+                                               const tinyaot_mve_epilogue *e, int32_t o, int32_t n_out, int8_t *out)
+{
+    const mve_pred16_t p4 = vctp32q((uint32_t)(n_out - o));
+    const tinyaot_mve_block b = tinyaot_mve_block_of(e, o, p4);
+    tinyaot_mve_store4(tinyaot_mve_lanes(r0, r1, r2, r3), e, &b, p4, out + o);
+}
+
+/* One row of input x (k values) against every block of int4 weights (the blocks follow each other in flash). */
+static void nibble_row_s4(const int8_t *x, int32_t k, const uint8_t *w, int32_t n_out, const tinyaot_mve_requant *q,
+                          int8_t *out)
+{
+    const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
+    const int32_t t = k & 15;
+    const int8x16_t x_tail = vldrbq_z_s8(x + (k & ~15), vctp8q((uint32_t)t));
+    const int8x16_t m = vdupq_n_s8(15);
+    int32_t s8 = 0; /* 8 * sum of the row's activations */
+    int32_t o, n;
+    const int8_t *xs = x;
+    for (n = k >> 4; n > 0; n--, xs += 16) {
+        s8 = vaddvaq_s8(s8, vldrbq_s8(xs));
+    }
+    s8 = 8 * vaddvaq_s8(s8, x_tail);
+    for (o = 0; o < n_out; o += 4) {
+        /* a0 / a2: U - 8 * S of pair (0, 1) / (2, 3); a1 / a3: X - 8 * S (the difference is X - U) */
+        int32_t a0 = -s8, a1 = -s8, a2 = -s8, a3 = -s8;
+        xs = x;
+        for (n = k >> 4; n > 0; n--) {
+            const int8x16_t xv = vldrbq_s8(xs);
+            const int8x16_t p0 = vldrbq_s8((const int8_t *)w);
+            const int8x16_t p1 = vldrbq_s8((const int8_t *)w + 16);
+            xs += 16;
+            w += 32;
+            a1 = vmladavaq_s8(a1, xv, p0);
+            a0 = vmladavaq_s8(a0, xv, vandq_s8(p0, m));
+            a3 = vmladavaq_s8(a3, xv, p1);
+            a2 = vmladavaq_s8(a2, xv, vandq_s8(p1, m));
+        }
+        if (t > 0) {
+            const int8x16_t p0 = vldrbq_s8((const int8_t *)w);
+            const int8x16_t p1 = vldrbq_s8((const int8_t *)w + 16);
+            w += 32;
+            a1 = vmladavaq_s8(a1, x_tail, p0);
+            a0 = vmladavaq_s8(a0, x_tail, vandq_s8(p0, m));
+            a3 = vmladavaq_s8(a3, x_tail, p1);
+            a2 = vmladavaq_s8(a2, x_tail, vandq_s8(p1, m));
+        }
+        /* unsigned differences: the wrapped int32 values are the exact ones (see the header) */
+        nibble_store(a0, (int32_t)((uint32_t)a1 - (uint32_t)a0) >> 4, a2, (int32_t)((uint32_t)a3 - (uint32_t)a2) >> 4,
+                     &e, o, n_out, out);
+    }
+}
+
+/* One row of input x (k values) against every block of clustered codes; codebooks of k_cb entries, one per
+   group_size rows. */
+static void nibble_row_cl(const int8_t *x, int32_t k, const uint8_t *w, int32_t n_out, const int8_t *cb,
+                          int32_t k_cb, int32_t group_size, const tinyaot_mve_requant *q, int8_t *out)
+{
+    const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
+    const int32_t t = k & 15;
+    const int8x16_t x_tail = vldrbq_z_s8(x + (k & ~15), vctp8q((uint32_t)t));
+    const int32_t last = n_out - 1;
+    int32_t o;
+    for (o = 0; o < n_out; o += 4) {
+        /* the four rows' codebooks (a padded row past the last reads the last row's) */
+        const int8_t *c0 = cb + k_cb * (o / group_size);
+        const int8_t *c1 = cb + k_cb * ((o + 1 < last ? o + 1 : last) / group_size);
+        const int8_t *c2 = cb + k_cb * ((o + 2 < last ? o + 2 : last) / group_size);
+        const int8_t *c3 = cb + k_cb * ((o + 3 < last ? o + 3 : last) / group_size);
+        const int8_t *xs = x;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t n;
+        for (n = k >> 4; n > 0; n--) {
+            const int8x16_t xv = vldrbq_s8(xs);
+            xs += 16;
+            NIBBLE_GATHER4(xv);
+        }
+        if (t > 0) {
+            NIBBLE_GATHER4(x_tail);
+        }
+        nibble_store(a0, a1, a2, a3, &e, o, n_out, out);
+    }
+}
+
+#else /* portable C: the same integers */
+
+static void nibble_row(const int8_t *x, int32_t k, const uint8_t *filter, int32_t n_out, const int8_t *cb,
+                       int32_t k_cb, int32_t group_size, const tinyaot_mve_requant *q, int8_t *out)
+{
+    const int32_t k16 = (k + 15) & ~15;
+    int32_t o;
+    for (o = 0; o < n_out; o++) {
+        int32_t acc = 0;
+        int32_t i;
+        for (i = 0; i < k; i++) {
+            const int32_t code = (int32_t)nibble_code(filter, k16, o, i);
+            /* int4: the lower row's nibble is w + 8, the upper row's w in two's complement */
+            const int32_t w = cb != NULL ? cb[k_cb * (o / group_size) + code] : (o & 1) ? ((code ^ 8) - 8) : code - 8;
+            acc += (int32_t)x[i] * w;
+        }
+        out[o] = tinyaot_requantize_s8(acc + q->bias[o], q->mult[o], q->shift[o], q->out_off, q->act_min, q->act_max);
+    }
+}
+
+#endif
+
+static tinyaot_status nibble_layer(const tinyaot_fc_params *fc_params,
+                                   const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
+                                   const int8_t *input, const tinyaot_dims *filter_dims, const uint8_t *filter,
+                                   const int8_t *cb, int32_t k_cb, int32_t group_size, const int32_t *bias,
+                                   int8_t *output)
+{
+    const int32_t depth = filter_dims->n;
+    const int32_t out_c = filter_dims->c;
+    tinyaot_mve_requant q;
+    int32_t b;
+    TINYAOT_MVE_REQUANT_SET(q, bias, quant_params, fc_params);
+    for (b = 0; b < input_dims->n; b++) {
+#if TINYAOT_USE_MVE
+        if (cb == NULL) {
+            nibble_row_s4(input + b * depth, depth, filter, out_c, &q, output + b * out_c);
+        } else {
+            nibble_row_cl(input + b * depth, depth, filter, out_c, cb, k_cb, group_size, &q, output + b * out_c);
+        }
+#else
+        nibble_row(input + b * depth, depth, filter, out_c, cb, k_cb, group_size, &q, output + b * out_c);
+#endif
+    }
+    return TINYAOT_OK;
+}
+
+tinyaot_status tinyaot_fully_connected_s4_mve(TINYAOT_FC_ARGS(int8_t))
+{
+    (void)ctx;
+    (void)bias_dims;
+    if (nibble_args_bad(fc_params, per_channel, input_dims, filter_dims, output_dims, bias, filter)) {
+        return TINYAOT_ARG_ERROR;
+    }
+    return nibble_layer(fc_params, quant_params, input_dims, input, filter_dims, (const uint8_t *)filter, NULL, 0, 1,
+                        bias, output);
+}
+
+tinyaot_status tinyaot_fully_connected_s8_clustered_mve(TINYAOT_FC_ARGS(tinyaot_clustered_weights))
+{
+    (void)ctx;
+    (void)bias_dims;
+    if (nibble_args_bad(fc_params, per_channel, input_dims, filter_dims, output_dims, bias, filter) ||
+        filter->bits != 4 || filter->k < 1 || filter->k > 16 || filter->group_size < 1 || filter->packed == NULL ||
+        filter->codebooks == NULL) {
+        return TINYAOT_ARG_ERROR;
+    }
+    return nibble_layer(fc_params, quant_params, input_dims, input, filter_dims, filter->packed, filter->codebooks,
+                        filter->k, filter->group_size, bias, output);
+}
