@@ -179,8 +179,7 @@ class FullyConnected(OpSpec):
             return (Variant("generic"), Variant(FOLD, self.macs(node, graph) * per_mac + rows * w.shape[0] * per_out),
                     *mve.nibble_variants(node, graph, target, self.macs(node, graph)))
         if target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0:
-            nibble = mve.nibble_variants(node, graph, target, self.macs(node, graph)) if target.core != "generic" else []
-            return (Variant("generic"), *nibble)
+            return (Variant("generic"), *mve.nibble_variants(node, graph, target, self.macs(node, graph)))
         macs, outs = self.macs(node, graph), graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
 
         def cost(table):
