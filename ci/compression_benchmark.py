@@ -245,6 +245,9 @@ def main() -> int:
     if args.merge:  # the table shows every setting measured so far, in SETTINGS order
         seen = {n for per_board in results.values() for rows in per_board.values() for n in rows}
         settings = [c for c in SETTINGS if c.name in seen]
+        # and every board measured so far (a run on one board keeps the other's columns)
+        boards = [b for b in BOARDS if any(b in per_board for per_board in results.values())] + \
+            [b for b in boards if b not in BOARDS]
     text, failed, missed = table(results, boards, settings)
     made = f"`.venv/bin/python ci/compression_benchmark.py` ({time.time() - t0:.0f} s)"
     if args.merge:
