@@ -12,7 +12,8 @@ from tinyaot.api import compile_model, deploy
 from tinyaot.compress.cluster import (InputHessian, cluster_grouped, cluster_layer, error_feedback_assign, int8_noise,
                                       optimal_codebook, rd_cost, refit_codebooks)
 from tinyaot.compress.encode import (assign_storage, decode, encode_clustered, encode_int4, encode_sparse_bitmap,
-                                     encode_sparse_rle, pack_indices, sparse_block_nbytes, sparse_rle_nbytes)
+                                     encode_sparse_block, encode_sparse_rle, pack_indices, sparse_block_nbytes,
+                                     sparse_rle_nbytes)
 from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.storage import WeightStorage
 from tinyaot.ir import Tensor
@@ -202,6 +203,9 @@ def test_decode_round_trips(depthwise):
     cases = [(small, encode_int4(small, depthwise)), (sparse, encode_sparse_bitmap(sparse, depthwise)),
              (sparse, encode_sparse_rle(sparse, depthwise)),
              (c.values, encode_clustered(c.values, c.codebooks, 2, depthwise)), (dense, WeightStorage("dense"))]
+    if not depthwise:  # blocks of 4x4 and of 2x1 (the block2x1 pattern), odd channel counts: partial block-rows
+        cases += [(sparse, encode_sparse_block(sparse)), (sparse, encode_sparse_block(sparse, block=(2, 1)))]
+        assert encode_sparse_block(sparse, block=(2, 1)).nbytes(sparse) == sparse_block_nbytes(sparse, (2, 1))
     for values, st in cases:
         t = Tensor("w", shape, "int8", values.copy())
         assign_storage(t, st)  # raises unless decode == data

@@ -439,3 +439,31 @@ def test_block_pruning_keeps_the_allocation_with_less_measured_noise(tmp_path):
             for j in range(0, k, 4):
                 blk = pruned[i:i + 4, j:j + 4]
                 assert blk.all() or not blk.any(), (name, i, j)
+
+
+def test_block2x1_pruning_masks_pairs_of_channels(tmp_path):
+    """--prune-pattern block2x1: the convolutions' masks are unions of 2x1 blocks of the rows view (a pair of
+    output channels drops an input position together), the depthwise layer is pruned too (unstructured) but stored
+    dense, the knapsack's allocation is kept unmeasured, and 50 % of all the weights go."""
+    from tinyaot.compress.storage import rows
+
+    path = conv_dw_conv(tmp_path / "d.onnx", c=16)
+    c = compile_model(path, calibration(tmp_path / "cal.npz"), compression=dict(prune=0.5, prune_pattern="block2x1"))
+    info = c.graph.meta["compression"]
+    assert "allocation" not in info
+    levels = info["layer_sparsity"]
+    sizes = {name: w.size for name, (w, _) in info["float_layers"].items()}
+    removed = sum(sizes[n] * levels[n] for n in sizes)
+    assert abs(removed - 0.5 * sum(sizes.values())) <= 0.05 * sum(sizes.values())
+    for name, node in {n.name: n for n in layer_nodes(c.graph)}.items():
+        dw = bool(node.attrs.get("depthwise"))
+        if dw:
+            assert info["layers"][name]["storage"] == "dense"
+            continue
+        if name not in info["pruned_masks"]:  # the knapsack left it dense
+            continue
+        w = rows(np.asarray(c.graph.tensors[node.inputs[1]].data), False)
+        pruned = rows(info["pruned_masks"][name], False)
+        assert pruned.any() and np.all(w[pruned] == 0), name
+        assert np.array_equal(pruned[0::2], pruned[1::2]), name  # 16 channels: whole pairs
+    assert len(info["pruned_masks"]) >= 2

@@ -154,9 +154,11 @@ PruneMethodOpt = Annotated[Optional[str], typer.Option(
     "across layers) or 'distill' (masks chosen while the pruned float model is trained to the dense one's logits on "
     "the calibration data, compress/distill.py; also refits after --prune-channels)")]
 PrunePatternOpt = Annotated[Optional[str], typer.Option(
-    "--prune-pattern", help="'unstructured' (default: any weight; smallest flash, slower kernels) or 'block' (whole "
-    "blocks of 4 output channels x 4 inputs that the block kernels skip: fewer instructions than dense; depthwise "
-    "layers stay dense)")]
+    "--prune-pattern", help="'unstructured' (default: any weight; smallest flash, slower kernels), 'block2x1' "
+    "(convolutions drop an input for pairs of output channels together, fully connected layers whole 4x4 blocks, "
+    "depthwise layers any weight but run dense: near-unstructured accuracy) or 'block' (whole blocks of 4 output "
+    "channels x 4 inputs that the block kernels skip: fewer instructions than dense, coarser; depthwise layers stay "
+    "dense)")]
 PruneExcludeOpt = Annotated[Optional[list[str]], typer.Option(
     "--prune-exclude", help="never prune layers whose name matches this fnmatch pattern (repeatable)")]
 PruneChannelsOpt = Annotated[Optional[float], typer.Option(

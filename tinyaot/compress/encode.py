@@ -183,26 +183,33 @@ BLOCK_ROWS, BLOCK_COLS = 4, 4  # output channels x consecutive row positions per
 MAX_DELTA = 255
 
 
-def _padded_rows(values: np.ndarray) -> np.ndarray:
-    """[out_ch, row_len] rows zero-padded to whole 4 x 4 blocks."""
+def _padded_rows(values: np.ndarray, block=(BLOCK_ROWS, BLOCK_COLS)) -> np.ndarray:
+    """[out_ch, row_len] rows zero-padded to whole blocks (4 x 4 unless `block` says otherwise)."""
+    br, bc = block
     r = rows(np.asarray(values), False)
     out_ch, row_len = r.shape
-    padded = np.zeros((-(-out_ch // BLOCK_ROWS) * BLOCK_ROWS, -(-row_len // BLOCK_COLS) * BLOCK_COLS), np.int8)
+    padded = np.zeros((-(-out_ch // br) * br, -(-row_len // bc) * bc), np.int8)
     padded[:out_ch, :row_len] = r
     return padded
 
 
-def encode_sparse_block(values: np.ndarray, depthwise: bool = False) -> WeightStorage:
-    """Storage of the 4 x 4 blocks that hold a nonzero weight (storage.py "sparse_block"); any values work (an
-    unstructured mask keeps nearly every block), block-sparse ones are what it is small for."""
+def block_shape(st: WeightStorage) -> tuple[int, int]:
+    """(output channels, row positions) of a sparse_block storage's blocks: 4 x 4, or meta "block" (2 x 1)."""
+    return tuple(int(v) for v in st.meta.get("block", (BLOCK_ROWS, BLOCK_COLS)))
+
+
+def encode_sparse_block(values: np.ndarray, depthwise: bool = False, block=(BLOCK_ROWS, BLOCK_COLS)) -> WeightStorage:
+    """Storage of the blocks (4 x 4, or `block` = (2, 1)) that hold a nonzero weight (storage.py "sparse_block");
+    any values work (an unstructured mask keeps nearly every block), block-sparse ones are what it is small for."""
     if depthwise:
         raise ValueError("sparse_block storage is for conv and fully connected rows, not depthwise taps")
-    padded = _padded_rows(values)
-    nbr, nbc = padded.shape[0] // BLOCK_ROWS, padded.shape[1] // BLOCK_COLS
-    blocks = padded.reshape(nbr, BLOCK_ROWS, nbc, BLOCK_COLS).transpose(0, 2, 1, 3)  # [nbr, nbc, 4, 4]
+    br, bc = (int(v) for v in block)
+    padded = _padded_rows(values, (br, bc))
+    nbr, nbc = padded.shape[0] // br, padded.shape[1] // bc
+    blocks = padded.reshape(nbr, br, nbc, bc).transpose(0, 2, 1, 3)  # [nbr, nbc, br, bc]
     kept = blocks.reshape(nbr, nbc, -1).any(axis=2)
     vals, deltas, counts = [], [], []
-    zero = np.zeros((BLOCK_ROWS, BLOCK_COLS), np.int8)
+    zero = np.zeros((br, bc), np.int8)
     for r in range(nbr):
         pos, n = 0, 0
         for j in np.flatnonzero(kept[r]):
@@ -217,22 +224,26 @@ def encode_sparse_block(values: np.ndarray, depthwise: bool = False) -> WeightSt
             n += 1
         counts.append(n)
     values_arr = np.stack(vals).reshape(-1).astype(np.int8) if vals else np.zeros(0, np.int8)
+    meta = {"depthwise": False}
+    if (br, bc) != (BLOCK_ROWS, BLOCK_COLS):
+        meta["block"] = [br, bc]
     return WeightStorage("sparse_block", {"values": values_arr, "deltas": np.asarray(deltas, np.uint8),
-                                          "counts": np.asarray(counts, np.uint16)}, {"depthwise": False})
+                                          "counts": np.asarray(counts, np.uint16)}, meta)
 
 
-def sparse_block_nbytes(values: np.ndarray) -> int:
+def sparse_block_nbytes(values: np.ndarray, block=(BLOCK_ROWS, BLOCK_COLS)) -> int:
     """Bytes encode_sparse_block would take, without building it."""
-    padded = _padded_rows(values)
-    nbr, nbc = padded.shape[0] // BLOCK_ROWS, padded.shape[1] // BLOCK_COLS
-    kept = padded.reshape(nbr, BLOCK_ROWS, nbc, BLOCK_COLS).any(axis=(1, 3))
+    br, bc = (int(v) for v in block)
+    padded = _padded_rows(values, (br, bc))
+    nbr, nbc = padded.shape[0] // br, padded.shape[1] // bc
+    kept = padded.reshape(nbr, br, nbc, bc).any(axis=(1, 3))
     n = 0
     for r in range(nbr):
         pos = 0
         for j in np.flatnonzero(kept[r]):
             n += 1 + max(0, (int(j) - pos - 1) // MAX_DELTA)  # and the zero blocks bridging a gap
             pos = int(j)
-    return 17 * n + 2 * nbr
+    return (br * bc + 1) * n + 2 * nbr
 
 
 def block_positions(st: WeightStorage) -> list[np.ndarray]:
@@ -243,20 +254,21 @@ def block_positions(st: WeightStorage) -> list[np.ndarray]:
 
 
 def _decode_sparse_block(st: WeightStorage, shape, depthwise) -> np.ndarray:
+    br, bc = block_shape(st)
     out_ch = shape[0]
     row_len = int(np.prod(shape, dtype=np.int64)) // out_ch
-    nbr, nbc = -(-out_ch // BLOCK_ROWS), -(-row_len // BLOCK_COLS)
-    if st.arrays["counts"].size != nbr or st.arrays["values"].size != 16 * st.arrays["deltas"].size or \
+    nbr, nbc = -(-out_ch // br), -(-row_len // bc)
+    if st.arrays["counts"].size != nbr or st.arrays["values"].size != br * bc * st.arrays["deltas"].size or \
             int(st.arrays["counts"].astype(np.int64).sum()) != st.arrays["deltas"].size:
         raise ValueError("sparse_block: counts, deltas and values do not agree")
-    padded = np.zeros((nbr * BLOCK_ROWS, nbc * BLOCK_COLS), np.int8)
-    blocks = st.arrays["values"].reshape(-1, BLOCK_ROWS, BLOCK_COLS)
+    padded = np.zeros((nbr * br, nbc * bc), np.int8)
+    blocks = st.arrays["values"].reshape(-1, br, bc)
     b = 0
     for r, cols in enumerate(block_positions(st)):
         for j in cols:
             if j >= nbc:
                 raise ValueError("sparse_block: a block column past the row")
-            padded[BLOCK_ROWS * r:BLOCK_ROWS * (r + 1), BLOCK_COLS * j:BLOCK_COLS * (j + 1)] |= blocks[b]
+            padded[br * r:br * (r + 1), bc * j:bc * (j + 1)] |= blocks[b]
             b += 1
     if padded[out_ch:].any() or padded[:, row_len:].any():
         raise ValueError("sparse_block: nonzero padding")
@@ -294,4 +306,4 @@ def assign_storage(tensor, storage: WeightStorage) -> None:
 
 __all__ = ["KINDS", "index_bits", "pack_indices", "unpack_indices", "encode_int4", "encode_clustered",
            "encode_sparse_bitmap", "encode_sparse_rle", "sparse_rle_nbytes", "encode_sparse_block",
-           "sparse_block_nbytes", "block_positions", "decode", "assign_storage"]
+           "sparse_block_nbytes", "block_positions", "block_shape", "decode", "assign_storage"]

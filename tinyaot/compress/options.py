@@ -36,7 +36,7 @@ from tinyaot.errors import TinyaotError
 KINDS = ("conv", "depthwise", "fully_connected")
 SCOPES = ("global", "layer")
 PRUNE_METHODS = ("obs", "magnitude", "distill")
-PATTERNS = ("unstructured", "block")  # compress/pattern.py
+PATTERNS = ("unstructured", "block", "block2x1")  # compress/pattern.py
 
 
 def _fraction(value, what: str) -> float:
@@ -63,7 +63,8 @@ def _clusters(value, what: str, allow_zero: bool) -> int | None:
 
 def _pattern(value, what: str) -> str:
     if value not in PATTERNS:
-        raise TinyaotError(f"{what} must be 'block' (4x4 blocks the kernels skip: faster) or 'unstructured' (any "
+        raise TinyaotError(f"{what} must be 'block2x1' (pairs of output channels skipping an input together: "
+                           f"faster and accurate), 'block' (4x4 blocks: faster, coarser) or 'unstructured' (any "
                            f"weight: smaller), got {value!r}")
     return value
 
@@ -115,7 +116,7 @@ class LayerSettings:
 
     sparsity: float = 0.0
     shared_threshold: bool = False  # pruned with the global threshold of all layers at the default sparsity
-    prune_pattern: str = "unstructured"  # which zeros: any weight, or whole 4x4 blocks (compress/pattern.py)
+    prune_pattern: str = "unstructured"  # which zeros: any weight, or whole blocks (compress/pattern.py)
     channels: float = 0.0
     clusters: int | None = None
     weight_bits: int = 8
@@ -131,7 +132,9 @@ class CompressionOptions:
     # "distill": masks by gradual magnitude pruning while the float model is distilled end to end to the dense
     # model's logits on the calibration data (compress/distill.py; also after --prune-channels)
     prune_pattern: str = "unstructured"  # "block": whole 4x4 blocks that the block kernels skip (conv and fully
-    # connected layers; depthwise ones stay dense); "unstructured": any weight (compress/pattern.py)
+    # connected layers; depthwise ones stay dense); "block2x1": blocks of 2 output channels x 1 input position in
+    # convolutions (4x4 in fully connected layers, depthwise pruned unstructured but run dense); "unstructured": any
+    # weight (compress/pattern.py)
     prune_exclude: tuple[str, ...] = ()  # fnmatch patterns of layers never pruned
     prune_channels: float = 0.0  # fraction of output channels removed in eligible layers (see compress/prune.py)
     clusters: int | None = None  # K, 2..256: int8 codebook clustering after quantization

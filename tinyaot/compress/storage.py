@@ -28,7 +28,8 @@ Kinds (all packings little-endian within a byte: the first value in the low bits
                channel by channel), "deltas": uint8 [n_blocks] (block columns advanced from the previous stored
                block of the same block-row, from column 0 for the first; a gap over 255 is bridged by stored
                all-zero blocks), "counts": uint16 [ceil(out_ch / 4)] (stored blocks per block-row)}. Depthwise
-               weights have no block form (no kernel skips there).
+               weights have no block form (no kernel skips there). meta "block" = [2, 1] (absent: 4 x 4): blocks
+               of 2 output channels x 1 position instead ("block2x1", compress/pattern.py), values 2 per block.
 "Output channel" is axis 0 of OHWI/[out, in] weights and axis 3 (the last) of depthwise 1HWC weights, where a
 row is then the kh*kw taps of one channel: `rows()` gives the [out_ch, row_len] view every kind is defined on.
 """
