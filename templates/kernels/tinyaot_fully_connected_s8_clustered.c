@@ -145,18 +145,71 @@ static TINYAOT_NOINLINE CL_NO_PRESCHED void cl_dot2_books(const int8_t *cb0, con
     *a1 = acc1;
 }
 
-/* tinyaot_fc_dot2_fn: rows `row`, `row + 1`, each with its group's codebook. */
+/* CL_ROW8 for 5-bit indices: eight positions' indices in the five bytes at p (a word u and byte v; index 6
+   straddles them). */
+#define CL_ROW8_5(acc, cb, p)                                                                                         \
+    do {                                                                                                              \
+        __builtin_memcpy(&u, p, 4);                                                                                   \
+        v = (p)[4];                                                                                                   \
+        acc = __smlabb(x02, cb[u & 31u], acc);                                                                        \
+        acc = __smlabb(x13, cb[(u >> 5) & 31u], acc);                                                                 \
+        acc = __smlatb(x02, cb[(u >> 10) & 31u], acc);                                                                \
+        acc = __smlatb(x13, cb[(u >> 15) & 31u], acc);                                                                \
+        acc = __smlabb(x46, cb[(u >> 20) & 31u], acc);                                                                \
+        acc = __smlabb(x57, cb[(u >> 25) & 31u], acc);                                                                \
+        acc = __smlatb(x46, cb[(u >> 30) | ((v << 2) & 31u)], acc);                                                   \
+        acc = __smlatb(x57, cb[v >> 3], acc);                                                                         \
+    } while (0)
+/* cl_dot2_books for 5-bit indices (clusters of up to 32 values): per eight positions and row a word and a byte of
+   indices, then as above (one more shift and OR for the index across them). Same bound. */
+static TINYAOT_NOINLINE CL_NO_PRESCHED void cl_dot2_books5(const int8_t *cb0, const int8_t *cb1, const uint8_t *p0,
+                                                 const uint8_t *p1, int32_t depth, const int8_t *x, int32_t x_off,
+                                                 int32_t *a0, int32_t *a1)
+{
+    const int32_t off2 = tinyaot_dup16(x_off);
+    int32_t acc0 = *a0;
+    int32_t acc1 = *a1;
+    int32_t j = 0;
+    for (; j + 8 <= depth; j += 8, p0 += 5, p1 += 5) {
+        const int32_t xa = tinyaot_read_s8x4(x + j);
+        const int32_t xb = tinyaot_read_s8x4(x + j + 4);
+        const int32_t x02 = __sxtab16(off2, xa);
+        const int32_t x13 = tinyaot_sxtab16_ror8(off2, xa);
+        const int32_t x46 = __sxtab16(off2, xb);
+        const int32_t x57 = tinyaot_sxtab16_ror8(off2, xb);
+        uint32_t u, v;
+        CL_ROW8_5(acc0, cb0, p0);
+        CL_ROW8_5(acc1, cb1, p1);
+    }
+    for (; j < depth; j++) { /* position j: bits 5 * (j & 7) .. of the five bytes at p0 / p1 */
+        const int32_t bit = 5 * (j & 7);
+        const int32_t xj = (int32_t)x[j] + x_off;
+        const uint32_t b0 = (uint32_t)p0[bit >> 3] | ((bit & 7) > 3 ? (uint32_t)p0[(bit >> 3) + 1] << 8 : 0u);
+        const uint32_t b1 = (uint32_t)p1[bit >> 3] | ((bit & 7) > 3 ? (uint32_t)p1[(bit >> 3) + 1] << 8 : 0u);
+        acc0 += xj * cb0[(b0 >> (bit & 7)) & 31u];
+        acc1 += xj * cb1[(b1 >> (bit & 7)) & 31u];
+    }
+    *a0 = acc0;
+    *a1 = acc1;
+}
+
+/* tinyaot_fc_dot2_fn: rows `row`, `row + 1`, each with its group's codebook (4- or 5-bit indices). */
 static void cl_rows2(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off, int32_t *a0,
                      int32_t *a1)
 {
     const tinyaot_clustered_weights *w = (const tinyaot_clustered_weights *)weights;
     const uint8_t *p0 = w->packed + row * w->row_bytes;
-    cl_dot2_books(w->codebooks + (row / w->group_size) * w->k, w->codebooks + ((row + 1) / w->group_size) * w->k,
-                  p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
+    const int8_t *cb0 = w->codebooks + (row / w->group_size) * w->k;
+    const int8_t *cb1 = w->codebooks + ((row + 1) / w->group_size) * w->k;
+    if (w->bits == 5) {
+        cl_dot2_books5(cb0, cb1, p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
+    } else {
+        cl_dot2_books(cb0, cb1, p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
+    }
 }
 #endif
 
-/* On DSP cores rows run in pairs for 4-bit indices (cl_dot2_books: 4-bit indices only). */
+/* On DSP cores rows run in pairs for 4- and 5-bit indices (cl_dot2_books, cl_dot2_books5). */
 TINYAOT_FC_COMPRESSED_KERNEL(tinyaot_fully_connected_s8_clustered, tinyaot_clustered_weights,
                              TINYAOT_CLUSTERED_OK(filter, filter_dims->n), cl_dot, TINYAOT_IF_DSP(cl_rows2, NULL),
-                             TINYAOT_IF_DSP(filter->bits == 4 && filter_dims->n < 65000, 0))
+                             TINYAOT_IF_DSP((filter->bits == 4 || filter->bits == 5) && filter_dims->n < 65000, 0))

@@ -20,6 +20,11 @@
  * unused). Per pair and chunk VLDRB, VAND, VSHR and two byte gathers (VLDRB.U8 Qd, [Rn, Qm]) from the two rows'
  * codebooks, then two VMLADAVA.
  *
+ * 5-bit clustered codes (17..32 entries, tinyaot/ops/mve.py nibble5_filter): the codes' low four bits as above,
+ * and after every two chunks of a block (or its last single one) 16 bytes of their fifth bits: byte j bit r for
+ * row r at column j of the first chunk, bit 4 + r of the second. Per row and chunk the index is the nibble with
+ * its fifth bit shifted in (VSLI.8 / VSRI.8 #4 of the bits, VAND 31), then a gather and a VMLADAVA.
+ *
  * Bias: the input offset folded in over the decoded weights (bias[o] = b[o] + input_offset * sum w[o]), bias,
  * multipliers and shifts padded to a multiple of four (tinyaot_nn_mve.h). The activations' last partial chunk is
  * a zeroing predicated load, so the padded columns' nibbles never count.
@@ -38,6 +43,17 @@ static inline uint32_t nibble_code(const uint8_t *filter, int32_t k16, int32_t o
 {
     const uint32_t b = filter[(o >> 2) * 2 * k16 + (i >> 4) * 32 + ((o >> 1) & 1) * 16 + (i & 15)];
     return (o & 1) ? b >> 4 : b & 15u;
+}
+
+/* The 5-bit code of row o at column i of the 5-bit layout above (k16 columns). */
+static inline uint32_t nibble_code5(const uint8_t *filter, int32_t k16, int32_t o, int32_t i)
+{
+    const int32_t chunks = k16 >> 4;
+    const int32_t c = i >> 4;
+    const uint8_t *pair = filter + (o >> 2) * (32 * chunks + 16 * ((chunks + 1) >> 1)) + 80 * (c >> 1);
+    const int32_t in_pair = (c | 1) < chunks ? 2 : 1; /* chunks in this pair */
+    const uint32_t lo = (pair[32 * (c & 1) + 16 * ((o >> 1) & 1) + (i & 15)] >> (4 * (o & 1))) & 15u;
+    return lo | (((uint32_t)pair[32 * in_pair + (i & 15)] >> (4 * (c & 1) + (o & 3)) & 1u) << 4);
 }
 
 static int32_t nibble_args_bad(const tinyaot_fc_params *fc_params, int32_t per_channel, const tinyaot_dims *input_dims,
@@ -150,10 +166,71 @@ static void nibble_row_cl(const int8_t *x, int32_t k, const uint8_t *w, int32_t 
     }
 }
 
+/* One 5-bit chunk of a block against activations xv: nibbles at w (rows (0, 1)) and w + 16 (rows (2, 3)), fifth
+   bits in pl at bits s .. s + 3 (s = 0 or 4: the pair's first or second chunk), into a0..a3. */
+#define NIBBLE5_CHUNK(xv, pl, s)                                                                                  \
+    do {                                                                                                          \
+        const uint8x16_t b0_ = vldrbq_u8(w);                                                                      \
+        const uint8x16_t b1_ = vldrbq_u8(w + 16);                                                                 \
+        const uint8x16_t m_ = vdupq_n_u8(31);                                                                     \
+        w += 32;                                                                                                  \
+        a0 = vmladavaq_s8(a0, (xv), vldrbq_gather_offset_s8(c0, vandq_u8(vsliq_n_u8(b0_, (s) ? vshrq_n_u8(pl, (s) ? (s) : 1) : (pl), 4), m_)));\
+        a1 = vmladavaq_s8(a1, (xv), vldrbq_gather_offset_s8(c1, vandq_u8(vsriq_n_u8(s ? vshrq_n_u8(pl, 1) :          \
+                                                                        vshlq_n_u8(pl, 3), b0_, 4), m_)));        \
+        a2 = vmladavaq_s8(a2, (xv), vldrbq_gather_offset_s8(c2, vandq_u8(vsliq_n_u8(b1_, vshrq_n_u8(pl, s + 2), 4), \
+                                                                         m_)));                                   \
+        a3 = vmladavaq_s8(a3, (xv), vldrbq_gather_offset_s8(c3, vandq_u8(vsriq_n_u8(s ? vshrq_n_u8(pl, 3) :          \
+                                                                        vshlq_n_u8(pl, 1), b1_, 4), m_)));        \
+    } while (0)
+
+/* nibble_row_cl for 5-bit codes (the layout above): chunks in pairs, then a last single chunk. */
+static void nibble_row_cl5(const int8_t *x, int32_t k, const uint8_t *w, int32_t n_out, const int8_t *cb,
+                           int32_t k_cb, int32_t group_size, const tinyaot_mve_requant *q, int8_t *out)
+{
+    const tinyaot_mve_epilogue e = tinyaot_mve_epilogue_of(q);
+    const int32_t t = k & 15;
+    const int32_t full = k >> 4;
+    const int8x16_t x_tail = vldrbq_z_s8(x + (k & ~15), vctp8q((uint32_t)t));
+    const int32_t last = n_out - 1;
+    int32_t o;
+    for (o = 0; o < n_out; o += 4) {
+        const int8_t *c0 = cb + k_cb * (o / group_size);
+        const int8_t *c1 = cb + k_cb * ((o + 1 < last ? o + 1 : last) / group_size);
+        const int8_t *c2 = cb + k_cb * ((o + 2 < last ? o + 2 : last) / group_size);
+        const int8_t *c3 = cb + k_cb * ((o + 3 < last ? o + 3 : last) / group_size);
+        const int8_t *xs = x;
+        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t n;
+        for (n = full >> 1; n > 0; n--) {
+            const uint8x16_t pl = vldrbq_u8(w + 64);
+            const int8x16_t xa = vldrbq_s8(xs);
+            const int8x16_t xb = vldrbq_s8(xs + 16);
+            xs += 32;
+            NIBBLE5_CHUNK(xa, pl, 0);
+            NIBBLE5_CHUNK(xb, pl, 4);
+            w += 16;
+        }
+        if (full & 1) { /* a full chunk, then the tail (a pair) or nothing (a single chunk) */
+            const uint8x16_t pl = vldrbq_u8(w + (t > 0 ? 64 : 32));
+            const int8x16_t xa = vldrbq_s8(xs);
+            NIBBLE5_CHUNK(xa, pl, 0);
+            if (t > 0) {
+                NIBBLE5_CHUNK(x_tail, pl, 4);
+            }
+            w += 16;
+        } else if (t > 0) { /* the tail alone */
+            const uint8x16_t pl = vldrbq_u8(w + 32);
+            NIBBLE5_CHUNK(x_tail, pl, 0);
+            w += 16;
+        }
+        nibble_store(a0, a1, a2, a3, &e, o, n_out, out);
+    }
+}
+
 #else /* portable C: the same integers */
 
 static void nibble_row(const int8_t *x, int32_t k, const uint8_t *filter, int32_t n_out, const int8_t *cb,
-                       int32_t k_cb, int32_t group_size, const tinyaot_mve_requant *q, int8_t *out)
+                       int32_t k_cb, int32_t group_size, int32_t bits, const tinyaot_mve_requant *q, int8_t *out)
 {
     const int32_t k16 = (k + 15) & ~15;
     int32_t o;
@@ -161,7 +238,7 @@ static void nibble_row(const int8_t *x, int32_t k, const uint8_t *filter, int32_
         int32_t acc = 0;
         int32_t i;
         for (i = 0; i < k; i++) {
-            const int32_t code = (int32_t)nibble_code(filter, k16, o, i);
+            const int32_t code = (int32_t)(bits == 5 ? nibble_code5(filter, k16, o, i) : nibble_code(filter, k16, o, i));
             /* int4: the lower row's nibble is w + 8, the upper row's w in two's complement */
             const int32_t w = cb != NULL ? cb[k_cb * (o / group_size) + code] : (o & 1) ? ((code ^ 8) - 8) : code - 8;
             acc += (int32_t)x[i] * w;
@@ -175,8 +252,8 @@ static void nibble_row(const int8_t *x, int32_t k, const uint8_t *filter, int32_
 static tinyaot_status nibble_layer(const tinyaot_fc_params *fc_params,
                                    const tinyaot_per_channel_quant_params *quant_params, const tinyaot_dims *input_dims,
                                    const int8_t *input, const tinyaot_dims *filter_dims, const uint8_t *filter,
-                                   const int8_t *cb, int32_t k_cb, int32_t group_size, const int32_t *bias,
-                                   int8_t *output)
+                                   const int8_t *cb, int32_t k_cb, int32_t group_size, int32_t bits,
+                                   const int32_t *bias, int8_t *output)
 {
     const int32_t depth = filter_dims->n;
     const int32_t out_c = filter_dims->c;
@@ -187,11 +264,13 @@ static tinyaot_status nibble_layer(const tinyaot_fc_params *fc_params,
 #if TINYAOT_USE_MVE
         if (cb == NULL) {
             nibble_row_s4(input + b * depth, depth, filter, out_c, &q, output + b * out_c);
+        } else if (bits == 5) {
+            nibble_row_cl5(input + b * depth, depth, filter, out_c, cb, k_cb, group_size, &q, output + b * out_c);
         } else {
             nibble_row_cl(input + b * depth, depth, filter, out_c, cb, k_cb, group_size, &q, output + b * out_c);
         }
 #else
-        nibble_row(input + b * depth, depth, filter, out_c, cb, k_cb, group_size, &q, output + b * out_c);
+        nibble_row(input + b * depth, depth, filter, out_c, cb, k_cb, group_size, bits, &q, output + b * out_c);
 #endif
     }
     return TINYAOT_OK;
@@ -204,7 +283,7 @@ tinyaot_status tinyaot_fully_connected_s4_mve(TINYAOT_FC_ARGS(int8_t))
     if (nibble_args_bad(fc_params, per_channel, input_dims, filter_dims, output_dims, bias, filter)) {
         return TINYAOT_ARG_ERROR;
     }
-    return nibble_layer(fc_params, quant_params, input_dims, input, filter_dims, (const uint8_t *)filter, NULL, 0, 1,
+    return nibble_layer(fc_params, quant_params, input_dims, input, filter_dims, (const uint8_t *)filter, NULL, 0, 1, 4,
                         bias, output);
 }
 
@@ -213,10 +292,11 @@ tinyaot_status tinyaot_fully_connected_s8_clustered_mve(TINYAOT_FC_ARGS(tinyaot_
     (void)ctx;
     (void)bias_dims;
     if (nibble_args_bad(fc_params, per_channel, input_dims, filter_dims, output_dims, bias, filter) ||
-        filter->bits != 4 || filter->k < 1 || filter->k > 16 || filter->group_size < 1 || filter->packed == NULL ||
+        filter->bits < 4 || filter->bits > 5 || filter->k < 1 || filter->k > (1 << filter->bits) ||
+        filter->group_size < 1 || filter->packed == NULL ||
         filter->codebooks == NULL) {
         return TINYAOT_ARG_ERROR;
     }
     return nibble_layer(fc_params, quant_params, input_dims, input, filter_dims, filter->packed, filter->codebooks,
-                        filter->k, filter->group_size, bias, output);
+                        filter->k, filter->group_size, filter->bits, bias, output);
 }

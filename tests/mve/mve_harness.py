@@ -50,7 +50,8 @@ from tinyaot.core.fixedpoint import quantize_multiplier_array  # noqa: E402
 from tinyaot.ops.common import fold_input_offset  # noqa: E402
 from tinyaot.ops.conv import conv2d_s8  # noqa: E402
 from tinyaot.ops.fully_connected import fully_connected_s8  # noqa: E402
-from tinyaot.ops.mve import block_filter, conv_filter, int4_nibbles, nibble_filter, per_channel4  # noqa: E402
+from tinyaot.ops.mve import (block_filter, conv_filter, int4_nibbles, nibble5_filter, nibble_filter,  # noqa: E402
+                             per_channel4)
 
 SENTINEL = 0x5A
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
@@ -127,7 +128,8 @@ NIBBLE_KERNELS = ("tinyaot_fully_connected_s4_mve", "tinyaot_fully_connected_s8_
 def nibble_layer(rng, *, batches, depth, out, kind, k=16, group_size=1, zp=None, out_zp=None, extreme=None,
                  act=(-128, 127)) -> Layer:
     """A fully connected layer for the nibble kernels: int4 weights in [-8, 7] (`extreme`: all -8, against inputs
-    at the other end), or clustered (`k` entries, a codebook per `group_size` rows, spanning -128..127)."""
+    at the other end), or clustered (`k` entries, 5-bit codes past 16, a codebook per `group_size` rows, spanning
+    -128..127)."""
     x = _ints(rng, (batches, depth), extreme)
     if kind == "int4":
         wt = (np.full((out, depth), -8) if extreme else rng.integers(-8, 8, (out, depth))).astype(np.int8)
@@ -143,9 +145,12 @@ def nibble_layer(rng, *, batches, depth, out, kind, k=16, group_size=1, zp=None,
         geo = dict(per_channel=1, codes=codes.astype(np.uint8), books=books, group_size=group_size)
         kernel = NIBBLE_KERNELS[1]
     bias = rng.integers(-20000, 20000, out).astype(np.int32)
-    mult, shift = _quant(rng, out)
     zp = int(rng.integers(-128, 128)) if zp is None else zp
     out_zp = int(rng.integers(-128, 128)) if out_zp is None else out_zp
+    # scales that keep most outputs off the clamp (a wrong weight then shows in the bytes)
+    acc = (x.astype(np.int64) - zp) @ wt.astype(np.int64).T + bias
+    spread = np.maximum(acc.std(axis=0) if extreme is None else np.abs(acc).max(axis=0) / 60, 1)
+    mult, shift = quantize_multiplier_array(rng.uniform(20, 40, out) / spread)
     exp = fully_connected_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, act_min=act[0],
                              act_max=act[1])
     return Layer(kernel, x, wt, bias, mult, shift, -zp, out_zp, act, exp, geo)
@@ -165,9 +170,11 @@ def _case_c(i: int, c: Layer) -> str:
         wb = nibble_filter(c.geo["codes"]).view(np.int8)
         if c.kernel == NIBBLE_KERNELS[1]:
             books = c.geo["books"]
+            bits = 5 if books.shape[1] > 16 else 4
             filt = "&" + pre + "cw"
-            wb = (c_array(pre + "cb", books, "int8_t") + c_array(pre + "cp", nibble_filter(c.geo["codes"]), "uint8_t")
-                  + f"static const tinyaot_clustered_weights {pre}cw = {{{pre}cb, {pre}cp, 4, {books.shape[1]}, "
+            packed = (nibble5_filter if bits == 5 else nibble_filter)(c.geo["codes"])
+            wb = (c_array(pre + "cb", books, "int8_t") + c_array(pre + "cp", packed, "uint8_t")
+                  + f"static const tinyaot_clustered_weights {pre}cw = {{{pre}cb, {pre}cp, {bits}, {books.shape[1]}, "
                   f"{c.geo['group_size']}, 0}};\n")
     # per channel and padded to four, as tinyaot/ops/mve.py renders them
     mult, shift, folded = (per_channel4(v, cout) for v in (c.mult, c.shift, folded))

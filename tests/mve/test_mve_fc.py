@@ -38,11 +38,17 @@ def _cases() -> list:
                                   zp=[-128, 127, None][i % 3]))
         cases.append(nibble_layer(rng, batches=1 + (i + 1) % 2, depth=depth, out=7 - i % 3, kind="clustered",
                                   k=[16, 9, 2][i % 3], group_size=1 + i % 3, zp=[127, None, -128][i % 3]))
+    # 5-bit codes (17..32 entries): chunk pairs, a last single full chunk, a tail alone or after a full chunk
+    for i, depth in enumerate((7, 16, 31, 48, 64, 200)):
+        cases.append(nibble_layer(rng, batches=1 + i % 2, depth=depth, out=2 + i, kind="clustered",
+                                  k=[32, 17, 25][i % 3], group_size=1 + i % 2, zp=[127, None, -128][i % 3]))
     for extreme, zp in [("max", -128), ("min", 127)]:
         cases.append(nibble_layer(rng, batches=1, depth=100, out=5, kind="int4", zp=zp, out_zp=-128,
                                   extreme=extreme))
         cases.append(nibble_layer(rng, batches=2, depth=33, out=6, kind="clustered", zp=zp, out_zp=127,
                                   extreme=extreme, group_size=4))
+        cases.append(nibble_layer(rng, batches=1, depth=50, out=3, kind="clustered", k=32, zp=zp, out_zp=127,
+                                  extreme=extreme))
     return cases
 
 

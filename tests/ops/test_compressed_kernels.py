@@ -519,6 +519,8 @@ def _qemu_cases() -> list[Case]:
     rng = np.random.default_rng(23)
     for kind in KINDS:  # a window over 64 taps: the per-channel tap lists
         cases.append(make_case("depthwise", kind, rng, kh=9, kw=9, h=10, w=11, cin=3, ch_mult=1))
+    for k, depth in ((32, 77), (17, 24)):  # 5-bit indices: the DSP row pairs (cl_dot2_books5), tails 5 and 0
+        cases.append(make_case("fc", "clustered", rng, k=k, depth=depth, out=5))
     return cases
 
 

@@ -44,7 +44,7 @@ PER_MAC = 0.15
 PER_MAC_FC = 0.2
 # the nibble kernels (tinyaot_fully_connected_s8_nibble_mve.c) per MAC: int4 as many instructions per chunk as the
 # dense one; clustered codes two byte gathers and the index masks more per 32 weights
-PER_MAC_NIBBLE = {"int4": 0.2, "clustered": 0.3}
+PER_MAC_NIBBLE = {"int4": 0.2, "clustered": 0.3, "clustered5": 0.45}
 # their accumulators' bound (see the kernel's header): depth at most this
 NIBBLE_MAX_DEPTH = 65536
 PER_OUT = 9.0
@@ -287,16 +287,16 @@ def int4_nibbles(values: np.ndarray) -> np.ndarray:
 
 
 def nibble_codes(tensor) -> np.ndarray | None:
-    """The 4-bit codes of a fully connected layer's int4 or clustered (at most 16 entries) weights, [out, depth]
-    uint8, for the nibble kernels: int4 as the kernel's biased (even rows, w + 8) and two's-complement (odd rows)
-    nibbles; clustered as indices into the row's codebook. None where the storage is neither."""
+    """The codes of a fully connected layer's int4 or clustered (4- or 5-bit indices) weights, [out, depth] uint8,
+    for the nibble kernels: int4 as the kernel's biased (even rows, w + 8) and two's-complement (odd rows) nibbles;
+    clustered as indices into the row's codebook. None where the storage is neither."""
     st = tensor.storage
     w = np.asarray(tensor.data, np.int64)
     if st is None or w.ndim != 2:
         return None
     if st.kind == "int4":
         return int4_nibbles(w)
-    if st.kind != "clustered" or int(st.meta["k"]) > 16:
+    if st.kind != "clustered" or int(st.meta["bits"]) not in (4, 5):
         return None
     books = np.asarray(st.arrays["codebooks"], np.int64)
     rows = books[np.arange(w.shape[0]) // int(st.meta["group_size"])]  # [out, k]: each row's codebook
@@ -320,6 +320,27 @@ def nibble_filter(codes: np.ndarray) -> np.ndarray:
     return pairs.reshape(-1, 2, k16 // 16, 16).transpose(0, 2, 1, 3).reshape(-1).astype(np.uint8)
 
 
+def nibble5_filter(codes: np.ndarray) -> np.ndarray:
+    """[out, k] 5-bit codes -> the 5-bit layout of tinyaot_fully_connected_s8_nibble_mve.c: per block of four rows
+    (padded with code 0, as the columns to k16), per pair of chunks of 16 columns, each chunk's low four bits as in
+    nibble_filter (32 bytes), then 16 bytes of fifth bits (byte j: bit r for row r at column j of the first chunk,
+    bit 4 + r of the second); a last single chunk the same with its 16 bytes of bits 0..3."""
+    codes = np.asarray(codes, np.uint8)
+    out_c, k = codes.shape
+    k16 = -(-k // 16) * 16
+    padded = np.zeros((-(-out_c // 4) * 4, k16), np.uint8)
+    padded[:out_c, :k] = codes
+    lo = nibble_filter(padded & 15).reshape(-1, k16 // 16, 32)  # [block, chunk, 32]
+    hi = ((padded >> 4) & 1).reshape(-1, 4, k16 // 16, 16)  # [block, row, chunk, column]
+    bits = (hi << np.arange(4, dtype=np.uint8)[None, :, None, None]).sum(axis=1).astype(np.uint8)  # [block, chunk, 16]
+    parts = []
+    for c in range(0, k16 // 16, 2):
+        pair = lo[:, c:c + 2].reshape(lo.shape[0], -1)
+        plane = bits[:, c] | ((bits[:, c + 1] << 4) if c + 1 < k16 // 16 else 0)
+        parts.append(np.concatenate([pair, plane.astype(np.uint8)], axis=1))
+    return np.concatenate(parts, axis=1).reshape(-1).astype(np.uint8)
+
+
 def nibble_variants(node, graph, target, macs: int) -> list[Variant]:
     """The Helium nibble variant of a fully connected layer with int4 or 16-entry clustered weights."""
     w = graph.tensors[node.inputs[1]]
@@ -327,14 +348,17 @@ def nibble_variants(node, graph, target, macs: int) -> list[Variant]:
             or node.attrs.get("filter_offset", 0) != 0 or w.shape[1] > NIBBLE_MAX_DEPTH or nibble_codes(w) is None):
         return []
     outs = graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
-    return [Variant(MVE_NIBBLE, macs * PER_MAC_NIBBLE[w.storage.kind] + outs * PER_OUT)]
+    kind = w.storage.kind + ("5" if w.storage.kind == "clustered" and int(w.storage.meta["bits"]) == 5 else "")
+    return [Variant(MVE_NIBBLE, macs * PER_MAC_NIBBLE[kind] + outs * PER_OUT)]
 
 
 def render_fc_nibble(node, graph, cname: str, params: dict) -> KernelCall:
     a = node.attrs
     w = graph.tensors[node.inputs[1]]
     out_c = w.shape[0]
-    packed = ConstArray("uint8_t", f"{cname}_weights", nibble_filter(nibble_codes(w)))
+    bits = 5 if w.storage.kind == "clustered" and int(w.storage.meta["bits"]) == 5 else 4
+    layout = nibble5_filter if bits == 5 else nibble_filter
+    packed = ConstArray("uint8_t", f"{cname}_weights", layout(nibble_codes(w)))
     if w.storage.kind == "int4":
         kernel, filt, weights = "tinyaot_fully_connected_s4_mve", f"(const int8_t *){cname}_weights", [packed]
     else:
@@ -342,7 +366,7 @@ def render_fc_nibble(node, graph, cname: str, params: dict) -> KernelCall:
         kernel, filt = "tinyaot_fully_connected_s8_clustered_mve", f"&{cname}_clustered"
         weights = [packed, ConstArray("int8_t", f"{cname}_codebooks", np.asarray(st.arrays["codebooks"]).reshape(-1)),
                    ConstStruct("tinyaot_clustered_weights", f"{cname}_clustered",
-                               [f"{cname}_codebooks", f"{cname}_weights", 4, int(st.meta["k"]),
+                               [f"{cname}_codebooks", f"{cname}_weights", bits, int(st.meta["k"]),
                                 int(st.meta["group_size"]), 0])]
     consts = weights + [
         ConstArray("int32_t", f"{cname}_bias",
