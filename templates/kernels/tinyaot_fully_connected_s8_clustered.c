@@ -193,23 +193,34 @@ static TINYAOT_NOINLINE CL_NO_PRESCHED void cl_dot2_books5(const int8_t *cb0, co
     *a1 = acc1;
 }
 
-/* tinyaot_fc_dot2_fn: rows `row`, `row + 1`, each with its group's codebook (4- or 5-bit indices). */
+/* tinyaot_fc_dot2_fn: rows `row`, `row + 1`, each with its group's codebook (4-bit indices). */
 static void cl_rows2(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off, int32_t *a0,
                      int32_t *a1)
 {
     const tinyaot_clustered_weights *w = (const tinyaot_clustered_weights *)weights;
     const uint8_t *p0 = w->packed + row * w->row_bytes;
-    const int8_t *cb0 = w->codebooks + (row / w->group_size) * w->k;
-    const int8_t *cb1 = w->codebooks + ((row + 1) / w->group_size) * w->k;
-    if (w->bits == 5) {
-        cl_dot2_books5(cb0, cb1, p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
-    } else {
-        cl_dot2_books(cb0, cb1, p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
-    }
+    cl_dot2_books(w->codebooks + (row / w->group_size) * w->k, w->codebooks + ((row + 1) / w->group_size) * w->k,
+                  p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
+}
+
+/* The same for 5-bit indices. */
+static void cl_rows2_5(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off, int32_t *a0,
+                       int32_t *a1)
+{
+    const tinyaot_clustered_weights *w = (const tinyaot_clustered_weights *)weights;
+    const uint8_t *p0 = w->packed + row * w->row_bytes;
+    cl_dot2_books5(w->codebooks + (row / w->group_size) * w->k, w->codebooks + ((row + 1) / w->group_size) * w->k,
+                   p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
 }
 #endif
 
-/* On DSP cores rows run in pairs for 4- and 5-bit indices (cl_dot2_books, cl_dot2_books5). */
+/* On DSP cores rows run in pairs for 4-bit indices (cl_dot2_books). */
 TINYAOT_FC_COMPRESSED_KERNEL(tinyaot_fully_connected_s8_clustered, tinyaot_clustered_weights,
                              TINYAOT_CLUSTERED_OK(filter, filter_dims->n), cl_dot, TINYAOT_IF_DSP(cl_rows2, NULL),
-                             TINYAOT_IF_DSP((filter->bits == 4 || filter->bits == 5) && filter_dims->n < 65000, 0))
+                             TINYAOT_IF_DSP(filter->bits == 4 && filter_dims->n < 65000, 0))
+
+/* tinyaot_fully_connected_s8_clustered for 5-bit indices (--clusters 32; an entry of its own, so that a model
+   without such a layer links none of its code): on DSP cores rows in pairs (cl_dot2_books5). */
+TINYAOT_FC_COMPRESSED_KERNEL(tinyaot_fully_connected_s8_clustered5, tinyaot_clustered_weights,
+                             TINYAOT_CLUSTERED_OK(filter, filter_dims->n), cl_dot, TINYAOT_IF_DSP(cl_rows2_5, NULL),
+                             TINYAOT_IF_DSP(filter->bits == 5 && filter_dims->n < 65000, 0))

@@ -211,6 +211,14 @@ tinyaot_status tinyaot_fully_connected_s8_clustered(const tinyaot_context *ctx, 
                                                     const tinyaot_dims *filter_dims, const tinyaot_clustered_weights *filter,
                                                     const tinyaot_dims *bias_dims, const int32_t *bias,
                                                     const tinyaot_dims *output_dims, int8_t *output);
+/* The same for 5-bit indices (rows in pairs on DSP cores; any width is accepted). */
+tinyaot_status tinyaot_fully_connected_s8_clustered5(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                     const tinyaot_per_channel_quant_params *quant_params,
+                                                     int32_t per_channel, const tinyaot_dims *input_dims,
+                                                     const int8_t *input, const tinyaot_dims *filter_dims,
+                                                     const tinyaot_clustered_weights *filter,
+                                                     const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                     const tinyaot_dims *output_dims, int8_t *output);
 tinyaot_status tinyaot_fully_connected_s8_sparse(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
                                                  const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
                                                  const tinyaot_dims *input_dims, const int8_t *input,

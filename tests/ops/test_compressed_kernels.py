@@ -112,7 +112,7 @@ class Case:
         if self.st.kind == "dense":
             return {"conv": "tinyaot_convolve_s8", "depthwise": "tinyaot_depthwise_conv_s8",
                     "fc": "tinyaot_fully_connected_s8"}[OP_BASE[self.op]]
-        return kernel_name(self.kind, OP_BASE[self.op])
+        return kernel_name(self.kind, OP_BASE[self.op], self.st.meta.get("bits"))
 
     @property
     def k(self) -> int:  # positions of a conv column

@@ -41,11 +41,12 @@ def is_compressed(tensor) -> bool:
     return st is not None and st.kind != "dense"
 
 
-def kernel_name(kind: str, op: str) -> str:
-    """op: "conv", "depthwise" or "fc"; kind: a storage kind other than dense."""
+def kernel_name(kind: str, op: str, bits: int | None = None) -> str:
+    """op: "conv", "depthwise" or "fc"; kind: a storage kind other than dense; bits: a clustered layer's index
+    width (5-bit fully connected layers have an entry of their own, so the 4-bit one links without its code)."""
     if kind not in SUFFIX:
         raise ValueError(f"no kernel for weight storage kind {kind!r}")
-    return f"{BASE[op]}_{SUFFIX[kind]}"
+    return f"{BASE[op]}_{SUFFIX[kind]}" + ("5" if kind == "clustered" and op == "fc" and bits == 5 else "")
 
 
 def block_scratch_bytes(k: int) -> int:
@@ -152,7 +153,7 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
     if "depthwise" in st.meta and bool(st.meta["depthwise"]) != (op == "depthwise"):
         raise ValueError(f"{tensor.name!r}: storage rows taken {'across' if st.meta['depthwise'] else 'along'} "
                          f"the filter do not fit a {op} kernel")  # rows() differ: a compression bug
-    kernel = kernel_name(st.kind, op)
+    kernel = kernel_name(st.kind, op, st.meta.get("bits"))
     a = st.arrays
     name = f"{cname}_weights"
     if st.kind == "int4":
@@ -199,7 +200,7 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
                   ConstStruct("tinyaot_rle_weights", name, [f"{name}_runs", f"{name}_values", f"{name}_rows"])]
         arg = f"&{name}"
     # HEADER includes tinyaot_dw3_support.h (the 3x3 depthwise requantization it shares with the dense kernel)
-    return CompressedFilter(kernel, [kernel + ".c", HEADER, "tinyaot_dw3_support.h"], consts, arg)
+    return CompressedFilter(kernel, [kernel_name(st.kind, op) + ".c", HEADER, "tinyaot_dw3_support.h"], consts, arg)
 
 
 MVE_BLOCK = "mve_block"  # the Helium variant of the block kernels
