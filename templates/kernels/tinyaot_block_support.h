@@ -105,7 +105,7 @@ static inline void tinyaot_block_put(int16_t *col, int32_t s, int32_t j, const i
    GCC's register allocation: it builds at every optimisation level and with -fno-omit-frame-pointer (r7 is saved
    and restored here like the other callee-saved registers). An odd block first, then two blocks per loop pass,
    whose end (col's delta pointer after the last block) is compared from the stack. */
-static TINYAOT_NAKED void tinyaot_block_mac_4x2(TINYAOT_UNUSED const int16_t *col, TINYAOT_UNUSED const int8_t *w,
+static TINYAOT_NAKED TINYAOT_UNUSED void tinyaot_block_mac_4x2(TINYAOT_UNUSED const int16_t *col, TINYAOT_UNUSED const int8_t *w,
                                                 TINYAOT_UNUSED const uint8_t *d, TINYAOT_UNUSED int32_t n,
                                                 TINYAOT_UNUSED int32_t acc[8])
 {
@@ -113,7 +113,7 @@ static TINYAOT_NAKED void tinyaot_block_mac_4x2(TINYAOT_UNUSED const int16_t *co
         TINYAOT_NAKED_4X2_ASM("add r12, r2, r3\n\t" /* the end of the deltas */, TINYAOT_BLOCK_STEP2, "r2"));
 }
 #else
-static void tinyaot_block_mac_4x2(const int16_t *col, const int8_t *w, const uint8_t *d, int32_t n, int32_t acc[8])
+static TINYAOT_UNUSED void tinyaot_block_mac_4x2(const int16_t *col, const int8_t *w, const uint8_t *d, int32_t n, int32_t acc[8])
 {
     int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
     int32_t b0 = acc[4], b1 = acc[5], b2 = acc[6], b3 = acc[7];

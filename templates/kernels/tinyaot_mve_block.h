@@ -163,20 +163,23 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
 /* The whole row loop: the whole block-rows (label 3), then a partial one (label 8: rem lanes stored, VCTP.32 on r0;
    VPR is not preserved across calls). store / store_p: the outputs of r7's pixel(s), r7 advanced / predicated. */
 #define TINYAOT_MVE_BLOCK_LOOP(G, vmovs, req, store, store_p)                                                          \
+    TINYAOT_MVE_BLOCK_LOOP_SUMS(TINYAOT_MVE_BLOCK_SUMS(G, vmovs), req, store, store_p)
+/* The same with a block-row's sums given whole (tinyaot_mve_block2x1.h: two channel pairs per block-row). */
+#define TINYAOT_MVE_BLOCK_LOOP_SUMS(sums, req, store, store_p)                                                         \
     TINYAOT_MVE_BLOCK_ENTER                                                                                            \
-    "3:\n\t" TINYAOT_MVE_BLOCK_SUMS(G, vmovs) req store                                                                \
+    "3:\n\t" sums req store                                                                                            \
     "subs r0, r0, #1\n\t"                                                                                              \
     "str r0, [sp]\n\t"                                                                                                 \
     "bne 3b\n\t"                                                                                                       \
     "8:\n\t"                                                                                                           \
     "ldr r0, [sp, #12]\n\t"                                                                                            \
     "cmp r0, #0\n\t"                                                                                                   \
-    "beq 9f\n\t" TINYAOT_MVE_BLOCK_SUMS(G, vmovs) req                                                                  \
+    "beq 9f\n\t" sums req                                                                                               \
     "ldr r0, [sp, #12]\n\t"                                                                                            \
     "vctp.32 r0\n\t" store_p TINYAOT_MVE_BLOCK_LEAVE
 
 /* Every block-row against columns xa and xb (4-byte aligned), pixel a's outputs at out, pixel b's at out + out_c. */
-static TINYAOT_NAKED void tinyaot_mve_block_two(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED const int8_t *xb,
+static TINYAOT_NAKED TINYAOT_UNUSED void tinyaot_mve_block_two(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED const int8_t *xb,
                                                 TINYAOT_UNUSED int8_t *out,
                                                 TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
@@ -191,7 +194,7 @@ static TINYAOT_NAKED void tinyaot_mve_block_two(TINYAOT_UNUSED const int8_t *xa,
 }
 
 /* Every block-row against column xa, its outputs at out. */
-static TINYAOT_NAKED void tinyaot_mve_block_one(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED int8_t *out,
+static TINYAOT_NAKED TINYAOT_UNUSED void tinyaot_mve_block_one(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED int8_t *out,
                                                 TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
     __asm__ volatile("mov r3, r2\n\t"
@@ -259,12 +262,12 @@ static void tinyaot_mve_block_cols(const int8_t *xa, const int8_t *xb, int8_t *o
     }
 }
 
-static void tinyaot_mve_block_two(const int8_t *xa, const int8_t *xb, int8_t *out, const tinyaot_mve_block_job *j)
+static TINYAOT_UNUSED void tinyaot_mve_block_two(const int8_t *xa, const int8_t *xb, int8_t *out, const tinyaot_mve_block_job *j)
 {
     tinyaot_mve_block_cols(xa, xb, out, j);
 }
 
-static void tinyaot_mve_block_one(const int8_t *xa, int8_t *out, const tinyaot_mve_block_job *j)
+static TINYAOT_UNUSED void tinyaot_mve_block_one(const int8_t *xa, int8_t *out, const tinyaot_mve_block_job *j)
 {
     tinyaot_mve_block_cols(xa, NULL, out, j);
 }

@@ -114,6 +114,14 @@ tinyaot_status tinyaot_convolve_s8_block(const tinyaot_context *ctx, const tinya
                                          const int8_t *input, const tinyaot_dims *filter_dims,
                                          const tinyaot_block_weights *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
                                          const tinyaot_dims *output_dims, int8_t *output);
+/* The same over 2x1 block-sparse weights (tinyaot_block2x1_weights): scratch 4 * K bytes, 4-byte aligned. */
+int32_t tinyaot_convolve_s8_block2x1_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_convolve_s8_block2x1(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                            const tinyaot_per_channel_quant_params *quant_params,
+                                            const tinyaot_dims *input_dims, const int8_t *input,
+                                            const tinyaot_dims *filter_dims, const tinyaot_block2x1_weights *filter,
+                                            const tinyaot_dims *bias_dims, const int32_t *bias,
+                                            const tinyaot_dims *output_dims, int8_t *output);
 int32_t tinyaot_fully_connected_s8_block_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
 tinyaot_status tinyaot_fully_connected_s8_block(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
                                                 const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,

@@ -76,6 +76,16 @@ tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const t
                                              const tinyaot_block_weights *filter, const tinyaot_dims *bias_dims,
                                              const int32_t *bias, const tinyaot_dims *output_dims, int8_t *output);
 
+/* The same over 2x1 block-sparse weights: filter->values is the stream of tinyaot_mve_block2x1.h (rows of at most 256
+   positions), deltas and counts unused; scratch as tinyaot_convolve_s8_block_mve. */
+int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_convolve_s8_block2x1_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                                const tinyaot_per_channel_quant_params *quant_params,
+                                                const tinyaot_dims *input_dims, const int8_t *input,
+                                                const tinyaot_dims *filter_dims, const tinyaot_block_weights *filter,
+                                                const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                const tinyaot_dims *output_dims, int8_t *output);
+
 /* Helium convolutions and depthwise over int4 or clustered weights decoded once per call (tinyaot_decode.h). */
 tinyaot_status tinyaot_convolve_1x1_s8_mve_decoded(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
                                                    const tinyaot_per_channel_quant_params *quant_params,

@@ -127,6 +127,18 @@ typedef struct {
     int32_t fold_table;
 } tinyaot_block_weights;
 
+/* 2x1 block sparsity (storage "sparse_block" with blocks of 2 output channels x 1 position, in the DSP/C kernel's
+   layout, tinyaot_convolve_s8_block2x1.c): channel pair p (channels 2p, 2p+1) has 2 * counts[p] kept positions
+   (filled to an even number with zero weights), at index (absolute positions: uint16_t when index16, else
+   uint8_t), and per position the pair's two weights, in values. fold_table as tinyaot_block_weights'. */
+typedef struct {
+    const int8_t *values;
+    const void *index;
+    const uint16_t *counts;
+    int32_t index16;
+    int32_t fold_table;
+} tinyaot_block2x1_weights;
+
 /* Int4 or clustered weights decoded once per call for a dense kernel (tinyaot_decode.h): codes of `bits` bits in
    one little-endian stream, in the dense kernel's weight order, regions of `region` codes each decoded with
    codebook (r / div) % mod of k int8 entries. */

@@ -20,16 +20,17 @@ import pytest
 
 from mve.mve_harness import HOST_CC, KERNELS, needs_arm, run_program
 from tinyaot.compress.encode import decode, encode_sparse_block
-from tinyaot.compress.pattern import expand_block_mask
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ir import Tensor
-from tinyaot.ops.compressed import block_requant, mve_block_params, mve_block_stream
+from tinyaot.ops.compressed import (block2x1_arrays, block_requant, mve_block2x1_stream, mve_block_params,
+                                    mve_block_stream)
 from tinyaot.ops.conv import conv2d_s8
 from tinyaot.ops.fully_connected import fully_connected_s8
 
 SENTINEL = 0x5A
-DSP_FILES = ["tinyaot_convolve_s8_block.c", "tinyaot_fully_connected_s8_block.c"]
-MVE_FILES = ["tinyaot_convolve_s8_block_mve.c", "tinyaot_fully_connected_s8_block_mve.c"]
+DSP_FILES = ["tinyaot_convolve_s8_block.c", "tinyaot_fully_connected_s8_block.c", "tinyaot_convolve_s8_block2x1.c"]
+MVE_FILES = ["tinyaot_convolve_s8_block_mve.c", "tinyaot_fully_connected_s8_block_mve.c",
+             "tinyaot_convolve_s8_block2x1_mve.c"]
 
 
 def _arr(name, values, ctype):
@@ -38,14 +39,15 @@ def _arr(name, values, ctype):
     return f"static const {ctype} {name}[{max(len(flat), 1)}] = {{{items or '0'}}};\n"
 
 
-def _block_weights(rng, out_c, k, density, extreme=None):
-    nbr, nbc = -(-out_c // 4), -(-k // 4)
+def _block_weights(rng, out_c, k, density, extreme=None, block=(4, 4)):
+    nbr, nbc = -(-out_c // block[0]), -(-k // block[1])
     mask = rng.random((nbr, nbc)) < density
     if nbr > 1:
         mask[int(rng.integers(0, nbr))] = False  # an empty block-row
     vals = rng.integers(-128, 128, (out_c, k)) if extreme is None else np.full((out_c, k), extreme)
-    w = np.where(expand_block_mask(mask, (out_c, k)), vals, 0).astype(np.int8)
-    st = encode_sparse_block(w)
+    keep = np.repeat(np.repeat(mask, block[0], axis=0), block[1], axis=1)[:out_c, :k]
+    w = np.where(keep, vals, 0).astype(np.int8)
+    st = encode_sparse_block(w, block=block)
     assert np.array_equal(decode(Tensor("w", w.shape, "int8", w, None, st)), w)
     return w, st
 
@@ -58,7 +60,8 @@ def _quant(rng, n, positive=False):
 
 
 def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride=(1, 1), pads=(0, 0, 0, 0),
-          dil=(1, 1), rows=1, depth=8, zp=None, out_zp=None, act=(-128, 127), extreme=None, positive=False):
+          dil=(1, 1), rows=1, depth=8, zp=None, out_zp=None, act=(-128, 127), extreme=None, positive=False,
+          block=(4, 4)):
     if conv:
         k = kh * kw * cin
         x = rng.integers(-128, 128, (n, h, w, cin)).astype(np.int8) if extreme is None else \
@@ -67,7 +70,7 @@ def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride
         k = depth
         x = rng.integers(-128, 128, (rows, depth)).astype(np.int8) if extreme is None else \
             np.full((rows, depth), 127 if extreme < 0 else -128, np.int8)
-    w2, st = _block_weights(rng, out_c, k, density, extreme)
+    w2, st = _block_weights(rng, out_c, k, density, extreme, block)
     bias = rng.integers(-20000, 20000, out_c).astype(np.int32)
     mult, shift = _quant(rng, out_c, positive)
     zp = int(rng.integers(-128, 128)) if zp is None else zp
@@ -83,7 +86,7 @@ def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride
         exp = fully_connected_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, act_min=act[0],
                                  act_max=act[1])
     return dict(conv=conv, x=x, w=wt, st=st, bias=bias, mult=mult, shift=shift, in_off=-zp, out_off=out_zp,
-                act=act, exp=exp, geo=dict(stride=stride, pad=pads[:2], dil=dil), k=k)
+                act=act, exp=exp, geo=dict(stride=stride, pad=pads[:2], dil=dil), k=k, b2x1=block == (2, 1))
 
 
 def _cases():
@@ -112,12 +115,29 @@ def _cases():
     cs.append(_case(rng, conv=False, out_c=10, density=0.5, rows=1, depth=64, positive=True, act=(-50, 60)))
     for extreme, zp in [(127, -128), (-128, 127)]:
         cs.append(_case(rng, conv=False, out_c=6, density=1.0, rows=2, depth=40, zp=zp, extreme=extreme))
+    # 2x1 blocks (the block2x1 pattern's convolutions): odd channel counts (a lone last channel pair, a block-row of
+    # two), odd kept counts, rows past 255 positions (uint16 positions) and past 255 blocks (bridging zero blocks)
+    for i, d in enumerate([0.0, 0.3, 0.55, 1.0]):
+        cs.append(_case(rng, conv=True, out_c=16 + i, density=d, h=5, w=4, cin=16 + 4 * i, block=(2, 1)))
+    cs.append(_case(rng, conv=True, out_c=13, density=0.5, h=7, w=6, cin=12, kh=3, kw=3, pads=(1, 1, 1, 1),
+                    block=(2, 1)))
+    cs.append(_case(rng, conv=True, out_c=10, density=0.4, h=12, w=5, cin=1, kh=10, kw=4, stride=(2, 2),
+                    pads=(4, 1, 5, 1), block=(2, 1)))
+    cs.append(_case(rng, conv=True, out_c=6, density=0.4, h=9, w=9, cin=5, kh=3, kw=2, dil=(2, 3), pads=(2, 1, 2, 2),
+                    n=2, block=(2, 1)))
+    cs.append(_case(rng, conv=True, out_c=7, density=0.1, h=3, w=3, cin=64, kh=3, kw=3, pads=(1, 1, 1, 1),
+                    block=(2, 1)))  # K = 576: uint16 positions, a bridging zero block
+    cs.append(_case(rng, conv=True, out_c=9, density=0.5, h=4, w=4, cin=8, positive=True, act=(-20, 90),
+                    block=(2, 1)))
+    for extreme, zp in [(127, -128), (-128, 127)]:
+        cs.append(_case(rng, conv=True, out_c=8, density=1.0, h=3, w=3, cin=8, kh=3, kw=3, pads=(1, 1, 1, 1),
+                        zp=zp, extreme=extreme, block=(2, 1)))
     return cs
 
 
 CASES = _cases()
 # the Helium variant is offered for rows of at most 1024 positions (one index byte per block; ops/compressed.py)
-HELIUM_CASES = [c for c in CASES if -(-c["k"] // 4) <= 256]
+HELIUM_CASES = [c for c in CASES if (c["k"] <= 256 if c["b2x1"] else -(-c["k"] // 4) <= 256)]
 
 
 def _program(cases, helium: bool) -> str:
@@ -133,7 +153,18 @@ def _program(cases, helium: bool) -> str:
         p = f"c{i}_"
         out_c = c["w"].shape[0]
         w2 = c["w"].reshape(out_c, -1)
-        if helium:  # as ops/compressed.py renders the Helium variant
+        wtype = "tinyaot_block_weights"
+        if c["b2x1"] and not helium:  # as ops/compressed.py renders the 2x1 kernel
+            bias, mult, shift, table = block_requant(c["bias"], w2, c["in_off"], c["mult"], c["shift"], c["out_off"])
+            values, index, counts, wide = block2x1_arrays(c["st"])
+            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", index, "uint16_t" if wide else "uint8_t")
+                         + _arr(p + "n", counts, "uint16_t"))
+            wtype, table = "tinyaot_block2x1_weights", f"{wide}, {table}"
+        elif helium and c["b2x1"]:
+            params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
+            bias, mult, shift, table = params, [0], [0], 0
+            parts.append(_arr(p + "v", mve_block2x1_stream(c["st"]), "int8_t") + _arr(p + "d", [0], "uint8_t"))
+        elif helium:  # as ops/compressed.py renders the Helium variant
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
             bias, mult, shift, table = params, [0], [0], 0
             parts.append(_arr(p + "v", mve_block_stream(c["st"]), "int8_t") + _arr(p + "d", [0], "uint8_t"))
@@ -141,11 +172,13 @@ def _program(cases, helium: bool) -> str:
             bias, mult, shift, table = block_requant(c["bias"], w2, c["in_off"], c["mult"], c["shift"], c["out_off"])
             parts.append(_arr(p + "v", c["st"].arrays["values"], "int8_t")
                          + _arr(p + "d", c["st"].arrays["deltas"], "uint8_t"))
-        parts.append(_arr(p + "n", c["st"].arrays["counts"], "uint16_t") + _arr(p + "x", c["x"], "int8_t")
+        if not c["b2x1"] or helium:
+            parts.append(_arr(p + "n", c["st"].arrays["counts"], "uint16_t"))
+        parts.append(_arr(p + "x", c["x"], "int8_t")
                      + _arr(p + "b", bias, "int32_t") + _arr(p + "m", mult, "int32_t")
                      + _arr(p + "s", shift, "int32_t") + _arr(p + "e", c["exp"], "int8_t"))
-        parts.append(f"static const tinyaot_block_weights {p}w = {{{p}v, {p}d, {p}n, {table}}};\n")
-        suffix = "_mve" if helium else ""
+        parts.append(f"static const {wtype} {p}w = {{{p}v, {p}d, {p}n, {table}}};\n")
+        suffix = ("2x1" if c["b2x1"] else "") + ("_mve" if helium else "")
         body = [f"static int case_{i}(void)\n{{\n    int rc;\n",
                 f"    const tinyaot_per_channel_quant_params q = {{{p}m, {p}s}};\n",
                 "    const tinyaot_context ctx = {scratch_buf, (int32_t)sizeof scratch_buf};\n"]

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from tinyaot.compress.storage import WeightStorage, rows
+from tinyaot.ops.compressed import block_positions, block_shape  # the kernels' reading of sparse_block
 
 KINDS = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
 
@@ -193,11 +194,6 @@ def _padded_rows(values: np.ndarray, block=(BLOCK_ROWS, BLOCK_COLS)) -> np.ndarr
     return padded
 
 
-def block_shape(st: WeightStorage) -> tuple[int, int]:
-    """(output channels, row positions) of a sparse_block storage's blocks: 4 x 4, or meta "block" (2 x 1)."""
-    return tuple(int(v) for v in st.meta.get("block", (BLOCK_ROWS, BLOCK_COLS)))
-
-
 def encode_sparse_block(values: np.ndarray, depthwise: bool = False, block=(BLOCK_ROWS, BLOCK_COLS)) -> WeightStorage:
     """Storage of the blocks (4 x 4, or `block` = (2, 1)) that hold a nonzero weight (storage.py "sparse_block");
     any values work (an unstructured mask keeps nearly every block), block-sparse ones are what it is small for."""
@@ -244,13 +240,6 @@ def sparse_block_nbytes(values: np.ndarray, block=(BLOCK_ROWS, BLOCK_COLS)) -> i
             n += 1 + max(0, (int(j) - pos - 1) // MAX_DELTA)  # and the zero blocks bridging a gap
             pos = int(j)
     return (br * bc + 1) * n + 2 * nbr
-
-
-def block_positions(st: WeightStorage) -> list[np.ndarray]:
-    """Per block-row the absolute block column of each stored block (what the deltas add up to)."""
-    deltas, counts = st.arrays["deltas"].astype(np.int64), st.arrays["counts"].astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)])
-    return [np.cumsum(deltas[starts[r]:starts[r + 1]]) for r in range(counts.size)]
 
 
 def _decode_sparse_block(st: WeightStorage, shape, depthwise) -> np.ndarray:

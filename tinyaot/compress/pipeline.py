@@ -401,7 +401,7 @@ BLOCK_PATTERNS = {"block": Pattern(4, 4), "block4x4": Pattern(4, 4), "block4x2":
 # 4-row ones. For 2x1 the knapsack wins (kws_dscnn, 900 held-out: --prune 0.5 86.22 % against 83.22 % uniform;
 # --prune 0.6 75.33 % against 67.33 %)
 PROBED = {Pattern(4, 4), Pattern(4, 2)}
-KERNELS_2X1 = False  # the 2x1 block kernels are in (until then 2x1-pruned layers are stored dense)
+KERNELS_2X1 = True  # the 2x1 block kernels are in (until then 2x1-pruned layers are stored dense)
 
 
 def _allocate_sparsity(dense: Graph, inputs, info: dict) -> dict[str, float]:

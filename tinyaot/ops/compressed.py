@@ -60,6 +60,53 @@ def block_scratch_bytes(k: int) -> int:
 # per stored multiply-accumulate (a stored block's 16 products per pixel), per output value (bias, the block-row's
 # call and requantization), per window value copied into the two-pixel column.
 _BLOCK_COST = {True: (1.22, 28.0, 1.9), False: (2.6, 36.0, 3.0)}
+# the 2x1 kernel (tinyaot_convolve_s8_block2x1.c): per stored multiply-accumulate (two per kept position and pixel),
+# per output value, per window value copied
+_BLOCK2X1_COST = {True: (1.9, 30.0, 2.5), False: (3.0, 36.0, 3.0)}
+
+
+def block_shape(st) -> tuple[int, int]:
+    """(output channels, positions) of a sparse_block storage's blocks (compress/storage.py: meta "block", else 4x4)."""
+    return tuple(int(v) for v in st.meta.get("block", (4, 4)))
+
+
+def block_positions(st) -> list[np.ndarray]:
+    """Per block-row the absolute block column of each stored block (the deltas summed)."""
+    deltas, counts = st.arrays["deltas"].astype(np.int64), st.arrays["counts"].astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return [np.cumsum(deltas[starts[r]:starts[r + 1]]) for r in range(counts.size)]
+
+
+def is_2x1(tensor) -> bool:
+    """Whether the tensor's storage is sparse_block in 2x1 blocks (the block2x1 pattern's convolutions)."""
+    st = getattr(tensor, "storage", None)
+    return st is not None and st.kind == "sparse_block" and block_shape(st) == (2, 1)
+
+
+def block2x1_scratch_bytes(k: int) -> int:
+    """= tinyaot_convolve_s8_block2x1_get_buffer_size: one int16 word of two pixels per window position."""
+    return 4 * int(k)
+
+
+def block2x1_arrays(st) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The DSP/C layout of a 2x1 sparse_block storage (tinyaot_convolve_s8_block2x1.c): (values, index, counts,
+    index16). Per channel pair its kept positions, absolute (uint16 when one passes 255, else uint8), filled to an
+    even number with a zero-weight entry at its last position, their two weights each; counts: positions / 2."""
+    vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
+    values, index, counts, b = [], [], [], 0
+    for cols in block_positions(st):
+        v = vals[b:b + cols.size]
+        b += cols.size
+        if cols.size % 2:
+            cols = np.append(cols, cols[-1])
+            v = np.concatenate([v, np.zeros((1, 2), np.int8)])
+        values.append(v.reshape(-1))
+        index.append(cols)
+        counts.append(cols.size // 2)
+    index = np.concatenate(index) if index else np.zeros(0, np.int64)
+    wide = int(index.size and index.max() > 255)
+    return (np.concatenate(values).astype(np.int8) if values else np.zeros(0, np.int8),
+            index.astype(np.uint16 if wide else np.uint8), np.asarray(counts, np.uint16), wide)
 
 
 def stored_blocks(tensor) -> int:
@@ -73,6 +120,10 @@ def block_cost(tensor, pixels: int, dsp: bool, column: bool) -> float:
     per_mac, per_out, per_value = _BLOCK_COST[dsp]
     out_c = tensor.shape[0]
     k = int(np.prod(tensor.shape[1:]))
+    if is_2x1(tensor):
+        per_mac, per_out, per_value = _BLOCK2X1_COST[dsp]
+        return (2 * stored_blocks(tensor) * pixels * per_mac + pixels * out_c * per_out
+                + (pixels * k * per_value if column else 0.0))
     return (16 * stored_blocks(tensor) * pixels * per_mac + pixels * out_c * per_out
             + (pixels * k * per_value if column else 0.0))
 
@@ -101,6 +152,31 @@ def mve_block_stream(st) -> np.ndarray:
         for g in range(0, int(n), 4):
             out.append(cols[g:g + 4].astype(np.uint8).view(np.int8))
             out.append(row[g:g + 4].transpose(1, 0, 2).reshape(-1))  # channel by channel
+    return np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)
+
+
+def mve_block2x1_stream(st) -> np.ndarray:
+    """The Helium layout of a 2x1 sparse_block storage (tinyaot_mve_block2x1.h): per block-row of four channels its
+    two channel pairs (a missing second pair: one zero group), each as its number of groups of 16 positions (one
+    byte, at least 1), then per group the positions (one byte each), the first channel's 16 weights and the second
+    channel's; each pair filled to whole groups with zero weights at position 0."""
+    vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
+    pairs, b = [], 0
+    for cols in block_positions(st):
+        pairs.append((cols, vals[b:b + cols.size]))
+        b += cols.size
+    if len(pairs) % 2:
+        pairs.append((np.zeros(0, np.int64), np.zeros((0, 2), np.int8)))
+    out = []
+    for cols, v in pairs:
+        if cols.size and cols.max() > 255:
+            raise ValueError("the Helium 2x1 kernel indexes positions in one byte (rows of at most 256 values)")
+        fill = -cols.size % 16 if cols.size else 16
+        cols = np.concatenate([cols, np.zeros(fill, np.int64)])
+        v = np.concatenate([v, np.zeros((fill, 2), np.int8)])
+        out.append(np.array([cols.size // 16], np.uint8).view(np.int8))  # at most 16 groups (256 positions)
+        for g in range(0, cols.size, 16):
+            out += [cols[g:g + 16].astype(np.uint8).view(np.int8), v[g:g + 16, 0], v[g:g + 16, 1]]
     return np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)
 
 
@@ -173,6 +249,29 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
                   ConstArray("int32_t", f"{name}_rows", a["row_offsets"]),
                   ConstStruct("tinyaot_sparse_weights", name, [f"{name}_bitmap", f"{name}_values", f"{name}_rows"])]
         arg = f"&{name}"
+    elif st.kind == "sparse_block" and block_shape(st) == (2, 1) and helium:
+        params = mve_block_params(layer["bias"], tensor.data.reshape(tensor.shape[0], -1), layer["input_offset"],
+                                  layer["mult"], layer["shift"])
+        kernel = "tinyaot_convolve_s8_block2x1_mve"
+        consts = [ConstArray("int8_t", f"{name}_stream", mve_block2x1_stream(st)),
+                  ConstStruct("tinyaot_block_weights", name, [f"{name}_stream", 0, 0, 0])]
+        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block2x1.h", "tinyaot_mve_block.h",
+                                         "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h",
+                                         "tinyaot_mve_im2col.h"],
+                                consts, f"&{name}", (params, np.zeros(0, np.int32), np.zeros(0, np.int32)))
+    elif st.kind == "sparse_block" and block_shape(st) == (2, 1):
+        bias, mult, shift, table = block_requant(layer["bias"], tensor.data.reshape(tensor.shape[0], -1),
+                                                 layer["input_offset"], layer["mult"], layer["shift"],
+                                                 layer["output_offset"])
+        kernel = "tinyaot_convolve_s8_block2x1"
+        values, index, counts, wide = block2x1_arrays(st)
+        consts = [ConstArray("int8_t", f"{name}_values", values),
+                  ConstArray("uint16_t" if wide else "uint8_t", f"{name}_index", index),
+                  ConstArray("uint16_t", f"{name}_counts", counts),
+                  ConstStruct("tinyaot_block2x1_weights", name, [f"{name}_values", f"{name}_index", f"{name}_counts",
+                                                                 wide, table])]
+        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_block_support.h", "tinyaot_fold_support.h"],
+                                consts, f"&{name}", (bias, mult, shift))
     elif st.kind == "sparse_block":
         if helium:  # the Helium layout, folded bias, one multiplier and shift per channel, padded to fours
             stream = mve_block_stream(st)
@@ -209,8 +308,13 @@ MVE_BLOCK = "mve_block"  # the Helium variant of the block kernels
 def mve_block_ok(tensor, target) -> bool:
     """The Helium block variant fits: MVE, block storage, block columns below 256 (one index byte)."""
     st = getattr(tensor, "storage", None)
+    if is_2x1(tensor):
+        return bool(target.has_mve) and MVE_2X1 and int(np.prod(tensor.shape[1:])) <= 256
     return bool(target.has_mve) and st is not None and st.kind == "sparse_block" and \
         -(-int(np.prod(tensor.shape[1:])) // 4) <= 256
+
+
+MVE_2X1 = True  # the Helium 2x1 kernel is in
 
 
 def mve_block_cost(tensor, pixels: int, column: bool) -> float:
@@ -229,5 +333,5 @@ def mve_block_cost(tensor, pixels: int, column: bool) -> float:
 
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
-           "MVE_BLOCK", "is_compressed", "kernel_name",
+           "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_stream", "block2x1_arrays", "block2x1_scratch_bytes",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]

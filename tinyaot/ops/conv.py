@@ -24,9 +24,9 @@ from tinyaot.ops.common import (FLOAT_CHUNK, activation_grad, activation_nodes, 
                                 window_taps)
 from tinyaot.ops.fully_connected import interleave_quads
 from tinyaot.ops.intbounds import layer_bounds, weight_rows
-from tinyaot.ops.compressed import (CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, MVE_BLOCK, block_cost,
-                                    block_scratch_bytes, compressed_filter, is_compressed, mve_block_cost,
-                                    mve_block_ok)
+from tinyaot.ops.compressed import (CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, MVE_BLOCK, block2x1_scratch_bytes,
+                                    block_cost, block_scratch_bytes, compressed_filter, is_2x1, is_compressed,
+                                    mve_block_cost, mve_block_ok)
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.ops.depthwise3x3 import DW3X3_VARIANTS, dw3x3_variants, render_node as dw3x3_render
 from tinyaot.ops.depthwise3x3 import scratch_bytes as dw3x3_scratch_bytes
@@ -459,6 +459,8 @@ class Conv(OpSpec):
             return 0
         w = graph.tensors[node.inputs[1]].shape  # OHWI
         if _storage(graph, node) == "sparse_block":  # the two-pixel column (tinyaot_block_support.h)
+            if is_2x1(graph.tensors[node.inputs[1]]) and variant_of(node) != MVE_BLOCK:
+                return block2x1_scratch_bytes(int(np.prod(w[1:])))
             if variant_of(node) == MVE_BLOCK:  # two int8 columns unless read in place (tinyaot_mve_block.h)
                 return 0 if self._block_in_place(node, graph) else 2 * (-(-int(np.prod(w[1:])) // 4) * 4)
             return block_scratch_bytes(int(np.prod(w[1:])))

@@ -1,0 +1,197 @@
+/*
+ * tinyaot_convolve_s8_block2x1: int8 NHWC convolution (one group; any kernel size, stride, dilation, padding) over
+ * 2x1 block-sparse weights (tinyaot/compress/pattern.py "block2x1"): each pair of output channels 2p, 2p+1 keeps
+ * its own list of window positions, both channels' weights at each (tinyaot/ops/compressed.py block2x1_arrays).
+ * The input offset is folded into the bias, and the requantization is the 4x4 block kernels' (fold table or
+ * multiplier/shift per channel; tinyaot_block_support.h).
+ *
+ * Same result as tinyaot_convolve_s8 on the decoded weights, bit for bit. Arguments as tinyaot_convolve_s8_block,
+ * except the filter (tinyaot_block2x1_weights) and the scratch: 4 * K bytes, 4-byte aligned (K = kh * kw * in_ch),
+ * the windows of two output pixels a, b as one int16 word (a_j, b_j) per position j.
+ *
+ * Per channel pair the kept positions go two at a time (the list is filled to an even length with a zero-weight
+ * entry): the words of positions j, k give the SMLAD pairs (a_j, a_k) and (b_j, b_k) by PKHBT / PKHTB, the four
+ * weights (c0_j, c1_j, c0_k, c1_k) one word whose SXTB16 and SXTB16 ROR 8 are (c0_j, c0_k) and (c1_j, c1_k): two
+ * index loads, two column loads, two packs, one weight load, two unpacks and four SMLAD for 8 multiply-adds. Two
+ * channel pairs make the four channels that the block kernels' requantization and stores take at once.
+ *
+ * Output pixels go in pairs in raster order (a lone last one paired with itself); a pair's windows are copied
+ * before its outputs are written, so the output may overlap the input as for the dense kernels.
+ *
+ * Overflow: as tinyaot_block_support.h (every partial sum is a subset of the dense sum's products plus the folded
+ * bias, bounded at compile time by compress/bounds.py).
+ */
+#include "tinyaot_block_support.h"
+
+int32_t tinyaot_convolve_s8_block2x1_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
+{
+    (void)input_dims;
+    return 4 * filter_dims->h * filter_dims->w * filter_dims->c;
+}
+
+typedef struct {
+    int32_t in_h, in_w, in_c;
+    int32_t k_h, k_w;
+    int32_t stride_h, stride_w, pad_t, pad_l, dil_h, dil_w;
+    int32_t zp; /* the input zero point, -input_offset: what a padded position holds */
+} block2x1_geom;
+
+/* Window values j .. j+n-1 of slot s (0: pixel a, the low half of each word; 1: pixel b), or the zero point. */
+static void block2x1_put(int16_t *col, const block2x1_geom *g, int32_t s, int32_t j, const int8_t *src, int32_t n)
+{
+    int16_t *d = col + 2 * j + s;
+    if (src == NULL) {
+        const int16_t f = (int16_t)g->zp;
+        for (; n > 0; n--, d += 2) {
+            *d = f;
+        }
+        return;
+    }
+    for (; n >= 4; n -= 4, d += 8, src += 4) {
+        d[0] = src[0];
+        d[2] = src[1];
+        d[4] = src[2];
+        d[6] = src[3];
+    }
+    for (; n > 0; n--, d += 2) {
+        *d = *src++;
+    }
+}
+TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
+
+/* acc[0], acc[1] (pixel a) and acc[4], acc[5] (pixel b) += the n position pairs of one channel pair (weights *wp,
+   positions *ixp of type T) against the column; *wp and *ixp advanced past them. */
+#if TINYAOT_BLOCK_ASM
+/* One position pair in inline assembly (GCC's C for the PKH forms is five instructions, not two): 15 instructions
+   with the loop for 8 multiply-adds. ld: the index load with post-increment (LDRB #1 or LDRH #2). */
+#define TINYAOT_BLOCK2X1_MAC(name, T, ld, step)                                                                       \
+    static void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n, int32_t *acc)                  \
+    {                                                                                                                 \
+        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
+        const int8_t *w = *wp;                                                                                        \
+        const T *ix = *ixp;                                                                                           \
+        if (n > 0) {                                                                                                  \
+            const T *const end = ix + 2 * n;                                                                          \
+            int32_t u, v, t, x;                                                                                       \
+            __asm__("1:\n\t"                                                                                          \
+                    ld " %[u], [%[ix]], #" step "\n\t"                                                                \
+                    ld " %[v], [%[ix]], #" step "\n\t"                                                                \
+                    "ldr %[u], [%[col], %[u], lsl #2]\n\t"                                                            \
+                    "ldr %[v], [%[col], %[v], lsl #2]\n\t"                                                            \
+                    "ldr %[t], [%[w]], #4\n\t"                                                                        \
+                    "pkhbt %[x], %[u], %[v], lsl #16\n\t"                                                             \
+                    "pkhtb %[v], %[v], %[u], asr #16\n\t"                                                             \
+                    "sxtb16 %[u], %[t]\n\t"                                                                           \
+                    "sxtb16 %[t], %[t], ror #8\n\t"                                                                   \
+                    "smlad %[a0], %[x], %[u], %[a0]\n\t"                                                              \
+                    "smlad %[a1], %[x], %[t], %[a1]\n\t"                                                              \
+                    "smlad %[b0], %[v], %[u], %[b0]\n\t"                                                              \
+                    "smlad %[b1], %[v], %[t], %[b1]\n\t"                                                              \
+                    "cmp %[ix], %[end]\n\t"                                                                           \
+                    "bne 1b\n\t"                                                                                      \
+                    : [a0] "+r"(a0), [a1] "+r"(a1), [b0] "+r"(b0), [b1] "+r"(b1), [w] "+r"(w), [ix] "+r"(ix),       \
+                      [u] "=&r"(u), [v] "=&r"(v), [t] "=&r"(t), [x] "=&r"(x)                                           \
+                    : [col] "r"(col), [end] "r"(end)                                                                  \
+                    : "cc", "memory");                                                                                \
+        }                                                                                                             \
+        acc[0] = a0, acc[1] = a1, acc[4] = b0, acc[5] = b1;                                                           \
+        *wp = w;                                                                                                      \
+        *ixp = ix;                                                                                                    \
+    }
+#elif TINYAOT_USE_DSP
+#define TINYAOT_BLOCK2X1_MAC(name, T, ld, step)                                                                       \
+    static void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n, int32_t *acc)                  \
+    {                                                                                                                 \
+        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
+        const int8_t *w = *wp;                                                                                        \
+        const T *ix = *ixp;                                                                                           \
+        for (; n > 0; n--, ix += 2, w += 4) {                                                                         \
+            const uint32_t u = (uint32_t)col[ix[0]], v = (uint32_t)col[ix[1]];                                        \
+            const int32_t pa = (int32_t)((u & 0xFFFFu) | (v << 16));     /* PKHBT: (a_j, a_k) */                      \
+            const int32_t pb = (int32_t)((v & 0xFFFF0000u) | (u >> 16)); /* PKHTB: (b_j, b_k) */                      \
+            const int32_t t = tinyaot_read_s8x4(w);                                                                   \
+            const int32_t w0 = __sxtb16(t), w1 = tinyaot_sxtb16_ror8(t);                                              \
+            a0 = __smlad(pa, w0, a0);                                                                                 \
+            a1 = __smlad(pa, w1, a1);                                                                                 \
+            b0 = __smlad(pb, w0, b0);                                                                                 \
+            b1 = __smlad(pb, w1, b1);                                                                                 \
+        }                                                                                                             \
+        acc[0] = a0, acc[1] = a1, acc[4] = b0, acc[5] = b1;                                                           \
+        *wp = w;                                                                                                      \
+        *ixp = ix;                                                                                                    \
+    }
+#else
+#define TINYAOT_BLOCK2X1_MAC(name, T, ld, step)                                                                       \
+    static void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n, int32_t *acc)                  \
+    {                                                                                                                 \
+        const int16_t *c16 = (const int16_t *)(const void *)col;                                                      \
+        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
+        const int8_t *w = *wp;                                                                                        \
+        const T *ix = *ixp;                                                                                           \
+        for (n *= 2; n > 0; n--, ix++, w += 2) {                                                                      \
+            /* products of magnitude at most 128 * 128 */                                                             \
+            const int32_t xa = c16[2 * (int32_t)ix[0]], xb = c16[2 * (int32_t)ix[0] + 1];                             \
+            a0 += xa * w[0];                                                                                          \
+            a1 += xa * w[1];                                                                                          \
+            b0 += xb * w[0];                                                                                          \
+            b1 += xb * w[1];                                                                                          \
+        }                                                                                                             \
+        acc[0] = a0, acc[1] = a1, acc[4] = b0, acc[5] = b1;                                                           \
+        *wp = w;                                                                                                      \
+        *ixp = ix;                                                                                                    \
+    }
+#endif
+TINYAOT_BLOCK2X1_MAC(block2x1_mac8, uint8_t, "ldrb", "1")
+TINYAOT_BLOCK2X1_MAC(block2x1_mac16, uint16_t, "ldrh", "2")
+
+tinyaot_status tinyaot_convolve_s8_block2x1(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
+{
+    const int32_t out_c = filter_dims->n;
+    const int32_t out_h = output_dims->h;
+    const int32_t out_w = output_dims->w;
+    (void)bias_dims;
+    if (filter_dims->c != input_dims->c || output_dims->c != out_c || conv_params->stride.h <= 0 ||
+        conv_params->stride.w <= 0 || conv_params->dilation.h <= 0 || conv_params->dilation.w <= 0 || bias == NULL ||
+        filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
+        ctx->size < tinyaot_convolve_s8_block2x1_get_buffer_size(input_dims, filter_dims)) {
+        return TINYAOT_ARG_ERROR;
+    }
+    block2x1_geom g;
+    TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
+    g.zp = -conv_params->input_offset;
+    tinyaot_block_out q;
+    TINYAOT_BLOCK_OUT_SET(q, bias, quant_params, filter, out_c, conv_params);
+    const int32_t n_pix = input_dims->n * out_h * out_w;
+    const int32_t n_pairs = (out_c + 1) / 2;
+    int16_t *col = (int16_t *)ctx->buf;
+    const int32_t *col32 = (const int32_t *)ctx->buf;
+    int32_t p;
+    for (p = 0; p < n_pix; p += 2) {
+        /* a lone last pixel is computed twice (slot b holds it again and writes the same results over slot a's) */
+        const int two_pix = (p + 1 < n_pix);
+        block2x1_fill(col, &g, input, out_h, out_w, p, 0);
+        block2x1_fill(col, &g, input, out_h, out_w, two_pix ? p + 1 : p, 1);
+        int8_t *out_a = output + p * out_c;
+        int8_t *out_b = two_pix ? out_a + out_c : out_a;
+        const int8_t *w = filter->values;
+        const uint8_t *ix8 = (const uint8_t *)filter->index;
+        const uint16_t *ix16 = (const uint16_t *)filter->index;
+        int32_t o, r;
+        for (o = 0, r = 0; o < out_c; o += 4, r += 2) {
+            const int32_t nc = out_c - o < 4 ? out_c - o : 4;
+            int32_t acc[8];
+            int32_t h;
+            tinyaot_block_init(&q, o, nc, acc);
+            for (h = 0; h < 2 && r + h < n_pairs; h++) {
+                const int32_t n = filter->counts[r + h];
+                if (filter->index16) {
+                    block2x1_mac16(col32, &w, &ix16, n, acc + 2 * h);
+                } else {
+                    block2x1_mac8(col32, &w, &ix8, n, acc + 2 * h);
+                }
+            }
+            tinyaot_block_store(&q, o, nc, acc, out_a, out_b);
+        }
+    }
+    return TINYAOT_OK;
+}
