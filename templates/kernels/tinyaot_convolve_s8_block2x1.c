@@ -62,35 +62,42 @@ TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
 /* acc[0], acc[1] (pixel a) and acc[4], acc[5] (pixel b) += the n position pairs of one channel pair (weights *wp,
    positions *ixp of type T) against the column; *wp and *ixp advanced past them. */
 #if TINYAOT_BLOCK_ASM
-/* One position pair in inline assembly (GCC's C for the PKH forms is five instructions, not two): 15 instructions
-   with the loop for 8 multiply-adds. ld: the index load with post-increment (LDRB #1 or LDRH #2). */
+/* One position pair in inline assembly (GCC's C for the PKH forms is five instructions, not two): 13 instructions for
+   8 multiply-adds, two pairs per loop pass (an odd one first). ld: the index load with post-increment (LDRB #1 or
+   LDRH #2). */
+#define TINYAOT_BLOCK2X1_PAIR(ld, step)                                                                               \
+    ld " %[u], [%[ix]], #" step "\n\t"                                                                                \
+    ld " %[v], [%[ix]], #" step "\n\t"                                                                                \
+    "ldr %[u], [%[col], %[u], lsl #2]\n\t"                                                                            \
+    "ldr %[v], [%[col], %[v], lsl #2]\n\t"                                                                            \
+    "ldr %[t], [%[w]], #4\n\t"                                                                                        \
+    "pkhbt %[x], %[u], %[v], lsl #16\n\t"                                                                             \
+    "pkhtb %[v], %[v], %[u], asr #16\n\t"                                                                             \
+    "sxtb16 %[u], %[t]\n\t"                                                                                           \
+    "sxtb16 %[t], %[t], ror #8\n\t"                                                                                   \
+    "smlad %[a0], %[x], %[u], %[a0]\n\t"                                                                              \
+    "smlad %[a1], %[x], %[t], %[a1]\n\t"                                                                              \
+    "smlad %[b0], %[v], %[u], %[b0]\n\t"                                                                              \
+    "smlad %[b1], %[v], %[t], %[b1]\n\t"
+#define TINYAOT_BLOCK2X1_OPS                                                                                          \
+    : [a0] "+r"(a0), [a1] "+r"(a1), [b0] "+r"(b0), [b1] "+r"(b1), [w] "+r"(w), [ix] "+r"(ix), [u] "=&r"(u),           \
+      [v] "=&r"(v), [t] "=&r"(t), [x] "=&r"(x)
 #define TINYAOT_BLOCK2X1_MAC(name, T, ld, step)                                                                       \
-    static void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n, int32_t *acc)                  \
+    static TINYAOT_TIGHT_ASM void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n,              \
+                                       int32_t *acc)                                                                  \
     {                                                                                                                 \
         int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
         const int8_t *w = *wp;                                                                                        \
         const T *ix = *ixp;                                                                                           \
-        if (n > 0) {                                                                                                  \
-            const T *const end = ix + 2 * n;                                                                          \
-            int32_t u, v, t, x;                                                                                       \
-            __asm__("1:\n\t"                                                                                          \
-                    ld " %[u], [%[ix]], #" step "\n\t"                                                                \
-                    ld " %[v], [%[ix]], #" step "\n\t"                                                                \
-                    "ldr %[u], [%[col], %[u], lsl #2]\n\t"                                                            \
-                    "ldr %[v], [%[col], %[v], lsl #2]\n\t"                                                            \
-                    "ldr %[t], [%[w]], #4\n\t"                                                                        \
-                    "pkhbt %[x], %[u], %[v], lsl #16\n\t"                                                             \
-                    "pkhtb %[v], %[v], %[u], asr #16\n\t"                                                             \
-                    "sxtb16 %[u], %[t]\n\t"                                                                           \
-                    "sxtb16 %[t], %[t], ror #8\n\t"                                                                   \
-                    "smlad %[a0], %[x], %[u], %[a0]\n\t"                                                              \
-                    "smlad %[a1], %[x], %[t], %[a1]\n\t"                                                              \
-                    "smlad %[b0], %[v], %[u], %[b0]\n\t"                                                              \
-                    "smlad %[b1], %[v], %[t], %[b1]\n\t"                                                              \
+        int32_t u, v, t, x;                                                                                           \
+        if (n & 1) {                                                                                                  \
+            __asm__(TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_OPS : [col] "r"(col) : "memory");                \
+        }                                                                                                             \
+        if (n > 1) {                                                                                                  \
+            const T *const end = ix + 2 * (n & ~1);                                                                   \
+            __asm__("1:\n\t" TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_PAIR(ld, step)                          \
                     "cmp %[ix], %[end]\n\t"                                                                           \
-                    "bne 1b\n\t"                                                                                      \
-                    : [a0] "+r"(a0), [a1] "+r"(a1), [b0] "+r"(b0), [b1] "+r"(b1), [w] "+r"(w), [ix] "+r"(ix),       \
-                      [u] "=&r"(u), [v] "=&r"(v), [t] "=&r"(t), [x] "=&r"(x)                                           \
+                    "bne 1b\n\t" TINYAOT_BLOCK2X1_OPS                                                                 \
                     : [col] "r"(col), [end] "r"(end)                                                                  \
                     : "cc", "memory");                                                                                \
         }                                                                                                             \

@@ -4,8 +4,9 @@ layers give it (the emitted C calls them as a deploy does). One graph and one bu
 
 Each weight storage kind has one conv, one depthwise conv and one fully connected layer of its own, selected by
 layer name: dense int8, int4, clustered (16 values), bitmap-sparse (half the weights zero), run-length-sparse
-(95 % zero, where runs take fewer bytes than a bitmap) and block-sparse (half the weights zero in 4x4 blocks; its
-depthwise layer stays dense). A 1x1 conv and a 3x3 depthwise conv with int4 weights reach the dense variants'
+(95 % zero, where runs take fewer bytes than a bitmap), block-sparse (half the weights zero in 4x4 blocks; its
+depthwise layer stays dense) and 2x1 block-sparse (block2x1: its conv in pairs of channels, its depthwise layer pruned
+but stored dense). A 1x1 conv and a 3x3 depthwise conv with int4 weights reach the dense variants'
 decoded forms (tinyaot/ops/decoded.py) on the DSP and Helium targets.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ KINDS = {  # layer-name suffix -> the per-layer rule fields that make the layer'
     "clustered": {"clusters": 16},
     "sparse": {"sparsity": 0.5},
     "block": {"sparsity": 0.5, "prune_pattern": "block"},
+    "b2x1": {"sparsity": 0.5, "prune_pattern": "block2x1"},  # conv 2x1 blocks; its fully connected layer 4x4
     "rle": {"sparsity": 0.95},  # last: its fully connected layer (10 outputs) feeds the LSTM
 }
 COMPRESSION = {"rules": [{"pattern": f"*_{kind}", **fields} for kind, fields in KINDS.items()]}
