@@ -15,7 +15,11 @@
  * index loads, two column loads, two packs, one weight load, two unpacks and four SMLAD for 8 multiply-adds. Two
  * channel pairs make the four channels that the block kernels' requantization and stores take at once.
  *
- * Output pixels go in pairs in raster order (a lone last one paired with itself); a pair's windows are copied
+ * Measured on kws_dscnn --prune 0.5 --prune-pattern block2x1 (mps2-an386): 1.63 instructions per kept
+ * multiply-add and ~270 per group of four channels and pixel pair (requantization, bias, column, calls).
+ *
+ * Output pixels go in pairs in raster order (a lone last one paired with itself; 1x1 windows without padding are
+ * copied for both pixels in one pass, two words of four channels at a time); a pair's windows are copied
  * before its outputs are written, so the output may overlap the input as for the dense kernels.
  *
  * Overflow: as tinyaot_block_support.h (every partial sum is a subset of the dense sum's products plus the folded
@@ -63,8 +67,8 @@ TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
    positions *ixp of type T) against the column; *wp and *ixp advanced past them. */
 #if TINYAOT_BLOCK_ASM
 /* One position pair in inline assembly (GCC's C for the PKH forms is five instructions, not two): 13 instructions for
-   8 multiply-adds, two pairs per loop pass (an odd one first). ld: the index load with post-increment (LDRB #1 or
-   LDRH #2). */
+   8 multiply-adds, four pairs per loop pass (an odd one and an odd two first). ld: the index load with post-increment
+   (LDRB #1 or LDRH #2). The functions holding it keep no frame pointer (twelve operands: r7 is needed). */
 #define TINYAOT_BLOCK2X1_PAIR(ld, step)                                                                               \
     ld " %[u], [%[ix]], #" step "\n\t"                                                                                \
     ld " %[v], [%[ix]], #" step "\n\t"                                                                                \
@@ -82,36 +86,52 @@ TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
 #define TINYAOT_BLOCK2X1_OPS                                                                                          \
     : [a0] "+r"(a0), [a1] "+r"(a1), [b0] "+r"(b0), [b1] "+r"(b1), [w] "+r"(w), [ix] "+r"(ix), [u] "=&r"(u),           \
       [v] "=&r"(v), [t] "=&r"(t), [x] "=&r"(x)
+/* The channel pairs of one group of four channels (pairs: 1 or 2, counts cnt): acc[2h], acc[2h + 1] (pixel a) and
+   acc[4 + 2h], acc[5 + 2h] (pixel b) += pair h's position pairs at *wp, *ixp; both advanced. One call per group. */
 #define TINYAOT_BLOCK2X1_MAC(name, T, ld, step)                                                                       \
-    static TINYAOT_TIGHT_ASM void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n,              \
-                                       int32_t *acc)                                                                  \
+    static TINYAOT_TIGHT_ASM TINYAOT_OMIT_FRAME_POINTER void name(const int32_t *col, const int8_t **wp,             \
+                                                                  const T **ixp, const uint16_t *cnt, int32_t pairs, \
+                                                                  int32_t *acc)                                      \
     {                                                                                                                 \
-        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
         const int8_t *w = *wp;                                                                                        \
         const T *ix = *ixp;                                                                                           \
-        int32_t u, v, t, x;                                                                                           \
-        if (n & 1) {                                                                                                  \
-            __asm__(TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_OPS : [col] "r"(col) : "memory");                \
+        int32_t h;                                                                                                    \
+        for (h = 0; h < pairs; h++, acc += 2) {                                                                       \
+            const int32_t n = cnt[h];                                                                                 \
+            int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                               \
+            int32_t u, v, t, x;                                                                                       \
+            if (n & 1) {                                                                                              \
+                __asm__(TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_OPS : [col] "r"(col) : "memory");            \
+            }                                                                                                         \
+            if (n & 2) {                                                                                              \
+                __asm__(TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_OPS          \
+                        : [col] "r"(col) : "memory");                                                                 \
+            }                                                                                                         \
+            if (n > 3) {                                                                                              \
+                const T *const end = ix + 2 * (n & ~3);                                                               \
+                __asm__("1:\n\t" TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_PAIR(ld, step)                      \
+                        TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_PAIR(ld, step)                               \
+                        "cmp %[ix], %[end]\n\t"                                                                       \
+                        "bne 1b\n\t" TINYAOT_BLOCK2X1_OPS                                                             \
+                        : [col] "r"(col), [end] "r"(end)                                                              \
+                        : "cc", "memory");                                                                            \
+            }                                                                                                         \
+            acc[0] = a0, acc[1] = a1, acc[4] = b0, acc[5] = b1;                                                       \
         }                                                                                                             \
-        if (n > 1) {                                                                                                  \
-            const T *const end = ix + 2 * (n & ~1);                                                                   \
-            __asm__("1:\n\t" TINYAOT_BLOCK2X1_PAIR(ld, step) TINYAOT_BLOCK2X1_PAIR(ld, step)                          \
-                    "cmp %[ix], %[end]\n\t"                                                                           \
-                    "bne 1b\n\t" TINYAOT_BLOCK2X1_OPS                                                                 \
-                    : [col] "r"(col), [end] "r"(end)                                                                  \
-                    : "cc", "memory");                                                                                \
-        }                                                                                                             \
-        acc[0] = a0, acc[1] = a1, acc[4] = b0, acc[5] = b1;                                                           \
         *wp = w;                                                                                                      \
         *ixp = ix;                                                                                                    \
     }
 #elif TINYAOT_USE_DSP
 #define TINYAOT_BLOCK2X1_MAC(name, T, ld, step)                                                                       \
-    static void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n, int32_t *acc)                  \
+    static void name(const int32_t *col, const int8_t **wp, const T **ixp, const uint16_t *cnt, int32_t pairs,      \
+                     int32_t *acc)                                                                                    \
     {                                                                                                                 \
-        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
         const int8_t *w = *wp;                                                                                        \
         const T *ix = *ixp;                                                                                           \
+        int32_t h;                                                                                                    \
+        for (h = 0; h < pairs; h++, acc += 2) {                                                                       \
+        int32_t n = cnt[h];                                                                                           \
+        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
         for (; n > 0; n--, ix += 2, w += 4) {                                                                         \
             const uint32_t u = (uint32_t)col[ix[0]], v = (uint32_t)col[ix[1]];                                        \
             const int32_t pa = (int32_t)((u & 0xFFFFu) | (v << 16));     /* PKHBT: (a_j, a_k) */                      \
@@ -124,18 +144,23 @@ TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
             b1 = __smlad(pb, w1, b1);                                                                                 \
         }                                                                                                             \
         acc[0] = a0, acc[1] = a1, acc[4] = b0, acc[5] = b1;                                                           \
+        }                                                                                                             \
         *wp = w;                                                                                                      \
         *ixp = ix;                                                                                                    \
     }
 #else
 #define TINYAOT_BLOCK2X1_MAC(name, T, ld, step)                                                                       \
-    static void name(const int32_t *col, const int8_t **wp, const T **ixp, int32_t n, int32_t *acc)                  \
+    static void name(const int32_t *col, const int8_t **wp, const T **ixp, const uint16_t *cnt, int32_t pairs,      \
+                     int32_t *acc)                                                                                    \
     {                                                                                                                 \
         const int16_t *c16 = (const int16_t *)(const void *)col;                                                      \
-        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
         const int8_t *w = *wp;                                                                                        \
         const T *ix = *ixp;                                                                                           \
-        for (n *= 2; n > 0; n--, ix++, w += 2) {                                                                      \
+        int32_t h;                                                                                                    \
+        for (h = 0; h < pairs; h++, acc += 2) {                                                                       \
+        int32_t n = 2 * cnt[h];                                                                                       \
+        int32_t a0 = acc[0], a1 = acc[1], b0 = acc[4], b1 = acc[5];                                                   \
+        for (; n > 0; n--, ix++, w += 2) {                                                                      \
             /* products of magnitude at most 128 * 128 */                                                             \
             const int32_t xa = c16[2 * (int32_t)ix[0]], xb = c16[2 * (int32_t)ix[0] + 1];                             \
             a0 += xa * w[0];                                                                                          \
@@ -144,12 +169,54 @@ TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
             b1 += xb * w[1];                                                                                          \
         }                                                                                                             \
         acc[0] = a0, acc[1] = a1, acc[4] = b0, acc[5] = b1;                                                           \
+        }                                                                                                             \
         *wp = w;                                                                                                      \
         *ixp = ix;                                                                                                    \
     }
 #endif
 TINYAOT_BLOCK2X1_MAC(block2x1_mac8, uint8_t, "ldrb", "1")
 TINYAOT_BLOCK2X1_MAC(block2x1_mac16, uint16_t, "ldrh", "2")
+
+/* Two 1x1 windows without padding (in_c values each at xa and xb) into the column in one pass: per four positions two
+   word loads, four SXTB16, four PKH and two STRD on DSP cores. */
+static void block2x1_fill_1x1(int32_t *col, const int8_t *xa, const int8_t *xb, int32_t n)
+{
+    int32_t j = 0;
+#if TINYAOT_USE_DSP
+    for (; j + 4 <= n; j += 4, col += 4) {
+        const int32_t va = tinyaot_read_s8x4(xa + j), vb = tinyaot_read_s8x4(xb + j);
+        const uint32_t a02 = (uint32_t)__sxtb16(va), a13 = (uint32_t)tinyaot_sxtb16_ror8(va);
+        const uint32_t b02 = (uint32_t)__sxtb16(vb), b13 = (uint32_t)tinyaot_sxtb16_ror8(vb);
+        col[0] = (int32_t)((a02 & 0xFFFFu) | (b02 << 16));
+        col[1] = (int32_t)((a13 & 0xFFFFu) | (b13 << 16));
+        col[2] = (int32_t)((b02 & 0xFFFF0000u) | (a02 >> 16));
+        col[3] = (int32_t)((b13 & 0xFFFF0000u) | (a13 >> 16));
+    }
+#endif
+    for (; j < n; j++, col++) {
+        *col = (int32_t)(((uint32_t)(uint16_t)(int16_t)xa[j]) | ((uint32_t)(int32_t)xb[j] << 16));
+    }
+}
+
+/* Every channel group of one pixel pair (column col32) into out_a, out_b. */
+#define TINYAOT_BLOCK2X1_ROWS(name, T, mac)                                                                           \
+    static void name(const int32_t *col32, const tinyaot_block2x1_weights *f, const tinyaot_block_out *q,            \
+                     int32_t out_c, int8_t *out_a, int8_t *out_b)                                                     \
+    {                                                                                                                 \
+        const int8_t *w = f->values;                                                                                  \
+        const T *ix = (const T *)f->index;                                                                            \
+        const uint16_t *cnt = f->counts;                                                                              \
+        int32_t o;                                                                                                    \
+        for (o = 0; o < out_c; o += 4, cnt += 2) {                                                                    \
+            const int32_t nc = out_c - o < 4 ? out_c - o : 4;                                                         \
+            int32_t acc[8];                                                                                           \
+            tinyaot_block_init(q, o, nc, acc);                                                                        \
+            mac(col32, &w, &ix, cnt, nc > 2 ? 2 : 1, acc);                                                            \
+            tinyaot_block_store(q, o, nc, acc, out_a, out_b);                                                         \
+        }                                                                                                             \
+    }
+TINYAOT_BLOCK2X1_ROWS(block2x1_rows8, uint8_t, block2x1_mac8)
+TINYAOT_BLOCK2X1_ROWS(block2x1_rows16, uint16_t, block2x1_mac16)
 
 tinyaot_status tinyaot_convolve_s8_block2x1(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
 {
@@ -169,35 +236,47 @@ tinyaot_status tinyaot_convolve_s8_block2x1(TINYAOT_CONV_ARGS(tinyaot_block2x1_w
     tinyaot_block_out q;
     TINYAOT_BLOCK_OUT_SET(q, bias, quant_params, filter, out_c, conv_params);
     const int32_t n_pix = input_dims->n * out_h * out_w;
-    const int32_t n_pairs = (out_c + 1) / 2;
+    /* a 1x1 window without padding is the pixel's in_c channels, read in place */
+    const int one = g.k_h == 1 && g.k_w == 1 && g.pad_t == 0 && g.pad_l == 0;
     int16_t *col = (int16_t *)ctx->buf;
-    const int32_t *col32 = (const int32_t *)ctx->buf;
-    int32_t p;
+    int32_t *col32 = (int32_t *)ctx->buf;
+    int32_t p, ya = 0, xa = 0, ba = 0;
     for (p = 0; p < n_pix; p += 2) {
         /* a lone last pixel is computed twice (slot b holds it again and writes the same results over slot a's) */
         const int two_pix = (p + 1 < n_pix);
-        block2x1_fill(col, &g, input, out_h, out_w, p, 0);
-        block2x1_fill(col, &g, input, out_h, out_w, two_pix ? p + 1 : p, 1);
-        int8_t *out_a = output + p * out_c;
-        int8_t *out_b = two_pix ? out_a + out_c : out_a;
-        const int8_t *w = filter->values;
-        const uint8_t *ix8 = (const uint8_t *)filter->index;
-        const uint16_t *ix16 = (const uint16_t *)filter->index;
-        int32_t o, r;
-        for (o = 0, r = 0; o < out_c; o += 4, r += 2) {
-            const int32_t nc = out_c - o < 4 ? out_c - o : 4;
-            int32_t acc[8];
-            int32_t h;
-            tinyaot_block_init(&q, o, nc, acc);
-            for (h = 0; h < 2 && r + h < n_pairs; h++) {
-                const int32_t n = filter->counts[r + h];
-                if (filter->index16) {
-                    block2x1_mac16(col32, &w, &ix16, n, acc + 2 * h);
-                } else {
-                    block2x1_mac8(col32, &w, &ix8, n, acc + 2 * h);
+        if (one) {
+            /* pixel p at (ba, ya, xa) of the output, p + 1 the next in raster order */
+            int32_t yb = ya, xb = xa + 1, bb = ba;
+            if (xb == out_w) {
+                xb = 0;
+                if (++yb == out_h) {
+                    yb = 0;
+                    bb++;
                 }
             }
-            tinyaot_block_store(&q, o, nc, acc, out_a, out_b);
+            if (!two_pix) {
+                yb = ya, xb = xa, bb = ba;
+            }
+            block2x1_fill_1x1(col32, input + ((ba * g.in_h + ya * g.stride_h) * g.in_w + xa * g.stride_w) * g.in_c,
+                              input + ((bb * g.in_h + yb * g.stride_h) * g.in_w + xb * g.stride_w) * g.in_c, g.in_c);
+            xa = xb + 1, ya = yb, ba = bb;
+            if (xa == out_w) {
+                xa = 0;
+                if (++ya == out_h) {
+                    ya = 0;
+                    ba++;
+                }
+            }
+        } else {
+            block2x1_fill(col, &g, input, out_h, out_w, p, 0);
+            block2x1_fill(col, &g, input, out_h, out_w, two_pix ? p + 1 : p, 1);
+        }
+        int8_t *out_a = output + p * out_c;
+        int8_t *out_b = two_pix ? out_a + out_c : out_a;
+        if (filter->index16) {
+            block2x1_rows16(col32, filter, &q, out_c, out_a, out_b);
+        } else {
+            block2x1_rows8(col32, filter, &q, out_c, out_a, out_b);
         }
     }
     return TINYAOT_OK;

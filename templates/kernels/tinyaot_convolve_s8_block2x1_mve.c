@@ -22,7 +22,8 @@ static int block_in_place(const tinyaot_conv_params *p, const tinyaot_dims *inpu
            input_dims->c % 4 == 0;
 }
 
-int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
+int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *input_dims,
+                                                         const tinyaot_dims *filter_dims)
 {
     /* the in-place case also needs no padding, which is not known here: asked for by the compiler only then */
     (void)input_dims;

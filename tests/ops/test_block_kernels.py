@@ -121,6 +121,8 @@ def _cases():
         cs.append(_case(rng, conv=True, out_c=16 + i, density=d, h=5, w=4, cin=16 + 4 * i, block=(2, 1)))
     cs.append(_case(rng, conv=True, out_c=13, density=0.5, h=7, w=6, cin=12, kh=3, kw=3, pads=(1, 1, 1, 1),
                     block=(2, 1)))
+    cs.append(_case(rng, conv=True, out_c=6, density=0.5, n=3, h=5, w=5, cin=7, stride=(2, 2),
+                    block=(2, 1)))  # 1x1 read two pixels at a time: pairs across images, a lone last pixel
     cs.append(_case(rng, conv=True, out_c=10, density=0.4, h=12, w=5, cin=1, kh=10, kw=4, stride=(2, 2),
                     pads=(4, 1, 5, 1), block=(2, 1)))
     cs.append(_case(rng, conv=True, out_c=6, density=0.4, h=9, w=9, cin=5, kh=3, kw=2, dil=(2, 3), pads=(2, 1, 2, 2),

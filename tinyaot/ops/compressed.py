@@ -333,5 +333,6 @@ def mve_block_cost(tensor, pixels: int, column: bool) -> float:
 
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
-           "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_stream", "block2x1_arrays", "block2x1_scratch_bytes",
+           "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_stream", "block2x1_arrays",
+           "block2x1_scratch_bytes", "block_shape", "block_positions",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]
