@@ -7,8 +7,10 @@
  *
  * The codes form one little-endian bit stream of `bits` bits each (code i in bits [i*bits, (i+1)*bits), bit j of
  * the stream is bit j % 8 of byte j / 8). They are cut into regions of `region` codes (the last may be shorter),
- * each decoded with one codebook of k int8 entries: region r with codebook (r / div) % mod. int4 weights are the
- * codebook {0, 1, ..., 7, -8, ..., -1} of their two's-complement nibbles.
+ * each decoded with one codebook of k int8 entries: region r with codebook ((r / div) * cycle + r % cycle) % mod
+ * (cycle 1: (r / div) % mod, a codebook per block of regions; cycle 4: regions that are runs of one output channel
+ * cycling over a block's four channels, one codebook per channel). int4 weights are the codebook {0, 1, ..., 7,
+ * -8, ..., -1} of their two's-complement nibbles.
  */
 #ifndef TINYAOT_DECODE_H
 #define TINYAOT_DECODE_H
@@ -84,17 +86,26 @@ static inline void tinyaot_decode_run(const tinyaot_decoded_weights *f, const in
     }
 }
 
-/* dst[0 .. n) = the weights of codes first .. first+n-1 (any regions). */
+/* dst[0 .. n) = the weights of codes first .. first+n-1 (any regions). The region's place (r = q * div + m) is
+   divided out once per call and stepped per region after it. */
 static inline void tinyaot_decode(const tinyaot_decoded_weights *f, int32_t first, int32_t n, int8_t *dst)
 {
+    int32_t r = first / f->region;
+    int32_t q = r / f->div;
+    int32_t m = r - q * f->div;
+    int32_t end = (r + 1) * f->region;
     while (n > 0) {
-        const int32_t r = first / f->region;
-        const int32_t end = (r + 1) * f->region;
         const int32_t run = end - first < n ? end - first : n;
-        tinyaot_decode_run(f, f->codebooks + f->k * ((r / f->div) % f->mod), first, run, dst);
+        const int32_t cb = f->cycle == 1 ? q % f->mod : (q * f->cycle + m % f->cycle) % f->mod;
+        tinyaot_decode_run(f, f->codebooks + f->k * cb, first, run, dst);
         first += run;
         dst += run;
         n -= run;
+        end += f->region;
+        if (++m == f->div) {
+            m = 0;
+            q++;
+        }
     }
 }
 

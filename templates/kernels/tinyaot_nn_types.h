@@ -141,15 +141,17 @@ typedef struct {
 
 /* Int4 or clustered weights decoded once per call for a dense kernel (tinyaot_decode.h): codes of `bits` bits in
    one little-endian stream, in the dense kernel's weight order, regions of `region` codes each decoded with
-   codebook (r / div) % mod of k int8 entries. */
+   codebook ((r / div) * cycle + r % cycle) % mod of k int8 entries (cycle 1: (r / div) % mod; cycle 4: runs of one
+   output channel cycling over a block's four channels, one codebook per channel). */
 typedef struct {
     const uint8_t *packed;   /* the codes, in the dense kernel's weight order */
     const int8_t *codebooks; /* k entries per codebook */
     int32_t bits;            /* bits per code, 1..8 */
     int32_t k;               /* entries per codebook */
     int32_t region;          /* codes per region */
-    int32_t div, mod;        /* region r: codebook (r / div) % mod */
+    int32_t div, mod;        /* region r: codebook ((r / div) * cycle + r % cycle) % mod */
     int32_t count;           /* codes in all */
+    int32_t cycle;           /* 1, or the channels a block's runs cycle over */
 } tinyaot_decoded_weights;
 
 /* Elementwise binary ops (tinyaot_elementwise_binary_s8). */

@@ -159,6 +159,23 @@ def test_scale_squared_weighting_favours_large_scale_channels():
     assert sorted(c.codebooks[0].tolist()) == [-75, 75]
 
 
+def test_dead_rows_stay_zero():
+    """An all-zero int8 row (a dead filter) stays all zero in its group's codebook, keep_zero or not, with and
+    without the input Hessian: a value there serves no output and would push the channel out of the fold kernels'
+    exact requantization (ops/common.py fold_requant_table), the whole layer onto a slower kernel."""
+    rng = np.random.default_rng(8)
+    q = rng.choice(np.array([-90, -31, 17, 64, 101]), size=(8, 36)).astype(np.int8)
+    q[[2, 5]] = 0
+    x = rng.standard_normal((300, 36))
+    hess = InputHessian(x.T @ x / 300)
+    target = q + rng.uniform(-0.5, 0.5, q.shape)  # float rows: the dead rows' goal is not exactly 0 either
+    for group_size in (1, 4, 8):
+        for h, t in ((None, None), (hess, target)):
+            c = cluster_grouped(q, np.full(8, 0.01), 4, group_size, False, False, h, t)
+            assert not c.values[[2, 5]].any(), (group_size, h is None)
+            assert 0 in c.codebooks[2 // group_size] and 0 in c.codebooks[5 // group_size]
+
+
 # ---- storage encodings, by hand and round trip ----------------------------------------------------------------
 
 def test_int4_packing_by_hand():

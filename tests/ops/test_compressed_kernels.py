@@ -390,6 +390,75 @@ def test_all_zero_and_all_dense_sparse_rows(lib):
                              f"{c.kernel} density {density}")
 
 
+# ====================================================================================================================
+# Weights decoded once per call for the dense kernels (tinyaot_decode.h, tinyaot/ops/decoded.py)
+# ====================================================================================================================
+class DecodedWeights(ctypes.Structure):  # tinyaot_decoded_weights (tinyaot_nn_types.h)
+    _fields_ = [("packed", VP), ("codebooks", VP)] + [(n, ctypes.c_int32) for n in
+                                                      ("bits", "k", "region", "div", "mod", "count", "cycle")]
+
+
+DECODE_SHIM = """#include "tinyaot_decode.h"
+void shim_decode(const tinyaot_decoded_weights *f, int32_t first, int32_t n, int8_t *dst)
+{
+    tinyaot_decode(f, first, n, dst);
+}
+"""
+
+
+@pytest.mark.parametrize("layout_name", ["fold", "helium", "dw3x3"])
+def test_decoded_layouts_give_the_dense_kernels_weights(layout_name, tmp_path):
+    """tinyaot_decode (host C) turns the codes that decoded.layout_codes writes back into the dense kernel's weight
+    layout (the positions it reads), whole and tile by tile, for int4 and for clustered weights with one codebook
+    per group of 4 or 16 channels and per channel (group_size 1: the block layouts' runs of one channel, cycle 4),
+    at index widths 2..8."""
+    from tinyaot.ops import decoded
+    from tinyaot.ops.depthwise3x3 import arrange_weights
+    from tinyaot.ops.fully_connected import interleave_quads
+    from tinyaot.ops.mve import block_filter
+    src = tmp_path / "shim.c"
+    src.write_text(DECODE_SHIM)
+    shim = ctypes.CDLL(str(compile_shared([src], [KERNELS_DIR], extra_flags=("-Wpedantic", "-Werror"))))
+    rng = np.random.default_rng(23)
+    for kind, group_size, k in (("int4", None, 16), ("clustered", 1, 16), ("clustered", 1, 32), ("clustered", 1, 3),
+                                ("clustered", 4, 16), ("clustered", 16, 256), ("clustered", 1, 200)):
+        dw = layout_name == "dw3x3"
+        out_c, row = 16, 9 if dw else int(rng.choice([8, 36, 64]))
+        shape = (1, 3, 3, out_c) if dw else (out_c, 1, 1, row)
+        if kind == "int4":
+            values, st = make_weights("int4", shape, dw, rng)
+        else:
+            groups = -(-out_c // group_size)
+            cbs = np.stack([rng.choice(np.arange(-128, 128), k, replace=False) for _ in range(groups)]).astype(np.int8)
+            r = cbs[np.arange(out_c) // group_size][np.arange(out_c)[:, None], rng.integers(0, k, (out_c, row))]
+            values = _rows_to_values(r, shape, dw).astype(np.int8)
+            st = encode_clustered(values, cbs, group_size, dw)
+        t = Tensor("w", shape, "int8", values, None, st)
+        if layout_name == "fold":
+            layout, (region, div, mod, cycle) = interleave_quads(values.reshape(out_c, -1)), \
+                decoded.block_layout(t, 4 * row, 4)
+        elif layout_name == "helium":
+            layout = block_filter(values.reshape(out_c, -1))
+            region, div, mod, cycle = decoded.block_layout(t, len(layout) // (out_c // 4), 16)
+        else:
+            layout, (region, div, mod, cycle) = arrange_weights(values), decoded.block_layout(t, 36, 1)
+        assert (cycle == 4) == (kind == "clustered" and group_size == 1)
+        # Helium's padding past each row's K (what the kernel never uses: any code, checked as its decoded value)
+        free = block_filter(np.ones((out_c, row), np.int8)) == 0 if layout_name == "helium" else None
+        codes = decoded.layout_codes(t, layout, region, div, mod, "w", free, cycle)
+        used = np.ones(layout.size, bool) if free is None else ~free
+        packed, books = (np.ascontiguousarray(c.values) for c in codes.consts[:2])
+        f = DecodedWeights(VP(packed.ctypes.data), VP(books.ctypes.data), *codes.consts[2].fields[2:])
+        block = layout.size // (out_c // 4)
+        for first, n in ((0, layout.size), (block, 2 * block), (3 * block, block), (5, layout.size - 5)):
+            dst = np.full(n + 1, SENTINEL, np.int8)
+            shim.shim_decode(ctypes.byref(f), first, n, VP(dst.ctypes.data))
+            keep = used[first:first + n]
+            assert np.array_equal(dst[:n][keep], layout[first:first + n][keep]), (layout_name, kind, group_size, k,
+                                                                                  first, n)
+            assert dst[n] == SENTINEL
+
+
 def test_clustered_kernels_reject_inconsistent_parameters(lib):
     rng = np.random.default_rng(3)
     c = make_case("fc", "clustered", rng)

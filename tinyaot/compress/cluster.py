@@ -185,13 +185,15 @@ REFINE_ROUNDS = 2
 
 
 def refit_codebooks(r: np.ndarray, assigned: np.ndarray, book_rows: np.ndarray, hess: InputHessian, s2: np.ndarray,
-                    group_size: int, keep_zero: bool) -> np.ndarray:
+                    group_size: int, keep_zero) -> np.ndarray:
     """New codebook entries for a fixed assignment: per group, the least-squares values b minimising
     sum_c s_c^2 (r_c - M_c b)^T H (r_c - M_c b) (M_c: which entry each weight of row c uses), rounded to int8.
-    An entry no weight uses, and the 0 entry of a layer that keeps its zeros, stay as they are."""
+    An entry no weight uses, and the 0 entry of a group that keeps its zeros (`keep_zero`: a bool for every group,
+    or one per group), stay as they are."""
     out_ch, row_len = r.shape
     k = book_rows.shape[1]
     new_rows = book_rows.copy()
+    kz = np.broadcast_to(np.asarray(keep_zero, bool), (-(-out_ch // group_size),))
     for g0 in range(0, out_ch, group_size):
         a = np.zeros((k, k))
         v = np.zeros(k)
@@ -206,7 +208,7 @@ def refit_codebooks(r: np.ndarray, assigned: np.ndarray, book_rows: np.ndarray, 
             a += s2[c] * mhm
             v += s2[c] * (mh @ r[c])
         b = book_rows[g0].astype(np.float64)
-        free = (np.diag(a) > 0) & ~((b == 0) & keep_zero)
+        free = (np.diag(a) > 0) & ~((b == 0) & kz[g0 // group_size])
         if free.any():
             rhs = v[free] - a[np.ix_(free, ~free)] @ b[~free]
             b[free] = np.linalg.lstsq(a[np.ix_(free, free)], rhs, rcond=None)[0]
@@ -223,15 +225,24 @@ def cluster_grouped(q: np.ndarray, scales: np.ndarray, k: int, group_size: int, 
     Hessian each weight counts scale_c^2 * H_ii in the codebook, the entries are assigned by
     `error_feedback_assign`, and the error is the output error sum_c s_c^2 dq_c^T H dq_c, measured against
     `target` ([out_ch, row_len] rows in int8 units, e.g. the float weights over their scales) when given, so the
-    int8 rounding is not compounded with the clustering."""
+    int8 rounding is not compounded with the clustering.
+
+    A row that is all zero (a dead filter: per-channel quantization gives it a tiny scale and a bias near 2^31) stays
+    all zero, and its group's codebook keeps 0, with or without `keep_zero`: any value there would serve no output
+    (the row's error weighs next to nothing at its scale) and would put the channel's accumulator bound near 2^31,
+    out of the fold kernels' exact requantization (ops/common.py fold_requant_table), so the whole layer would fall
+    back to a slower kernel."""
     r = rows(np.asarray(q), depthwise).astype(np.int64)  # [out_ch, row_len]
     out_ch, row_len = r.shape
     s2 = np.asarray(scales, np.float64).reshape(-1) ** 2
     imp = np.ones((out_ch, row_len)) if hess is None else np.broadcast_to(hess.diag, (out_ch, row_len))
+    dead = ~r.any(axis=1)
+    zero_groups = [keep_zero or bool(dead[g0:g0 + group_size].any()) for g0 in range(0, out_ch, group_size)]
     books = []
     for g0 in range(0, out_ch, group_size):
         block = r[g0:g0 + group_size]
-        book, _ = optimal_codebook(block, s2[g0:g0 + group_size, None] * imp[g0:g0 + group_size], k, keep_zero)
+        book, _ = optimal_codebook(block, s2[g0:g0 + group_size, None] * imp[g0:g0 + group_size], k,
+                                   zero_groups[g0 // group_size])
         books.append(book)
     # groups with fewer distinct values than the largest codebook repeat their last entry (never indexed)
     kk = max(len(b) for b in books)
@@ -240,15 +251,15 @@ def cluster_grouped(q: np.ndarray, scales: np.ndarray, k: int, group_size: int, 
     if hess is None:
         new = np.empty_like(r)
         for g, g0 in enumerate(range(0, out_ch, group_size)):
-            new[g0:g0 + group_size] = quantize_to_codebook(r[g0:g0 + group_size], books[g], keep_zero)
+            new[g0:g0 + group_size] = quantize_to_codebook(r[g0:g0 + group_size], books[g], zero_groups[g])
         err = float(np.sum(s2[:, None] * (new - r) ** 2))
     else:
         goal = r.astype(np.float64) if target is None else np.asarray(target, np.float64)
-        fixed = (r == 0) if keep_zero else None
+        fixed = (r == 0) if keep_zero else (np.broadcast_to(dead[:, None], r.shape) if dead.any() else None)
         new = error_feedback_assign(goal, book_rows, hess, fixed)
         err = float(np.sum(s2 * hess.quad(new - goal)))
         for _ in range(REFINE_ROUNDS):  # re-fit the codebooks to the assignment, keep only what lowers the error
-            books2 = refit_codebooks(goal, new, book_rows, hess, s2, group_size, keep_zero)
+            books2 = refit_codebooks(goal, new, book_rows, hess, s2, group_size, zero_groups)
             new2 = error_feedback_assign(goal, books2, hess, fixed)
             err2 = float(np.sum(s2 * hess.quad(new2 - goal)))
             if err2 >= err:

@@ -388,8 +388,10 @@ class Conv(OpSpec):
         # scratch the variant choice weighs against the arena (pipeline/variants.py)
         inplace = w.shape[3] % 4 == 0 and w.shape[3] <= 256  # a padded tap: in_ch zero points from the stack
         comp = is_compressed(w)  # int4 / clustered weights run fold decoded (ops/decoded.py), others not at all
+        # (one codebook per channel: on the in-place layout of whole blocks, decoded run by run)
+        cycled = inplace and w.shape[0] % 4 == 0
         if (target.core != "generic" and not node.attrs.get("depthwise")
-                and (not comp or (decoded.decodable(w, 4) and decoded.stack_ok(target)))
+                and (not comp or (decoded.decodable(w, 4, cycled) and decoded.stack_ok(target)))
                 and w.shape[3] == x[3] and (inplace or w.shape[3] % 4 != 0)
                 and self._fold_table(node, graph) is not None):
             # standard convolution, one group, dense weights: the fold kernel (any core; DSP or plain C inside)
@@ -414,7 +416,7 @@ class Conv(OpSpec):
                 fold = column_cost(_FOLD_COLUMN_COST)
             if comp:
                 # each weight decoded once; in place, every block runs over every pixel pair (locate, loop)
-                fold += decoded.decode_cost(w) + (_DECODED_PAIR_BLOCK * (outs // o[3] + 1) // 2 * -(-o[3] // 4)
+                fold += decoded.decode_cost(w, run=4) + (_DECODED_PAIR_BLOCK * (outs // o[3] + 1) // 2 * -(-o[3] // 4)
                                                   if w.shape[3] % 4 == 0 else 0)
                 generic = None  # the compressed kernels: not modelled (--tune measures them)
             listed = [Variant("generic", generic), Variant(FOLD, fold)]
@@ -529,8 +531,9 @@ class Conv(OpSpec):
             weights = [ConstArray("int8_t", f"{cname}_weights", layout)]
             if cf is not None:  # int4 / clustered: the codes in the same layout, decoded block by block
                 kernel = "tinyaot_convolve_s8_fold_decoded"
-                codes = decoded.layout_codes(graph.tensors[node.inputs[1]], layout, 4 * int(np.prod(w[1:])),
-                                             *decoded.block_regions(graph.tensors[node.inputs[1]], 4), cname)
+                wt = graph.tensors[node.inputs[1]]
+                region, div, mod, cycle = decoded.block_layout(wt, 4 * int(np.prod(w[1:])), 4)
+                codes = decoded.layout_codes(wt, layout, region, div, mod, cname, cycle=cycle)
                 weights = codes.consts
                 cf = None
                 params_filter = codes.arg

@@ -7,6 +7,10 @@ the dense kernel's own weight layout (`layout_codes`), so the C decoder walks th
 where the dense kernel reads it. The regions of the layout (a fold block of four output channels, a dw3x3 group of
 four channels, ...) each take one codebook, which must hold every weight of the region: clustered layers whose
 codebook groups are whole regions (group_size a multiple of the region's channels, or the whole tensor) qualify.
+Layers with one codebook per output channel (group_size 1) qualify where the layout's block of four channels is
+made of runs of one channel cycling over the four (the fold layout's groups of four inputs, the Helium layout's
+chunks of 16, the dw3x3 layout's taps): each run is then a region of its own, of codebook ((r / div) * 4 + r % 4)
+(`block_layout`, cycle 4).
 
 Flash: the same codes (bits per weight) and codebooks as the storage, in another order, as one bit stream (no
 per-channel byte alignment, so at most as many bytes). int4 layers take the fixed codebook of their two's-complement
@@ -29,6 +33,7 @@ KINDS = ("int4", "clustered")
 PER_CODE = {4: 3.5, 8: 3.0}
 PER_CODE_MVE = {4: 0.25, 8: 0.2}  # Helium: 32 (16) codes per pass of gathers
 PER_CODE_OTHER = 7.0
+PER_REGION = 22.0  # a region's codebook and bit position (tinyaot_decode), paid per run on cycled layouts
 # The decoded kernels decode a tile that fits STACK_TILE bytes into a local array (tinyaot_decode.h
 # TINYAOT_DECODE_STACK_TILE, the same number) rather than into arena scratch: the dense fast path's arena stays as it
 # is, so the variant choice (pipeline/variants.py: no arena growth) takes them. Offered only on boards whose stack
@@ -48,23 +53,37 @@ def on_stack(nbytes: int) -> bool:
     return 0 < nbytes <= STACK_TILE
 
 
-def decodable(tensor, region_channels: int) -> bool:
+def decodable(tensor, region_channels: int, cycled: bool = False) -> bool:
     """Whether `tensor`'s storage can be decoded region by region, each region the weights of `region_channels`
-    consecutive output channels (1: any layout with one codebook per channel run)."""
+    consecutive output channels (1: any layout with one codebook per channel run); `cycled`: also one codebook per
+    channel on a layout of blocks of four channels whose runs cycle over the block's channels (`block_layout`)."""
     st = getattr(tensor, "storage", None)
     if st is None or st.kind not in KINDS:
         return False
     if st.kind == "int4":
         return True
     g = int(st.meta["group_size"])
-    out_c = tensor.shape[-1] if st.meta.get("depthwise") else tensor.shape[0]
-    return g % region_channels == 0 or g >= out_c
+    return g % region_channels == 0 or g >= _out_channels(tensor) or (cycled and region_channels == 4 and g == 1)
 
 
-def decode_cost(tensor, mve: bool = False) -> float:
-    """Cost-model instructions of decoding the whole tensor once (`mve`: on a Helium core)."""
+def _out_channels(tensor) -> int:
+    st = tensor.storage
+    return tensor.shape[-1] if st.meta.get("depthwise") else tensor.shape[0]
+
+
+def _cycled(tensor) -> bool:
+    """One codebook per output channel where a block layout holds four channels (decoded run by run)."""
+    return not decodable(tensor, 4) and decodable(tensor, 4, cycled=True)
+
+
+def decode_cost(tensor, mve: bool = False, run: int | None = None) -> float:
+    """Cost-model instructions of decoding the whole tensor once (`mve`: on a Helium core); `run`: the codes of a
+    run of the cycled layout the kernel decodes (`block_layout`): regions of that many codes, PER_REGION each, on
+    the scalar loop."""
     st = tensor.storage
     bits = 4 if st.kind == "int4" else int(st.meta["bits"])
+    if run is not None and _cycled(tensor):
+        return tensor.size * (PER_CODE.get(bits, PER_CODE_OTHER) + PER_REGION / run)
     return tensor.size * (PER_CODE_MVE if mve else PER_CODE).get(bits, PER_CODE_OTHER)
 
 
@@ -77,8 +96,7 @@ class LayoutCodes:
 def group_size(tensor) -> int:
     """Output channels per codebook (every channel for int4: one fixed codebook)."""
     st = tensor.storage
-    out_c = tensor.shape[-1] if st.meta.get("depthwise") else tensor.shape[0]
-    return out_c if st.kind == "int4" else int(st.meta["group_size"])
+    return _out_channels(tensor) if st.kind == "int4" else int(st.meta["group_size"])
 
 
 def block_regions(tensor, region_channels: int) -> tuple[int, int]:
@@ -89,12 +107,24 @@ def block_regions(tensor, region_channels: int) -> tuple[int, int]:
     return max(1, group_size(tensor) // region_channels), groups
 
 
+def block_layout(tensor, block_codes: int, run: int) -> tuple[int, int, int, int]:
+    """(region, div, mod, cycle) of layout_codes for a layout of blocks of four output channels, `block_codes` codes
+    each, made of runs of `run` codes of one channel cycling over the block's four channels (the fold layout: run 4;
+    Helium's: 16; dw3x3's: 1): whole blocks as regions where a codebook holds whole blocks, else (one codebook per
+    channel) each run a region, of codebook ((r // div) * 4 + r % 4) % mod."""
+    if not _cycled(tensor):
+        return (block_codes, *block_regions(tensor, 4), 1)
+    if block_codes % (4 * run):
+        raise ValueError(f"{tensor.name!r}: blocks of {block_codes} codes are not runs of {run} (a tinyaot bug)")
+    return run, block_codes // run, block_regions(tensor, 1)[1], 4
+
+
 def layout_codes(tensor, layout: np.ndarray, region: int, div: int, mod: int, cname: str,
-                 free: np.ndarray | None = None) -> LayoutCodes:
+                 free: np.ndarray | None = None, cycle: int = 1) -> LayoutCodes:
     """The codes of `tensor`'s weights in the dense kernel's `layout` (its int8 weight array, flat, a permutation of
     the weights): regions of `region` codes (the last may be shorter), region r decoded with codebook
-    (r // div) % mod, which must hold each of its weights. `free`: positions of the layout whose value the kernel
-    never uses (padding), which take code 0."""
+    ((r // div) * cycle + r % cycle) % mod (div a multiple of cycle), which must hold each of its weights. `free`:
+    positions of the layout whose value the kernel never uses (padding), which take code 0."""
     st = tensor.storage
     layout = np.asarray(layout, np.int8).reshape(-1)
     n_regions = -(-layout.size // region)
@@ -106,7 +136,7 @@ def layout_codes(tensor, layout: np.ndarray, region: int, div: int, mod: int, cn
         bits, k = int(st.meta["bits"]), int(st.meta["k"])
     codes = np.zeros(layout.size, np.int64)
     for r in range(n_regions):
-        cb = codebooks[(r // div) % mod].astype(np.int16)
+        cb = codebooks[((r // div) * cycle + r % cycle) % mod].astype(np.int16)
         seg = layout[r * region:(r + 1) * region].astype(np.int16)
         hit = seg[:, None] == cb[None, :]
         if free is not None:
@@ -119,7 +149,8 @@ def layout_codes(tensor, layout: np.ndarray, region: int, div: int, mod: int, cn
     consts = [ConstArray("uint8_t", f"{cname}_codes", packed),
               ConstArray("int8_t", f"{cname}_codebooks", codebooks.reshape(-1)),
               ConstStruct("tinyaot_decoded_weights", f"{cname}_decoded",
-                          [f"{cname}_codes", f"{cname}_codebooks", bits, k, region, div, mod, int(layout.size)])]
+                          [f"{cname}_codes", f"{cname}_codebooks", bits, k, region, div, mod, int(layout.size),
+                           cycle])]
     return LayoutCodes(consts, f"&{cname}_decoded")
 
 
@@ -145,6 +176,7 @@ def s4_fold_bound(values: np.ndarray, bias, input_offset: int) -> int:
     return int((b + v.sum(axis=1) * (128 + abs(int(input_offset))) + (8 + 15) * 128 * d8).max(initial=0))
 
 
-__all__ = ["FILES", "HEADER", "INT4_CODEBOOK", "KINDS", "STACK_MIN", "STACK_TILE", "LayoutCodes", "block_regions",
+__all__ = ["FILES", "HEADER", "INT4_CODEBOOK", "KINDS", "STACK_MIN", "STACK_TILE", "LayoutCodes", "block_layout",
+           "block_regions",
            "decodable", "decode_cost", "group_size", "layout_codes", "on_stack", "s4_fold_bound", "s4_fold_layout",
            "stack_ok"]

@@ -142,7 +142,8 @@ def render_dw3x3(cname: str, x_shape, o_shape, weights_1hwc, bias, mult, shift, 
             int(output_offset), int(act_min), int(act_max), int(folded)]
     files = [KERNEL + ".c", "tinyaot_dw3_support.h"]
     if tensor is not None:  # the codes in the same layout, regions of four channels (36 taps)
-        codes = decoded.layout_codes(tensor, layout, 36, *decoded.block_regions(tensor, 4), cname)
+        region, div, mod, cycle = decoded.block_layout(tensor, 36, 1)  # per tap, the four channels in turn
+        codes = decoded.layout_codes(tensor, layout, region, div, mod, cname, cycle=cycle)
         args = [IN0, codes.arg, SCRATCH, 9 * c, f"{cname}_qtab", OUT0, *tail]
         return KernelCall(KERNEL + "_decoded", args=args, files=[KERNEL + "_decoded.c", *decoded.FILES, *files],
                           consts=codes.consts + consts[1:])
@@ -160,13 +161,13 @@ def dw3x3_variants(node, graph, target, macs: int) -> list:
     x = graph.tensors[node.inputs[0]].shape
     o = graph.tensors[node.outputs[0]].shape
     comp = is_compressed(wt)  # int4 / clustered weights decoded into the scratch (ops/decoded.py)
-    if (comp and not (decoded.decodable(wt, 4) and o[3] % 4 == 0 and decoded.stack_ok(target))) or o[3] != x[3]:
+    if (comp and not (decoded.decodable(wt, 4, True) and o[3] % 4 == 0 and decoded.stack_ok(target))) or o[3] != x[3]:
         return []
     bias = graph.tensors[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
     if not applicable(wt.data, bias, a["output_shift"], a["input_offset"], tuple(a["kernel_shape"]),
                       tuple(a.get("dilations", (1, 1))), o[3] // x[3]):
         return []
-    cost = macs * COST_PER_MAC[bool(target.has_dsp)] + (decoded.decode_cost(wt) if comp else 0.0)
+    cost = macs * COST_PER_MAC[bool(target.has_dsp)] + (decoded.decode_cost(wt, run=1) if comp else 0.0)
     return [Variant(DW3X3 if target.has_dsp else DW3X3_FOLD, cost)]
 
 

@@ -76,7 +76,7 @@ def per_channel4(values, channels: int) -> np.ndarray:
 def _dense_int8(graph, node) -> bool:
     """int8 activations, and dense weights or int4 / clustered ones the decoded kernels take (ops/decoded.py)."""
     w = graph.tensors[node.inputs[1]]
-    return graph.tensors[node.inputs[0]].dtype == "int8" and (not is_compressed(w) or decoded.decodable(w, 4))
+    return graph.tensors[node.inputs[0]].dtype == "int8" and (not is_compressed(w) or decoded.decodable(w, 4, True))
 
 
 # scratch of a decoded tile (tinyaot_convolve_s8_mve_decoded.c): up to this many bytes of whole blocks
@@ -142,7 +142,7 @@ def conv_variants(node, graph, target, macs: int) -> list[Variant]:
     if is_compressed(wt):  # decoded once per call (the 1x1 kernel tile by tile: each tile re-walks the pixels)
         if not decoded.stack_ok(target):
             return []
-        compute += decoded.decode_cost(wt, True)
+        compute += decoded.decode_cost(wt, True, run=16)
         if _is_1x1(node, graph):
             tiles = -(-w[0] // (_tile_blocks(w) * 4))
             compute += _DECODED_PAIR_TILE * (pixels // 2 + 1) * tiles
@@ -235,8 +235,8 @@ def render_conv(node, graph, cname: str, params: dict) -> KernelCall:
     filt = f"{cname}_weights"
     wt = graph.tensors[node.inputs[1]]
     if is_compressed(wt):  # the codes in the same layout, decoded (tinyaot_convolve_s8_mve_decoded.c)
-        codes = decoded.layout_codes(wt, layout, len(layout) // -(-out_c // 4), *decoded.block_regions(wt, 4), cname,
-                                     _free_positions(node, graph))
+        region, div, mod, cycle = decoded.block_layout(wt, len(layout) // -(-out_c // 4), 16)  # chunks of 16
+        codes = decoded.layout_codes(wt, layout, region, div, mod, cname, _free_positions(node, graph), cycle)
         weights, filt = codes.consts, codes.arg
         files = ["tinyaot_convolve_s8_mve_decoded.c", "tinyaot_convolve_s8_mve.c", *decoded.FILES, *HEADERS]
         kernel += "_decoded"
