@@ -47,9 +47,10 @@ tinyaot_status tinyaot_fully_connected_s8_mve(const tinyaot_context *ctx, const 
                                               const tinyaot_dims *bias_dims, const int32_t *bias,
                                               const tinyaot_dims *output_dims, int8_t *output);
 
-/* Fully connected on 4-bit weights, two rows per byte (tinyaot_fully_connected_s8_nibble_mve.c for the layout):
-   int4 weights as biased / two's-complement nibbles, or clustered codes of at most 16 entries (bits 4; row_bytes
-   unused). Conditions as tinyaot_fully_connected_s8_mve, depth at most 65536. No scratch. */
+/* Fully connected on 4-bit weights, two rows per byte (tinyaot_fully_connected_s8_nibble_mve.c for the layouts):
+   int4 weights as biased / two's-complement nibbles, clustered codes of at most 16 entries (bits 4; row_bytes
+   unused), or of 17..32 entries (_clustered5_mve, bits 5, a plane of fifth bits). Conditions as
+   tinyaot_fully_connected_s8_mve, depth at most 65536. No scratch. */
 tinyaot_status tinyaot_fully_connected_s4_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
                                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
                                               const tinyaot_dims *input_dims, const int8_t *input,
@@ -63,6 +64,14 @@ tinyaot_status tinyaot_fully_connected_s8_clustered_mve(const tinyaot_context *c
                                                         const tinyaot_clustered_weights *filter,
                                                         const tinyaot_dims *bias_dims, const int32_t *bias,
                                                         const tinyaot_dims *output_dims, int8_t *output);
+
+tinyaot_status tinyaot_fully_connected_s8_clustered5_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                         const tinyaot_per_channel_quant_params *quant_params,
+                                                         int32_t per_channel, const tinyaot_dims *input_dims,
+                                                         const int8_t *input, const tinyaot_dims *filter_dims,
+                                                         const tinyaot_clustered_weights *filter,
+                                                         const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                         const tinyaot_dims *output_dims, int8_t *output);
 
 /* Block-sparse convolution (one group) and fully connected (filter_offset 0): the filter is a tinyaot_block_weights
    whose values are in the Helium layout and whose `deltas` hold each stored block's absolute block column (rows of

@@ -122,7 +122,8 @@ def fc_layer(rng, *, batches, depth, out, zp=None, out_zp=None, extreme=None, pe
                  dict(per_channel=int(per_channel)))
 
 
-NIBBLE_KERNELS = ("tinyaot_fully_connected_s4_mve", "tinyaot_fully_connected_s8_clustered_mve")
+NIBBLE_KERNELS = ("tinyaot_fully_connected_s4_mve", "tinyaot_fully_connected_s8_clustered_mve",
+                  "tinyaot_fully_connected_s8_clustered5_mve")
 
 
 def nibble_layer(rng, *, batches, depth, out, kind, k=16, group_size=1, zp=None, out_zp=None, extreme=None,
@@ -143,7 +144,7 @@ def nibble_layer(rng, *, batches, depth, out, kind, k=16, group_size=1, zp=None,
             codes[:] = 0 if extreme == "max" else k - 1
         wt = books[np.arange(out)[:, None] // group_size, codes].astype(np.int8)
         geo = dict(per_channel=1, codes=codes.astype(np.uint8), books=books, group_size=group_size)
-        kernel = NIBBLE_KERNELS[1]
+        kernel = NIBBLE_KERNELS[2 if k > 16 else 1]
     bias = rng.integers(-20000, 20000, out).astype(np.int32)
     zp = int(rng.integers(-128, 128)) if zp is None else zp
     out_zp = int(rng.integers(-128, 128)) if out_zp is None else out_zp
@@ -168,7 +169,7 @@ def _case_c(i: int, c: Layer) -> str:
     filt = pre + "w"
     if c.kernel in NIBBLE_KERNELS:
         wb = nibble_filter(c.geo["codes"]).view(np.int8)
-        if c.kernel == NIBBLE_KERNELS[1]:
+        if c.kernel in NIBBLE_KERNELS[1:]:
             books = c.geo["books"]
             bits = 5 if books.shape[1] > 16 else 4
             filt = "&" + pre + "cw"

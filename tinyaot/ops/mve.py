@@ -363,7 +363,7 @@ def render_fc_nibble(node, graph, cname: str, params: dict) -> KernelCall:
         kernel, filt, weights = "tinyaot_fully_connected_s4_mve", f"(const int8_t *){cname}_weights", [packed]
     else:
         st = w.storage
-        kernel, filt = "tinyaot_fully_connected_s8_clustered_mve", f"&{cname}_clustered"
+        kernel, filt = f"tinyaot_fully_connected_s8_clustered{'5' if bits == 5 else ''}_mve", f"&{cname}_clustered"
         weights = [packed, ConstArray("int8_t", f"{cname}_codebooks", np.asarray(st.arrays["codebooks"]).reshape(-1)),
                    ConstStruct("tinyaot_clustered_weights", f"{cname}_clustered",
                                [f"{cname}_codebooks", f"{cname}_weights", bits, int(st.meta["k"]),
