@@ -38,24 +38,6 @@
 #include "tinyaot_nn_mve.h"
 #include "tinyaot_mve_gemm.h"
 
-/* The weight of row o (0 <= o < rows padded to four) at column i of the layout above: its nibble as a code. */
-static inline uint32_t nibble_code(const uint8_t *filter, int32_t k16, int32_t o, int32_t i)
-{
-    const uint32_t b = filter[(o >> 2) * 2 * k16 + (i >> 4) * 32 + ((o >> 1) & 1) * 16 + (i & 15)];
-    return (o & 1) ? b >> 4 : b & 15u;
-}
-
-/* The 5-bit code of row o at column i of the 5-bit layout above (k16 columns). */
-static inline uint32_t nibble_code5(const uint8_t *filter, int32_t k16, int32_t o, int32_t i)
-{
-    const int32_t chunks = k16 >> 4;
-    const int32_t c = i >> 4;
-    const uint8_t *pair = filter + (o >> 2) * (32 * chunks + 16 * ((chunks + 1) >> 1)) + 80 * (c >> 1);
-    const int32_t in_pair = (c | 1) < chunks ? 2 : 1; /* chunks in this pair */
-    const uint32_t lo = (pair[32 * (c & 1) + 16 * ((o >> 1) & 1) + (i & 15)] >> (4 * (o & 1))) & 15u;
-    return lo | (((uint32_t)pair[32 * in_pair + (i & 15)] >> (4 * (c & 1) + (o & 3)) & 1u) << 4);
-}
-
 static int32_t nibble_args_bad(const tinyaot_fc_params *fc_params, int32_t per_channel, const tinyaot_dims *input_dims,
                                const tinyaot_dims *filter_dims, const tinyaot_dims *output_dims, const int32_t *bias,
                                const void *filter)
@@ -229,6 +211,25 @@ static void nibble_row_cl5(const int8_t *x, int32_t k, const uint8_t *w, int32_t
 }
 
 #else /* portable C: the same integers */
+
+/* (only the portable path reads codes one by one; the Helium loops above take whole chunks) */
+/* The weight of row o (0 <= o < rows padded to four) at column i of the layout above: its nibble as a code. */
+static inline uint32_t nibble_code(const uint8_t *filter, int32_t k16, int32_t o, int32_t i)
+{
+    const uint32_t b = filter[(o >> 2) * 2 * k16 + (i >> 4) * 32 + ((o >> 1) & 1) * 16 + (i & 15)];
+    return (o & 1) ? b >> 4 : b & 15u;
+}
+
+/* The 5-bit code of row o at column i of the 5-bit layout above (k16 columns). */
+static inline uint32_t nibble_code5(const uint8_t *filter, int32_t k16, int32_t o, int32_t i)
+{
+    const int32_t chunks = k16 >> 4;
+    const int32_t c = i >> 4;
+    const uint8_t *pair = filter + (o >> 2) * (32 * chunks + 16 * ((chunks + 1) >> 1)) + 80 * (c >> 1);
+    const int32_t in_pair = (c | 1) < chunks ? 2 : 1; /* chunks in this pair */
+    const uint32_t lo = (pair[32 * (c & 1) + 16 * ((o >> 1) & 1) + (i & 15)] >> (4 * (o & 1))) & 15u;
+    return lo | (((uint32_t)pair[32 * in_pair + (i & 15)] >> (4 * (c & 1) + (o & 3)) & 1u) << 4);
+}
 
 static void nibble_row(const int8_t *x, int32_t k, const uint8_t *filter, int32_t n_out, const int8_t *cb,
                        int32_t k_cb, int32_t group_size, int32_t bits, const tinyaot_mve_requant *q, int8_t *out)
