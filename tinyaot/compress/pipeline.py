@@ -34,6 +34,7 @@ import copy
 import numpy as np
 
 from tinyaot.compress.bounds import INT32_MAX, channel_bounds, check_graph
+from tinyaot.compress.channel_budget import allocate_channels
 from tinyaot.compress.distill import Target, distill
 from tinyaot.compress.cluster import InputHessian, allocate, cluster_layer, error_feedback_assign, output_energy
 from tinyaot.compress.encode import index_bits
@@ -48,7 +49,7 @@ from tinyaot.compress.reconstruct import (UNSTRUCTURED, Pattern, augmented_momen
                                           gptq_round, greedy_prune, magnitude_keep, masked_solve, objective,
                                           obs_channels, refit_target)
 from tinyaot.core.quant import weight_qmax
-from tinyaot.compress.refit import refit_consumers, run_node, snapshot
+from tinyaot.compress.refit import refit_consumers, refittable_after, run_node, snapshot
 from tinyaot.compress.storage import WeightStorage, rows
 from tinyaot.ir import Graph
 from tinyaot.ops.registry import FloatUnsupported, get_op, traits_of
@@ -78,9 +79,12 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph
         consumers = set()
         choose = _channel_chooser(graph, channels, samples) if samples is not None and \
             options.prune_method != "magnitude" else None
+        if choose is not None:
+            channels = _channel_fractions(graph, channels, samples, info)
         info["channels_removed"] = prune_channels(graph, channels, info["kept_channels"], consumers, choose)
         if before is not None and consumers:
-            info["refit"] = refit_consumers(before, graph, samples, consumers, info["kept_channels"])
+            info["refit"] = refit_consumers(before, graph, samples, refittable_after(graph, consumers),
+                                            info["kept_channels"])
     if distilling:
         info["distill"] = _distill(graph, teacher, samples, settings, info)
         info["distilled"] = "skipped" not in info["distill"]
@@ -147,6 +151,29 @@ def distilled_reference(graph: Graph) -> Graph:
     for n in ref.nodes:
         n.attrs.pop("weight_bits", None)
     return ref
+
+
+def _channel_fractions(graph: Graph, channels: dict[str, float], samples, info: dict) -> dict[str, float]:
+    """The fraction each layer's channel group loses: when every eligible group is asked the same fraction (the
+    plain --prune-channels F), spread by measured sensitivity within the MACs uniform removal leaves
+    (compress/channel_budget.py; info["channel_allocation"] says what was measured and chosen); else as asked."""
+    heads, asked, seen = [], set(), set()
+    for node in layer_nodes(graph):
+        if channels.get(node.name, 0.0) <= 0 or node.name in seen:
+            continue
+        group = channel_group(graph, node)
+        if group is None:
+            continue
+        seen.update(p.name for p in group.producers)
+        f = min(channels.get(p.name, 0.0) for p in group.producers)
+        if f > 0:
+            heads.append(node.name)
+            asked.add(f)
+    if len(asked) != 1:
+        return channels
+    got = allocate_channels(graph, heads, asked.pop(), samples, lambda s: _channel_chooser(graph, channels, s))
+    info["channel_allocation"] = got
+    return got.get("fractions", channels)
 
 
 def _channel_chooser(graph: Graph, fraction: dict[str, float], samples: np.ndarray):
@@ -825,6 +852,10 @@ def compression_report(graph: Graph) -> dict:
         # the least-squares refit after channel pruning: relative output error left per refitted layer, or why
         # it was skipped (compress/refit.py); None when no channels were removed or there was no calibration
         "refit": info.get("refit"),
+        # how --prune-channels was spread over the channel groups by measured sensitivity (compress/
+        # channel_budget.py): fractions per layer, MACs (dense, uniform budget, allocated), summed held-out logits
+        # NSRs (uniform, allocated); or why not; None when not asked or without calibration data
+        "channel_allocation": info.get("channel_allocation"),
         "unmatched_patterns": list(info["unmatched_patterns"]),
         "options": opts.to_json(),
     })

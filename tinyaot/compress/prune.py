@@ -35,8 +35,9 @@ each output channel's weights, each producer's norms divided by their mean (fold
 arbitrarily; for a single producer this is plain L1 order). A removed channel would, with its weights zeroed,
 output the constant act(bias) at each producer; that constant (carried through the Adds, depthwise and pooling
 ops of the group) is folded into each consumer's bias, which is exact wherever the consumer's window does not
-reach its zero padding. With calibration data, compress/refit.py then refits the consumers by least squares
-(prune_step). Calibration ranges stay those of the unpruned float model (onnxruntime runs the original ONNX file).
+reach its zero padding. With calibration data, compress/channel_budget.py decides how many channels each group
+loses (the fraction asked is then a MACs budget) and compress/refit.py refits the consumers and every later layer
+by least squares (prune_step). Calibration ranges stay those of the unpruned float model (onnxruntime runs the original ONNX file).
 """
 from __future__ import annotations
 

@@ -153,6 +153,13 @@ class _Pool(OpSpec):
                                f"computes {list(shape[1:3])}. Reduce the end pads")
         return [shape]
 
+    def position_mean(self, node, graph):
+        if node.op == "MaxPool" or node.attrs.get("activation") or graph.layout != "NHWC":
+            return False
+        _, h, w, _ = graph.tensors[node.inputs[0]].shape
+        k, _, pads = self._geometry(node, graph)
+        return tuple(k) == (h, w) and not any(pads)  # one window over the whole input
+
     def _counts_pad(self, node, graph) -> bool:
         """count_include_pad=1 changes the divisor only where there is padding."""
         return node.op == "AveragePool" and bool(int(node.attrs.get("count_include_pad", 0))) and any(

@@ -361,6 +361,12 @@ class OpSpec:
             return [node.inputs[0], node.outputs[0]]
         return None
 
+    def position_mean(self, node: "Node", graph: "Graph") -> bool:
+        """Its float output is the plain mean of its NHWC input over all spatial positions (a global average pool
+        with no clamp), so an affine layer after it outputs the mean of its outputs at each position
+        (compress/refit.py fits such a layer on the positions)."""
+        return False
+
     def removed_channel_value(self, node: "Node", graph: "Graph", values: list, gone: np.ndarray) -> np.ndarray:
         """What the removed channels `gone` hold at this tie's output, given what they hold at its inputs
         (`values[k]`, None for an input outside the group). By default the value passes through."""
