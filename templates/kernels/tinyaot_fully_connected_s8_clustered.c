@@ -193,25 +193,18 @@ static TINYAOT_NOINLINE CL_NO_PRESCHED void cl_dot2_books5(const int8_t *cb0, co
     *a1 = acc1;
 }
 
-/* tinyaot_fc_dot2_fn: rows `row`, `row + 1`, each with its group's codebook (4-bit indices). */
-static void cl_rows2(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off, int32_t *a0,
-                     int32_t *a1)
-{
-    const tinyaot_clustered_weights *w = (const tinyaot_clustered_weights *)weights;
-    const uint8_t *p0 = w->packed + row * w->row_bytes;
-    cl_dot2_books(w->codebooks + (row / w->group_size) * w->k, w->codebooks + ((row + 1) / w->group_size) * w->k,
-                  p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
-}
-
-/* The same for 5-bit indices. */
-static void cl_rows2_5(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off, int32_t *a0,
-                       int32_t *a1)
-{
-    const tinyaot_clustered_weights *w = (const tinyaot_clustered_weights *)weights;
-    const uint8_t *p0 = w->packed + row * w->row_bytes;
-    cl_dot2_books5(w->codebooks + (row / w->group_size) * w->k, w->codebooks + ((row + 1) / w->group_size) * w->k,
-                   p0, p0 + w->row_bytes, depth, x, x_off, a0, a1);
-}
+/* tinyaot_fc_dot2_fn `name`: rows `row`, `row + 1`, each with its group's codebook, through `dot2`. */
+#define CL_ROWS2(name, dot2)                                                                                          \
+    static void name(const void *weights, int32_t row, int32_t depth, const int8_t *x, int32_t x_off, int32_t *a0, \
+                     int32_t *a1)                                                                                     \
+    {                                                                                                                 \
+        const tinyaot_clustered_weights *w = (const tinyaot_clustered_weights *)weights;                              \
+        const uint8_t *p0 = w->packed + row * w->row_bytes;                                                           \
+        dot2(w->codebooks + (row / w->group_size) * w->k, w->codebooks + ((row + 1) / w->group_size) * w->k, p0,      \
+             p0 + w->row_bytes, depth, x, x_off, a0, a1);                                                             \
+    }
+CL_ROWS2(cl_rows2, cl_dot2_books)     /* 4-bit indices */
+CL_ROWS2(cl_rows2_5, cl_dot2_books5)  /* 5-bit indices */
 #endif
 
 /* On DSP cores rows run in pairs for 4-bit indices (cl_dot2_books). */

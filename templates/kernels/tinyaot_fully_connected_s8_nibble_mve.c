@@ -72,6 +72,9 @@ static TINYAOT_ALWAYS_INLINE void nibble_store(int32_t r0, int32_t r1, int32_t r
     tinyaot_mve_store4(tinyaot_mve_lanes(r0, r1, r2, r3), e, &b, p4, out + o);
 }
 
+/* The codebook of row o + i > o of a clustered block (a padded row past the last, n_out - 1, reads the last row's). */
+#define NIBBLE_BOOK(o, i) (cb + k_cb * (((o) + (i) < last ? (o) + (i) : last) / group_size))
+
 /* One row of input x (k values) against every block of int4 weights (the blocks follow each other in flash). */
 static void nibble_row_s4(const int8_t *x, int32_t k, const uint8_t *w, int32_t n_out, const int8_t *cb,
                           int32_t k_cb, int32_t group_size, const tinyaot_mve_requant *q, int8_t *out)
@@ -129,11 +132,8 @@ static void nibble_row_cl(const int8_t *x, int32_t k, const uint8_t *w, int32_t 
     const int32_t last = n_out - 1;
     int32_t o;
     for (o = 0; o < n_out; o += 4) {
-        /* the four rows' codebooks (a padded row past the last reads the last row's) */
-        const int8_t *c0 = cb + k_cb * (o / group_size);
-        const int8_t *c1 = cb + k_cb * ((o + 1 < last ? o + 1 : last) / group_size);
-        const int8_t *c2 = cb + k_cb * ((o + 2 < last ? o + 2 : last) / group_size);
-        const int8_t *c3 = cb + k_cb * ((o + 3 < last ? o + 3 : last) / group_size);
+        const int8_t *c0 = cb + k_cb * (o / group_size), *c1 = NIBBLE_BOOK(o, 1), *c2 = NIBBLE_BOOK(o, 2),
+                     *c3 = NIBBLE_BOOK(o, 3);
         const int8_t *xs = x;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         int32_t n;
@@ -177,10 +177,8 @@ static void nibble_row_cl5(const int8_t *x, int32_t k, const uint8_t *w, int32_t
     const int32_t last = n_out - 1;
     int32_t o;
     for (o = 0; o < n_out; o += 4) {
-        const int8_t *c0 = cb + k_cb * (o / group_size);
-        const int8_t *c1 = cb + k_cb * ((o + 1 < last ? o + 1 : last) / group_size);
-        const int8_t *c2 = cb + k_cb * ((o + 2 < last ? o + 2 : last) / group_size);
-        const int8_t *c3 = cb + k_cb * ((o + 3 < last ? o + 3 : last) / group_size);
+        const int8_t *c0 = cb + k_cb * (o / group_size), *c1 = NIBBLE_BOOK(o, 1), *c2 = NIBBLE_BOOK(o, 2),
+                     *c3 = NIBBLE_BOOK(o, 3);
         const int8_t *xs = x;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         int32_t n;
