@@ -42,9 +42,11 @@ HEADERS = ["tinyaot_mve_gemm_s8.c", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "t
 # A fully connected row runs the one-column block (4x1), about 0.2 per MAC.
 PER_MAC = 0.15
 PER_MAC_FC = 0.2
-# the nibble kernels (tinyaot_fully_connected_s8_nibble_mve.c) per MAC: int4 as many instructions per chunk as the
-# dense one; clustered codes two byte gathers and the index masks more per 32 weights
-PER_MAC_NIBBLE = {"int4": 0.2, "clustered": 0.3, "clustered5": 0.45}
+# the nibble kernels (tinyaot_fully_connected_s8_nibble_mve.c) per MAC, fitted like PER_MAC_FC (with PER_OUT per
+# output) to ad_fc_autoencoder on mps3-an547 (int8 77,709 instructions = 0.23 a MAC; int4 78,689, clusters16
+# 114,263, clusters32 178,863): int4 as many instructions per chunk as the dense kernel, 4-bit codes a mask and a
+# gather more per 16 weights, 5-bit codes the fifth bit's shift, insert and mask more again
+PER_MAC_NIBBLE = {"int4": 0.24, "clustered": 0.37, "clustered5": 0.62}
 # their accumulators' bound (see the kernel's header): depth at most this
 NIBBLE_MAX_DEPTH = 65536
 PER_OUT = 9.0
