@@ -43,8 +43,8 @@ from tinyaot.compress.encode import (assign_storage, encode_clustered, encode_in
                                      sparse_rle_nbytes)
 from tinyaot.compress.hessian import MAX_SAMPLES, SampleRunner, cross_moments, layer_hessian, layer_statistics
 from tinyaot.compress.options import CompressionOptions, LayerSettings
-from tinyaot.compress.prune import (channel_group, group_scores, layer_kind, layer_nodes, magnitude_prune,
-                                    prune_channels)
+from tinyaot.compress.prune import (asked_groups, channel_group, group_scores, layer_kind, layer_nodes,
+                                    magnitude_prune, prune_channels)
 from tinyaot.compress.reconstruct import (UNSTRUCTURED, Pattern, augmented_moments, clip_search, damped,
                                           gptq_round, greedy_prune, magnitude_keep, masked_solve, objective,
                                           obs_channels, refit_target)
@@ -157,18 +157,10 @@ def _channel_fractions(graph: Graph, channels: dict[str, float], samples, info: 
     """The fraction each layer's channel group loses: when every eligible group is asked the same fraction (the
     plain --prune-channels F), spread by measured sensitivity within the MACs uniform removal leaves
     (compress/channel_budget.py; info["channel_allocation"] says what was measured and chosen); else as asked."""
-    heads, asked, seen = [], set(), set()
-    for node in layer_nodes(graph):
-        if channels.get(node.name, 0.0) <= 0 or node.name in seen:
-            continue
-        group = channel_group(graph, node)
-        if group is None:
-            continue
-        seen.update(p.name for p in group.producers)
-        f = min(channels.get(p.name, 0.0) for p in group.producers)
-        if f > 0:
-            heads.append(node.name)
-            asked.add(f)
+    heads, asked = [], set()
+    for node, _, f in asked_groups(graph, channels):
+        heads.append(node.name)
+        asked.add(f)
     if len(asked) != 1:
         return channels
     got = allocate_channels(graph, heads, asked.pop(), samples, lambda s: _channel_chooser(graph, channels, s))

@@ -37,7 +37,8 @@ output the constant act(bias) at each producer; that constant (carried through t
 ops of the group) is folded into each consumer's bias, which is exact wherever the consumer's window does not
 reach its zero padding. With calibration data, compress/channel_budget.py decides how many channels each group
 loses (the fraction asked is then a MACs budget) and compress/refit.py refits the consumers and every later layer
-by least squares (prune_step). Calibration ranges stay those of the unpruned float model (onnxruntime runs the original ONNX file).
+by least squares (prune_step). Calibration ranges stay those of the unpruned float model (onnxruntime runs the
+original ONNX file).
 """
 from __future__ import annotations
 
@@ -324,6 +325,23 @@ def prune_group(graph: Graph, group: ChannelGroup, fraction: float, choose=None)
     return gone
 
 
+def asked_groups(graph: Graph, fraction: dict[str, float]):
+    """Yields (first producer, group, fraction) for each channel group whose producers are all named in `fraction`
+    (node name -> fraction > 0), the group taking the smallest fraction among them, in schedule order; found one at
+    a time, so a caller may prune each group before the next is looked up."""
+    done: set[str] = set()
+    for node in list(graph.nodes):
+        if fraction.get(node.name, 0.0) <= 0 or node.op not in LAYER_OPS or node.name in done:
+            continue
+        group = channel_group(graph, node)
+        if group is None:
+            continue
+        done.update(p.name for p in group.producers)
+        f = min(fraction.get(p.name, 0.0) for p in group.producers)
+        if f > 0:
+            yield node, group, f
+
+
 def prune_channels(graph: Graph, fraction: dict[str, float], kept: dict[str, np.ndarray] | None = None,
                    consumers: set[str] | None = None, choose=None) -> dict[str, int]:
     """Structured pruning of the channel groups whose producers are all named in `fraction` (node name ->
@@ -338,17 +356,7 @@ def prune_channels(graph: Graph, fraction: dict[str, float], kept: dict[str, np.
     for node in layer_nodes(graph):
         if fraction.get(node.name, 0.0) > 0:
             _check_float(graph, node, "--prune-channels")
-    done: set[str] = set()
-    for node in list(graph.nodes):
-        if fraction.get(node.name, 0.0) <= 0 or node.op not in LAYER_OPS or node.name in done:
-            continue
-        group = channel_group(graph, node)
-        if group is None:
-            continue
-        done.update(p.name for p in group.producers)
-        f = min(fraction.get(p.name, 0.0) for p in group.producers)
-        if f <= 0:
-            continue
+    for _, group, f in asked_groups(graph, fraction):
         gone = prune_group(graph, group, f, choose)
         if len(gone):
             removed.update({p.name: int(len(gone)) for p in group.producers})
@@ -365,4 +373,5 @@ def eligible_producers(graph: Graph) -> list[str]:
 
 
 __all__ = ["LAYER_OPS", "layer_nodes", "layer_kind", "matches", "lamp_scores", "prune_smallest", "magnitude_prune",
-           "ChannelGroup", "channel_group", "group_scores", "prune_group", "prune_channels", "eligible_producers"]
+           "ChannelGroup", "channel_group", "group_scores", "prune_group", "asked_groups", "prune_channels",
+           "eligible_producers"]
