@@ -408,17 +408,16 @@ def test_channel_pruned_model_deploys_bit_exact(tmp_path, pool, residual):
 
 
 def test_ic_resnet8_channel_pruning_cuts_macs_and_instructions(tmp_path, cal_dir):
-    """Issue 4: --prune-channels 0.25 on ic_resnet8 must execute >= 20 % fewer instructions. Six channel groups:
+    """Issue 4: --prune-channels 0.25 on ic_resnet8 must execute >= 20 % fewer instructions. Every conv is pruned:
     the first conv of each residual block alone, the others in the three groups the Adds tie (block output conv,
-    1x1 shortcut conv and the conv before them); the channels removed are spread over them by measured
-    sensitivity within the MACs a quarter of each would leave (compress/channel_budget.py). Measured (uniform
-    removal): 43.1 % fewer MACs, 36.8 % fewer instructions."""
+    1x1 shortcut conv and the conv before them). Measured: 43.1 % fewer MACs, 36.8 % fewer instructions. By
+    magnitude, so uniformly (the removal spread by measured sensitivity keeps the same MACs: the accuracy test
+    below; measuring it costs this test ~20 s)."""
     cal = few_calibration_samples(cal_dir, "ic_resnet8")  # counts and costs, not accuracy: 16 samples do
     pruned = deploy(MODELS / "ic_resnet8.onnx", "stm32", cal, tmp_path / "pruned",
-                    compression=dict(prune_channels=0.25)).report
-    alloc = pruned["compression"]["channel_allocation"]
-    assert len(alloc["measured"]) == 6 and alloc["macs"][2] <= alloc["macs"][1] <= 0.57 * alloc["macs"][0]
-    assert pruned["compression"]["channels_removed"]
+                    compression=dict(prune_channels=0.25, prune_method="magnitude")).report
+    removed = pruned["compression"]["channels_removed"]
+    assert len(removed) == 9 and sorted(removed.values()) == [4] * 3 + [8] * 3 + [16] * 3
     plain = pruned["compression"]["uncompressed"]  # the same model built and run without compression
     assert pruned["verify"]["outputs_match"] and pruned["verify"]["max_abs_diff_vs_reference"] == 0
     assert pruned["macs"] <= 0.6 * plain["macs"]
@@ -435,6 +434,8 @@ def test_ic_resnet8_channel_pruning_accuracy_after_refit(cal_dir):
     r = evaluate(MODELS / "ic_resnet8.onnx", cal, write_evaluation("ic_resnet8", cal_dir),
                  compression=dict(prune_channels=0.25), compare_onnxruntime=False)
     assert r["int8_top1"] >= 0.7, r["int8_top1"]
+    alloc = r["compression"]["channel_allocation"]  # six groups measured; the MACs of a quarter of each, or fewer
+    assert len(alloc["measured"]) == 6 and alloc["macs"][2] <= alloc["macs"][1] <= 0.57 * alloc["macs"][0]
 
 
 def test_block_pruning_keeps_the_allocation_with_less_measured_noise(tmp_path):

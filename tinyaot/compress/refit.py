@@ -96,13 +96,16 @@ def ridge_fit(graph: Graph, node: Node, x: np.ndarray, target: np.ndarray) -> tu
     return sol[:k].T.reshape(w.shape), sol[k]
 
 
-def _refit_layer(graph: Graph, node: Node, x: np.ndarray, target: np.ndarray) -> float:
-    """Refit one layer in place; returns the relative output error left (|fit - target| / |target|)."""
+def _refit_layer(graph: Graph, node: Node, x: np.ndarray, target: np.ndarray, report: bool = True) -> float | None:
+    """Refit one layer in place; returns the relative output error left (|fit - target| / |target|), or None
+    without `report` (it costs one more pass of the layer over the samples)."""
     w, b = ridge_fit(graph, node, x, target)
     node.inputs[1] = graph.add_const(node.name + "_refit_weights", w.astype(np.float32))
     if len(node.inputs) < 3:
         node.inputs.append("")
     node.inputs[2] = graph.add_const(node.name + "_refit_bias", b.astype(np.float32))
+    if not report:
+        return None
     err = pre_activation(graph, node, x) - target
     return float(np.sqrt(np.sum(err ** 2) / max(np.sum(target ** 2), np.finfo(np.float64).tiny)))
 
@@ -179,7 +182,8 @@ def refit_consumers(before: Graph, after: Graph, samples, layers: set[str],
     (dense_values), when many prunings of one model are fitted: they are read, not recomputed, the pruned graph
     takes them up to its first pruned or refitted layer, and the dense layers' outputs the fits aim at are kept in
     it too (under (name, "pre")).
-    Returns {"layers": name -> relative output error after the fit} or {"skipped": reason}."""
+    Returns {"layers": name -> relative output error after the fit (None with `dense`: not measured)} or
+    {"skipped": reason}."""
     x = _inputs(before, samples)
     old, new = (dict(x) if dense is None else dense), dict(x)  # the pruned graph keeps the input names
     last = max((k for k, n in enumerate(after.nodes) if n.name in layers), default=-1)
@@ -212,7 +216,8 @@ def refit_consumers(before: Graph, after: Graph, samples, layers: set[str],
                         old[key] = target
                 if a_node.name in kept:
                     target = target[..., kept[a_node.name]]
-                errors[a_node.name] = _refit_layer(after, a_node, _fit_inputs(after, a_node, new, a_src), target)
+                errors[a_node.name] = _refit_layer(after, a_node, _fit_inputs(after, a_node, new, a_src), target,
+                                                   report=dense is None)
             if dense is None:
                 run_node(before, b_node, old)
             run_node(after, a_node, new)
