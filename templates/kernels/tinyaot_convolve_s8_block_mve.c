@@ -12,84 +12,16 @@
  * a time. A pair's windows are read before its outputs are written, so the output may overlap the input as for
  * the dense kernels.
  */
-#include "tinyaot_nn_mve.h"
-#include "tinyaot_window.h"
-#include "tinyaot_mve_block.h"
-#include "tinyaot_mve_im2col.h"
-
-static int block_in_place(const tinyaot_conv_params *p, const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
-{
-    return filter_dims->h == 1 && filter_dims->w == 1 && p->padding.h == 0 && p->padding.w == 0 &&
-           input_dims->c % 4 == 0;
-}
+#include "tinyaot_mve_block_conv.h"
 
 int32_t tinyaot_convolve_s8_block_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
 {
-    /* the in-place case also needs no padding, which is not known here: asked for by the compiler only then */
     (void)input_dims;
-    return 2 * ((filter_dims->h * filter_dims->w * filter_dims->c + 3) & ~3);
+    return tinyaot_mve_block_conv_buffer_size(filter_dims);
 }
 
 tinyaot_status tinyaot_convolve_s8_block_mve(TINYAOT_CONV_ARGS(tinyaot_block_weights))
 {
-    const int32_t out_c = filter_dims->n;
-    const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
-    const int32_t k4 = (k + 3) & ~3;
-    const int in_place = block_in_place(conv_params, input_dims, filter_dims);
-    conv_geom g;
-    pixel_pos pa;
-    tinyaot_mve_block_job job;
-    int8_t *col = NULL;
-    int32_t n_pix, p;
-    (void)bias_dims;
-    if (filter_dims->c != input_dims->c || output_dims->c != out_c || conv_params->stride.h <= 0 ||
-        conv_params->stride.w <= 0 || conv_params->dilation.h <= 0 || conv_params->dilation.w <= 0 || bias == NULL ||
-        filter == NULL || (in_place && ((uintptr_t)input & 3u) != 0)) {
-        return TINYAOT_ARG_ERROR;
-    }
-    if (!in_place) {
-        if (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || ctx->size < 2 * k4) {
-            return TINYAOT_ARG_ERROR;
-        }
-        col = (int8_t *)ctx->buf;
-        for (p = k; p < k4; p++) { /* positions past K multiply zero weights: any value, but a defined one */
-            col[p] = 0;
-            col[k4 + p] = 0;
-        }
-    }
-    TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
-    g.out_h = output_dims->h;
-    g.out_w = output_dims->w;
-    g.zp = (int8_t)(-conv_params->input_offset);
-    (void)quant_params; /* per-row requantization words in bias (tinyaot_mve_block.h) */
-    tinyaot_mve_block_job_of(&job, filter->values, bias, out_c, conv_params->output_offset,
-                             conv_params->activation.min, conv_params->activation.max);
-    n_pix = input_dims->n * g.out_h * g.out_w;
-    pa.b = pa.oy = pa.ox = 0;
-    for (p = 0; p < n_pix; p += 2) {
-        const int two = (p + 1 < n_pix);
-        pixel_pos pb = pa;
-        const int8_t *xa, *xb;
-        int8_t *out_a = output + p * out_c;
-        next_pixel(&pb, &g);
-        if (in_place) {
-            xa = input + ((pa.b * g.in_h + pa.oy * g.stride_h) * g.in_w + pa.ox * g.stride_w) * g.in_c;
-            xb = input + ((pb.b * g.in_h + pb.oy * g.stride_h) * g.in_w + pb.ox * g.stride_w) * g.in_c;
-        } else {
-            col_fill(col, &g, input, &pa);
-            if (two) {
-                col_fill(col + k4, &g, input, &pb);
-            }
-            xa = col;
-            xb = col + k4;
-        }
-        if (two) {
-            tinyaot_mve_block_two(xa, xb, out_a, &job);
-        } else {
-            tinyaot_mve_block_one(xa, out_a, &job);
-        }
-        pa = pb;
-        next_pixel(&pa, &g);
-    }
-    return TINYAOT_OK;
+    return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias_dims,
+                                  bias, output_dims, output, tinyaot_mve_block_two, tinyaot_mve_block_one);
 }

@@ -255,9 +255,9 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
         kernel = "tinyaot_convolve_s8_block2x1_mve"
         consts = [ConstArray("int8_t", f"{name}_stream", mve_block2x1_stream(st)),
                   ConstStruct("tinyaot_block_weights", name, [f"{name}_stream", 0, 0, 0])]
-        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block2x1.h", "tinyaot_mve_block.h",
-                                         "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h",
-                                         "tinyaot_mve_im2col.h"],
+        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block2x1.h", "tinyaot_mve_block_conv.h",
+                                         "tinyaot_mve_block.h", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h",
+                                         "tinyaot_mve_support.h", "tinyaot_mve_im2col.h"],
                                 consts, f"&{name}", (params, np.zeros(0, np.int32), np.zeros(0, np.int32)))
     elif st.kind == "sparse_block" and block_shape(st) == (2, 1):
         bias, mult, shift, table = block_requant(layer["bias"], tensor.data.reshape(tensor.shape[0], -1),
@@ -280,8 +280,9 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
             consts = [ConstArray("int8_t", f"{name}_stream", stream),
                       ConstStruct("tinyaot_block_weights", name, [f"{name}_stream", 0, 0, 0])]
             kernel += "_mve"
-            return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block.h", "tinyaot_nn_mve.h",
-                                             "tinyaot_mve_gemm.h", "tinyaot_mve_support.h", "tinyaot_mve_im2col.h"],
+            return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block.h", "tinyaot_mve_block_conv.h",
+                                             "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h", "tinyaot_mve_support.h",
+                                             "tinyaot_mve_im2col.h"],
                                     consts, f"&{name}", (params, np.zeros(0, np.int32), np.zeros(0, np.int32)))
         bias, mult, shift, table = block_requant(layer["bias"], tensor.data.reshape(tensor.shape[0], -1),
                                                  layer["input_offset"], layer["mult"], layer["shift"],
