@@ -36,6 +36,29 @@ int32_t tinyaot_convolve_s8_fold_decoded_get_buffer_size(const tinyaot_dims *inp
     return ((filter_dims->n * k + 3) & ~3) + tinyaot_convolve_s8_fold_get_buffer_size(input_dims, filter_dims);
 }
 
+/* Where the raster walk over output pixels wraps, so that the next pixel is found without a division (the walk
+   runs once per tile: fold_locate's two divisions per pixel were a third of a tile pass's bookkeeping). */
+typedef struct {
+    int32_t last_x, last_y; /* base_x / base_y of the last output column / row */
+    int32_t max_x, max_y;   /* the largest base_x / base_y whose window lies inside the input */
+    int32_t batch;          /* input bytes per batch image */
+} fold_walk;
+
+/* px := the next output pixel in raster order (within a batch image, then the next image). */
+static TINYAOT_ALWAYS_INLINE void fold_next(const fold_geom *g, const fold_walk *wk, fold_pixel *px)
+{
+    px->base_x += g->stride_w;
+    if (px->base_x > wk->last_x) {
+        px->base_x = -g->pad_l;
+        px->base_y += g->stride_h;
+        if (px->base_y > wk->last_y) {
+            px->base_y = -g->pad_t;
+            px->in_b += wk->batch;
+        }
+    }
+    px->inside = (px->base_y >= 0 && px->base_y <= wk->max_y && px->base_x >= 0 && px->base_x <= wk->max_x);
+}
+
 /* Channels o0 .. o1-1 (o0 a multiple of 4; their weights w in the fold layout: whole blocks of four, then the last
    channels each in order) over every output pixel pair, windows read in place. */
 static void fold_tile_pixels(const fold_geom *g, const int8_t *input, const int8_t *w, const fold_out *q, int32_t o0,
@@ -46,17 +69,30 @@ static void fold_tile_pixels(const fold_geom *g, const int8_t *input, const int8
     const int32_t row_n4 = (g->k_w * g->in_c) >> 2;
     const int32_t row_step = g->dil_h * g->in_w * g->in_c;
     const int rows_run = (g->dil_w == 1);
+    fold_walk wk;
+    fold_pixel pa, pb;
     int32_t p;
+    wk.last_x = (out_w - 1) * g->stride_w - g->pad_l;
+    wk.last_y = (out_h - 1) * g->stride_h - g->pad_t;
+    wk.max_x = g->in_w - 1 - (g->k_w - 1) * g->dil_w;
+    wk.max_y = g->in_h - 1 - (g->k_h - 1) * g->dil_h;
+    wk.batch = g->in_h * g->in_w * g->in_c;
+    fold_locate(g, input, out_h, out_w, 0, &pb);
     for (p = 0; p < n_pix; p += 2) {
         /* a lone last pixel is computed twice (slot b holds it again and writes the same results over slot a's) */
         const int two_pix = (p + 1 < n_pix);
-        fold_pixel pa, pb;
         int8_t *out_a = output + p * out_c;
         int8_t *out_b = two_pix ? out_a + out_c : out_a;
         const int8_t *wb = w;
         int32_t o, c, ky;
-        fold_locate(g, input, out_h, out_w, p, &pa);
-        fold_locate(g, input, out_h, out_w, two_pix ? p + 1 : p, &pb);
+        pa = pb; /* pixel p: the pixel after the last pair's b (p = 0: located above) */
+        if (p > 0) {
+            fold_next(g, &wk, &pa);
+        }
+        pb = pa;
+        if (two_pix) {
+            fold_next(g, &wk, &pb);
+        }
         if (!(rows_run && pa.inside && pb.inside)) {
             fold_pair_clipped(g, &pa, &pb, zrow, w, q, o0, o1, out_a, out_b);
             continue;

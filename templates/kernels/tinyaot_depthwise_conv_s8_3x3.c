@@ -94,24 +94,38 @@ static TINYAOT_ALWAYS_INLINE int8_t dw3_out(int32_t acc, const int32_t *q, int32
    forms; the radd slot holds the shift). */
 #define DW3_MODE_LEFT 0x40
 #define DW3_MODE_GENERAL 0x7F
+
+/* TFLite's requantization in general (a slow group's DW3_MODE_GENERAL channel: the radd slot holds the shift). */
+static TINYAOT_NOINLINE int8_t dw3_out_general(int32_t acc, const int32_t *q, int32_t j, const dw3_layer *L)
+{
+    return tinyaot_requantize_s8(acc, q[4 + j], q[8 + j], L->out_off, L->act_min, L->act_max);
+}
+
+/* Channel j of a slow group by its mode byte (see above). */
+static TINYAOT_ALWAYS_INLINE int8_t dw3_out_mode(int32_t acc, const int32_t *q, int32_t j, int32_t mode,
+                                                 const dw3_layer *L)
+{
+    if (mode < DW3_MODE_LEFT) {
+        return dw3_out(acc, q, j, mode, 0, L->act_min, L->act_max);
+    }
+    if (mode != DW3_MODE_GENERAL) {
+        /* SRDHM(acc * 2^s, m) + offset: 2 * acc * 2^s fits int32 (checked by the compiler) */
+        const int32_t acc2 = (int32_t)((uint32_t)acc << (mode - DW3_MODE_LEFT + 1));
+        return (int8_t)tinyaot_clamp_i32(tinyaot_dw3_mmlar(acc2, q[4 + j], q[8 + j]), L->act_min, L->act_max);
+    }
+    return dw3_out_general(acc, q, j, L);
+}
+
+/* The four channels of a slow group, written out (no accumulator array, no loop: int4 layers, whose larger weight
+   scales give many channels a left shift, run a third of their groups or more here). */
 static TINYAOT_NOINLINE void dw3_out_slow(int32_t a0, int32_t a1, int32_t a2, int32_t a3, const int32_t *q,
                                           int8_t *out, const dw3_layer *L)
 {
-    const int32_t acc[4] = {a0, a1, a2, a3};
-    const int32_t ew = q[12];
-    int32_t j;
-    for (j = 0; j < 4; j++) {
-        const int32_t mode = DW3_E(ew, j) & 0x7F;
-        if (mode == DW3_MODE_GENERAL) {
-            out[j] = tinyaot_requantize_s8(acc[j], q[4 + j], q[8 + j], L->out_off, L->act_min, L->act_max);
-        } else if (mode >= DW3_MODE_LEFT) {
-            /* SRDHM(acc * 2^s, m) + offset: 2 * acc * 2^s fits int32 (checked by the compiler) */
-            const int32_t acc2 = (int32_t)((uint32_t)acc[j] << (mode - DW3_MODE_LEFT + 1));
-            out[j] = (int8_t)tinyaot_clamp_i32(tinyaot_dw3_mmlar(acc2, q[4 + j], q[8 + j]), L->act_min, L->act_max);
-        } else {
-            out[j] = dw3_out(acc[j], q, j, mode, 0, L->act_min, L->act_max);
-        }
-    }
+    const uint32_t ew = (uint32_t)q[12];
+    out[0] = dw3_out_mode(a0, q, 0, (int32_t)(ew & 0x7Fu), L);
+    out[1] = dw3_out_mode(a1, q, 1, (int32_t)((ew >> 8) & 0x7Fu), L);
+    out[2] = dw3_out_mode(a2, q, 2, (int32_t)((ew >> 16) & 0x7Fu), L);
+    out[3] = dw3_out_mode(a3, q, 3, (int32_t)((ew >> 24) & 0x7Fu), L);
 }
 
 /* One output, any kind (bias-only pixels and the channels past the last multiple of four). */

@@ -411,17 +411,20 @@ def test_decoded_layouts_give_the_dense_kernels_weights(layout_name, tmp_path):
     """tinyaot_decode (host C) turns the codes that decoded.layout_codes writes back into the dense kernel's weight
     layout (the positions it reads), whole and tile by tile, for int4 and for clustered weights with one codebook
     per group of 4 or 16 channels and per channel (group_size 1: the block layouts' runs of one channel, cycle 4),
-    at index widths 2..8."""
+    at index widths 2..8; starts and lengths off the word and block boundaries too (the word paths' heads and
+    tails)."""
     from tinyaot.ops import decoded
     from tinyaot.ops.depthwise3x3 import arrange_weights
     from tinyaot.ops.fully_connected import interleave_quads
     from tinyaot.ops.mve import block_filter
     src = tmp_path / "shim.c"
     src.write_text(DECODE_SHIM)
-    shim = ctypes.CDLL(str(compile_shared([src], [KERNELS_DIR], extra_flags=("-Wpedantic", "-Werror"))))
+    shim = ctypes.CDLL(str(compile_shared([src, KERNELS_DIR / "tinyaot_decode.c"], [KERNELS_DIR],
+                                          extra_flags=("-Wpedantic", "-Werror"))))
     rng = np.random.default_rng(23)
     for kind, group_size, k in (("int4", None, 16), ("clustered", 1, 16), ("clustered", 1, 32), ("clustered", 1, 3),
-                                ("clustered", 4, 16), ("clustered", 16, 256), ("clustered", 1, 200)):
+                                ("clustered", 4, 16), ("clustered", 4, 32), ("clustered", 16, 20),
+                                ("clustered", 16, 256), ("clustered", 1, 200)):
         dw = layout_name == "dw3x3"
         out_c, row = 16, 9 if dw else int(rng.choice([8, 36, 64]))
         shape = (1, 3, 3, out_c) if dw else (out_c, 1, 1, row)
@@ -447,10 +450,12 @@ def test_decoded_layouts_give_the_dense_kernels_weights(layout_name, tmp_path):
         free = block_filter(np.ones((out_c, row), np.int8)) == 0 if layout_name == "helium" else None
         codes = decoded.layout_codes(t, layout, region, div, mod, "w", free, cycle)
         used = np.ones(layout.size, bool) if free is None else ~free
-        packed, books = (np.ascontiguousarray(c.values) for c in codes.consts[:2])
-        f = DecodedWeights(VP(packed.ctypes.data), VP(books.ctypes.data), *codes.consts[2].fields[2:])
+        arrays = {c.name: np.ascontiguousarray(c.values) for c in codes.consts if hasattr(c, "values")}
+        fields = codes.consts[-1].fields  # the struct: its arrays by name (int4: no codebook, NULL)
+        f = DecodedWeights(*(VP(arrays[a].ctypes.data) if a in arrays else None for a in fields[:2]), *fields[2:])
         block = layout.size // (out_c // 4)
-        for first, n in ((0, layout.size), (block, 2 * block), (3 * block, block), (5, layout.size - 5)):
+        for first, n in ((0, layout.size), (block, 2 * block), (3 * block, block), (5, layout.size - 5),
+                         (block + 3, 37)):
             dst = np.full(n + 1, SENTINEL, np.int8)
             shim.shim_decode(ctypes.byref(f), first, n, VP(dst.ctypes.data))
             keep = used[first:first + n]

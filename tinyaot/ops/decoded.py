@@ -13,8 +13,8 @@ chunks of 16, the dw3x3 layout's taps): each run is then a region of its own, of
 (`block_layout`, cycle 4).
 
 Flash: the same codes (bits per weight) and codebooks as the storage, in another order, as one bit stream (no
-per-channel byte alignment, so at most as many bytes). int4 layers take the fixed codebook of their two's-complement
-nibbles (16 bytes, in params rather than weights: it is the same for every layer).
+per-channel byte alignment, so at most as many bytes). int4 layers take no codebook: their nibbles, biased by 8, in
+split words that decode without lookups (`int4_words`, at most 3 bytes more than the storage).
 """
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ import numpy as np
 from tinyaot.ops.registry import ConstArray, ConstStruct
 
 HEADER = "tinyaot_decode.h"
-FILES = [HEADER, "tinyaot_mve_support.h"]  # what a decoded kernel needs besides its own files
-INT4_CODEBOOK = np.array([0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1], np.int8)
+FILES = [HEADER, "tinyaot_decode.c", "tinyaot_mve_support.h"]  # what a decoded kernel needs besides its own files
 KINDS = ("int4", "clustered")
 # Cost model: instructions per decoded weight (tinyaot_decode_run: two codes per byte for 4 bits, a bit accumulator
 # otherwise), fitted under QEMU on mps2-an386
 PER_CODE = {4: 3.5, 8: 3.0}
 PER_CODE_MVE = {4: 0.25, 8: 0.2}  # Helium: 32 (16) codes per pass of gathers
 PER_CODE_OTHER = 7.0
+PER_CODE_INT4 = {False: 1.5, True: 0.2}  # int4's split words: eight weights in a few word operations
 PER_REGION = 22.0  # a region's codebook and bit position (tinyaot_decode), paid per run on cycled layouts
 # The decoded kernels decode a tile that fits STACK_TILE bytes into a local array (tinyaot_decode.h
 # TINYAOT_DECODE_STACK_TILE, the same number) rather than into arena scratch: the dense fast path's arena stays as it
@@ -81,7 +81,9 @@ def decode_cost(tensor, mve: bool = False, run: int | None = None) -> float:
     run of the cycled layout the kernel decodes (`block_layout`): regions of that many codes, PER_REGION each, on
     the scalar loop."""
     st = tensor.storage
-    bits = 4 if st.kind == "int4" else int(st.meta["bits"])
+    if st.kind == "int4":
+        return tensor.size * PER_CODE_INT4[mve]
+    bits = int(st.meta["bits"])
     if run is not None and _cycled(tensor):
         return tensor.size * (PER_CODE.get(bits, PER_CODE_OTHER) + PER_REGION / run)
     return tensor.size * (PER_CODE_MVE if mve else PER_CODE).get(bits, PER_CODE_OTHER)
@@ -124,16 +126,19 @@ def layout_codes(tensor, layout: np.ndarray, region: int, div: int, mod: int, cn
     """The codes of `tensor`'s weights in the dense kernel's `layout` (its int8 weight array, flat, a permutation of
     the weights): regions of `region` codes (the last may be shorter), region r decoded with codebook
     ((r // div) * cycle + r % cycle) % mod (div a multiple of cycle), which must hold each of its weights. `free`:
-    positions of the layout whose value the kernel never uses (padding), which take code 0."""
+    positions of the layout whose value the kernel never uses (padding), which take code 0.
+
+    int4 weights take no codebook and no regions (k = 0): `int4_words`."""
     st = tensor.storage
     layout = np.asarray(layout, np.int8).reshape(-1)
-    n_regions = -(-layout.size // region)
     if st.kind == "int4":
-        codebooks = INT4_CODEBOOK.reshape(1, -1)
-        bits, k = 4, 16
-    else:
-        codebooks = np.asarray(st.arrays["codebooks"], np.int8)
-        bits, k = int(st.meta["bits"]), int(st.meta["k"])
+        return LayoutCodes([ConstArray("uint8_t", f"{cname}_codes", int4_words(layout, free)),
+                            ConstStruct("tinyaot_decoded_weights", f"{cname}_decoded",
+                                        [f"{cname}_codes", "NULL", 4, 0, int(layout.size), 1, 1, int(layout.size),
+                                         1])], f"&{cname}_decoded")
+    n_regions = -(-layout.size // region)
+    codebooks = np.asarray(st.arrays["codebooks"], np.int8)
+    bits, k = int(st.meta["bits"]), int(st.meta["k"])
     codes = np.zeros(layout.size, np.int64)
     for r in range(n_regions):
         cb = codebooks[((r // div) * cycle + r % cycle) % mod].astype(np.int16)
@@ -152,6 +157,21 @@ def layout_codes(tensor, layout: np.ndarray, region: int, div: int, mod: int, cn
                           [f"{cname}_codes", f"{cname}_codebooks", bits, k, region, div, mod, int(layout.size),
                            cycle])]
     return LayoutCodes(consts, f"&{cname}_decoded")
+
+
+def int4_words(layout: np.ndarray, free: np.ndarray | None = None) -> np.ndarray:
+    """int4 weights in [-8, 7] (flat, the dense kernel's order) -> the bytes tinyaot_decode_int4 reads: per eight
+    weights (the last padded) four bytes, byte i holding weight 8j+i + 8 in its low nibble and weight 8j+4+i + 8 in
+    its high nibble. `free` positions (never used) take 0."""
+    v = np.asarray(layout, np.int64).reshape(-1)
+    if free is not None:
+        v = np.where(np.asarray(free, bool).reshape(-1), 0, v)
+    if v.size and (v.min() < -8 or v.max() > 7):
+        raise ValueError("an int4 weight outside [-8, 7] (a tinyaot bug)")
+    u = np.full(-(-v.size // 8) * 8, 8, np.int64)
+    u[:v.size] = v + 8
+    u = u.reshape(-1, 2, 4)
+    return (u[:, 0] | (u[:, 1] << 4)).reshape(-1).astype(np.uint8)
 
 
 def s4_fold_layout(values: np.ndarray) -> np.ndarray:
@@ -176,7 +196,6 @@ def s4_fold_bound(values: np.ndarray, bias, input_offset: int) -> int:
     return int((b + v.sum(axis=1) * (128 + abs(int(input_offset))) + (8 + 15) * 128 * d8).max(initial=0))
 
 
-__all__ = ["FILES", "HEADER", "INT4_CODEBOOK", "KINDS", "STACK_MIN", "STACK_TILE", "LayoutCodes", "block_layout",
-           "block_regions",
-           "decodable", "decode_cost", "group_size", "layout_codes", "on_stack", "s4_fold_bound", "s4_fold_layout",
-           "stack_ok"]
+__all__ = ["FILES", "HEADER", "KINDS", "STACK_MIN", "STACK_TILE", "LayoutCodes", "block_layout", "block_regions",
+           "decodable", "decode_cost", "group_size", "int4_words", "layout_codes", "on_stack", "s4_fold_bound",
+           "s4_fold_layout", "stack_ok"]
