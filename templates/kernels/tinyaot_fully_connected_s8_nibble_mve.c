@@ -134,13 +134,17 @@ static void nibble_row_cl(const int8_t *x, int32_t k, const uint8_t *w, int32_t 
     for (o = 0; o < n_out; o += 4) {
         const int8_t *c0 = cb + k_cb * (o / group_size), *c1 = NIBBLE_BOOK(o, 1), *c2 = NIBBLE_BOOK(o, 2),
                      *c3 = NIBBLE_BOOK(o, 3);
-        const int8_t *xs = x;
         int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
         int32_t n;
-        for (n = k >> 4; n > 0; n--) {
-            const int8x16_t xv = vldrbq_s8(xs);
-            xs += 16;
-            NIBBLE_GATHER4(xv);
+        { /* chunk n at wb + 32 n (advancing w itself, GCC 12 set up more per block: measured +2,010 instructions
+             on ad_fc_autoencoder --clusters 16, 112,253 -> 114,263) */
+            const uint8_t *wb = w;
+            for (n = 0; n < (k >> 4); n++) {
+                const int8x16_t xv = vldrbq_s8(x + 16 * n);
+                w = wb + 32 * n;
+                NIBBLE_GATHER4(xv);
+            }
+            w = wb + 32 * (k >> 4);
         }
         if (t > 0) {
             NIBBLE_GATHER4(x_tail);
