@@ -178,19 +178,19 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
     "ldr r0, [sp, #12]\n\t"                                                                                            \
     "vctp.32 r0\n\t" store_p TINYAOT_MVE_BLOCK_LEAVE
 
+/* The stores of a block-row's outputs: both pixels (r7 advanced) / predicated for a partial row; one pixel likewise. */
+#define TINYAOT_MVE_BLOCK_STORE2 "add r2, r7, r2\n\tvstrb.32 q5, [r2]\n\tvstrb.32 q4, [r7], #4\n\t"
+#define TINYAOT_MVE_BLOCK_STORE2_P "add r2, r7, r2\n\tvpstt\n\tvstrbt.32 q5, [r2]\n\tvstrbt.32 q4, [r7]\n\t"
+#define TINYAOT_MVE_BLOCK_STORE1 "vstrb.32 q4, [r7], #4\n\t"
+#define TINYAOT_MVE_BLOCK_STORE1_P "vpst\n\tvstrbt.32 q4, [r7]\n\t"
+
 /* Every block-row against columns xa and xb (4-byte aligned), pixel a's outputs at out, pixel b's at out + out_c. */
 static TINYAOT_NAKED TINYAOT_UNUSED void tinyaot_mve_block_two(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED const int8_t *xb,
                                                 TINYAOT_UNUSED int8_t *out,
                                                 TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
     __asm__ volatile(TINYAOT_MVE_BLOCK_LOOP(TINYAOT_MVE_BLOCK_G2, TINYAOT_MVE_BLOCK_VMOV2, TINYAOT_MVE_BLOCK_REQ2,
-                                            "add r2, r7, r2\n\t"
-                                            "vstrb.32 q5, [r2]\n\t"
-                                            "vstrb.32 q4, [r7], #4\n\t",
-                                            "add r2, r7, r2\n\t"
-                                            "vpstt\n\t"
-                                            "vstrbt.32 q5, [r2]\n\t"
-                                            "vstrbt.32 q4, [r7]\n\t"));
+                                            TINYAOT_MVE_BLOCK_STORE2, TINYAOT_MVE_BLOCK_STORE2_P));
 }
 
 /* Every block-row against column xa, its outputs at out. */
@@ -199,9 +199,8 @@ static TINYAOT_NAKED TINYAOT_UNUSED void tinyaot_mve_block_one(TINYAOT_UNUSED co
 {
     __asm__ volatile("mov r3, r2\n\t"
                      "mov r2, r1\n\t" TINYAOT_MVE_BLOCK_LOOP(TINYAOT_MVE_BLOCK_G1, TINYAOT_MVE_BLOCK_VMOV1,
-                                                             TINYAOT_MVE_BLOCK_REQ1, "vstrb.32 q4, [r7], #4\n\t",
-                                                             "vpst\n\t"
-                                                             "vstrbt.32 q4, [r7]\n\t"));
+                                                             TINYAOT_MVE_BLOCK_REQ1, TINYAOT_MVE_BLOCK_STORE1,
+                                                             TINYAOT_MVE_BLOCK_STORE1_P));
 }
 
 #else /* no assembly: intrinsics on MVE cores (other compilers), portable C elsewhere; the same integers */

@@ -51,14 +51,8 @@ static TINYAOT_NAKED void tinyaot_mve_block2x1_two(TINYAOT_UNUSED const int8_t *
                                                    TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
     __asm__ volatile(TINYAOT_MVE_BLOCK_LOOP_SUMS(TINYAOT_MVE_B2X1_SUMS(TINYAOT_MVE_B2X1_G2, TINYAOT_MVE_BLOCK_VMOV2),
-                                                 TINYAOT_MVE_BLOCK_REQ2,
-                                                 "add r2, r7, r2\n\t"
-                                                 "vstrb.32 q5, [r2]\n\t"
-                                                 "vstrb.32 q4, [r7], #4\n\t",
-                                                 "add r2, r7, r2\n\t"
-                                                 "vpstt\n\t"
-                                                 "vstrbt.32 q5, [r2]\n\t"
-                                                 "vstrbt.32 q4, [r7]\n\t"));
+                                                 TINYAOT_MVE_BLOCK_REQ2, TINYAOT_MVE_BLOCK_STORE2,
+                                                 TINYAOT_MVE_BLOCK_STORE2_P));
 }
 
 /* Every block-row against column xa, its outputs at out. */
@@ -68,9 +62,7 @@ static TINYAOT_NAKED void tinyaot_mve_block2x1_one(TINYAOT_UNUSED const int8_t *
     __asm__ volatile("mov r3, r2\n\t"
                      "mov r2, r1\n\t" TINYAOT_MVE_BLOCK_LOOP_SUMS(
                          TINYAOT_MVE_B2X1_SUMS(TINYAOT_MVE_B2X1_G1, TINYAOT_MVE_BLOCK_VMOV1), TINYAOT_MVE_BLOCK_REQ1,
-                         "vstrb.32 q4, [r7], #4\n\t",
-                         "vpst\n\t"
-                         "vstrbt.32 q4, [r7]\n\t"));
+                         TINYAOT_MVE_BLOCK_STORE1, TINYAOT_MVE_BLOCK_STORE1_P));
 }
 
 #else /* no assembly: intrinsics on MVE cores (other compilers), portable C elsewhere; the same integers */
