@@ -75,6 +75,14 @@ static void tinyaot_decode_run(const tinyaot_decoded_weights *f, const int8_t *c
             v.val[1] = vldrbq_gather_offset_s8(cb, vshrq_n_u8(b, 4));
             vst2q_s8(dst, v);
         }
+        /* 16 codes (eight bytes, a cycled layout's run): the nibbles as 16-bit offsets, two halfword-lane gathers,
+           narrowed into the even and the odd byte lanes of one vector */
+        for (; n >= 16; n -= 16, src += 8, dst += 16) {
+            const uint16x8_t b = vldrbq_u16(src);
+            const int16x8_t lo = vldrbq_gather_offset_s16(cb, vandq_u16(b, vdupq_n_u16(15)));
+            const int16x8_t hi = vldrbq_gather_offset_s16(cb, vshrq_n_u16(b, 4));
+            vst1q_s8(dst, vmovntq_s16(vmovnbq_s16(vdupq_n_s8(0), lo), hi));
+        }
 #endif
         for (; n >= 8; n -= 8, src += 4, dst += 8) { /* eight codes per word: lookups packed into two words */
             uint32_t b, w0, w1;
