@@ -20,7 +20,7 @@ from tinyaot.frontend import import_model
 from tinyaot.passes import run_passes
 
 from compress_models import calibration, conv_dw_conv, conv_relu_conv_gap_gemm, float_forward
-from shared_data import MODELS, calibration_file, few_calibration_samples, write_evaluation
+from shared_data import MODELS, few_calibration_samples
 
 
 def _float_graph(path):
@@ -424,18 +424,9 @@ def test_ic_resnet8_channel_pruning_cuts_macs_and_instructions(tmp_path, cal_dir
     assert pruned["verify"]["instructions"] <= 0.8 * plain["instructions"]
 
 
-def test_ic_resnet8_channel_pruning_accuracy_after_refit(cal_dir):
-    """Without the refit --prune-channels 0.25 measured 5 % top-1 (ic01 images 100-199); with it 61 %; with the
-    removal spread by measured sensitivity, the classifier after global pooling fitted on the positions and every
-    later layer refitted too, 74 % (unpruned int8: 89 %)."""
-    from tinyaot.api import evaluate
-
-    cal = calibration_file(cal_dir, "ic_resnet8")
-    r = evaluate(MODELS / "ic_resnet8.onnx", cal, write_evaluation("ic_resnet8", cal_dir),
-                 compression=dict(prune_channels=0.25), compare_onnxruntime=False)
-    assert r["int8_top1"] >= 0.7, r["int8_top1"]
-    alloc = r["compression"]["channel_allocation"]  # six groups measured; the MACs of a quarter of each, or fewer
-    assert len(alloc["measured"]) == 6 and alloc["macs"][2] <= alloc["macs"][1] <= 0.57 * alloc["macs"][0]
+# ic_resnet8's top-1 under --prune-channels 0.25 (61 % uniform, 74 % allocated, line 75 %) is measured by
+# ci/compression_benchmark.py (its ACCURACY_LINES) on the held-out split: the allocation measures 48 prunings and the
+# test took 42 s of the suite's time; the allocation itself is checked by the deploy test above and the MACs test.
 
 
 def test_block_pruning_keeps_the_allocation_with_less_measured_noise(tmp_path):
