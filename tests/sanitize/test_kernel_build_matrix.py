@@ -73,15 +73,14 @@ ALL_COMBINATIONS = [(arch, opt) for arch, (_, _, opts) in CORES.items() for opt 
 CLANG_LANGUAGES = {"c99": ("-std=c99",), "c++11": ("-x", "c++", "-std=c++11")}
 ALL_CLANG_COMBINATIONS = [(lang, arch, opt) for arch in ("v6-M", "v7E-M", "v8.1-M")
                           for lang, opts in (("c99", ("-O0", "-O2")), ("c++11", ("-O0",))) for opt in opts]
-# The test command builds a covering subset (each feature set, each optimisation level, both debug builds on both
-# cores with inline assembly, each compiler and language): the whole matrix took 390 s of the suite's 2,130 s of
-# test time on 2 cores. .ci/run builds every cell after the suite (TINYAOT_FULL_MATRIX=1), so CI still sees them all.
-# The DSP and Helium paths at -O2 are also what every verified deploy in the suite builds with -Werror.
-SUITE_COMBINATIONS = [("v6-M", "-O0"), ("v6-M", "-Os"), ("v7-M", "-O3"),
-                      ("v7E-M", DEBUG), ("v7E-M", DEBUG_O1), ("v7E-M (M7)", "-O2"), ("v8-M", "-O2"),
-                      ("v8.1-M", DEBUG), ("v8.1-M", DEBUG_O1)]
-SUITE_CLANG_COMBINATIONS = [("c99", "v6-M", "-O2"), ("c99", "v7E-M", "-O0"), ("c99", "v8.1-M", "-O2"),
-                            ("c++11", "v7E-M", "-O0")]
+# The test command builds a subset: the cells the rest of the suite never compiles and that break most easily, the
+# inline-assembly cores' debug builds (GCC's allocator without r7, at -Og and -O1), the plain C path at -Os on
+# Armv6-M, Helium and C++ under clang. The whole matrix took 390 s of the suite's 2,130 s of test time on 2 cores, a
+# covering subset (every feature set and level) still 150 s of 1,360 s; .ci/run builds every cell after the suite
+# (TINYAOT_FULL_MATRIX=1), so CI sees them all, and the DSP and Helium paths at -O2 are what every verified deploy in
+# the suite builds with -Werror.
+SUITE_COMBINATIONS = [("v6-M", "-Os"), ("v7E-M", DEBUG), ("v7E-M", DEBUG_O1), ("v8.1-M", DEBUG), ("v8.1-M", DEBUG_O1)]
+SUITE_CLANG_COMBINATIONS = [("c99", "v8.1-M", "-O2"), ("c++11", "v7E-M", "-O0")]
 FULL = os.environ.get("TINYAOT_FULL_MATRIX") == "1"
 COMBINATIONS = ALL_COMBINATIONS if FULL else SUITE_COMBINATIONS
 CLANG_COMBINATIONS = ALL_CLANG_COMBINATIONS if FULL else SUITE_CLANG_COMBINATIONS
@@ -244,15 +243,13 @@ def test_a_changed_kernel_is_compiled_again_and_a_failed_build_is_not_recorded(t
     assert _build(arch, opt, tmp_path / "d", kernels)[4] is False  # the failure was not recorded
 
 
-def test_the_suite_subset_covers_every_feature_set_level_and_language() -> None:
-    """The test command's cells are cells of the full matrix and leave no feature set, optimisation level, debug
-    build or clang language unbuilt (the full matrix runs in .ci/run)."""
+def test_the_suite_subset_and_the_full_matrix_in_ci() -> None:
+    """The test command's cells are cells of the full matrix, build the inline-assembly cores' debug builds and both
+    clang languages, and .ci/run builds the full matrix (every feature set, level and language) after the suite."""
     assert set(SUITE_COMBINATIONS) <= set(ALL_COMBINATIONS)
-    assert {a for a, _ in SUITE_COMBINATIONS} == set(CORES)
-    # each -O level (the debug cells' "-O1 -fno-omit-frame-pointer" builds at -O1)
-    assert {o.split()[0] for _, o in SUITE_COMBINATIONS} == {o.split()[0] for _, o in ALL_COMBINATIONS}
     assert {(a, o) for a, o in SUITE_COMBINATIONS if o in (DEBUG, DEBUG_O1)} == {
         (a, o) for a, o in ALL_COMBINATIONS if o in (DEBUG, DEBUG_O1)}  # the inline-assembly cores' debug builds
     assert set(SUITE_CLANG_COMBINATIONS) <= set(ALL_CLANG_COMBINATIONS)
-    for i in range(3):
-        assert {c[i] for c in SUITE_CLANG_COMBINATIONS} == {c[i] for c in ALL_CLANG_COMBINATIONS}
+    assert {c[0] for c in SUITE_CLANG_COMBINATIONS} == {c[0] for c in ALL_CLANG_COMBINATIONS}
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "TINYAOT_FULL_MATRIX=1" in ci and "tests/sanitize/test_kernel_build_matrix.py" in ci
