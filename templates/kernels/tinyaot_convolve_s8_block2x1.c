@@ -18,9 +18,10 @@
  * Measured on kws_dscnn --prune 0.5 --prune-pattern block2x1 (mps2-an386): 1.63 instructions per kept
  * multiply-add and ~270 per group of four channels and pixel pair (requantization, bias, column, calls).
  *
- * Output pixels go in pairs in raster order (a lone last one paired with itself; 1x1 windows without padding are
- * copied for both pixels in one pass, two words of four channels at a time); a pair's windows are copied
- * before its outputs are written, so the output may overlap the input as for the dense kernels.
+ * Output pixels go in pairs in raster order (a lone last one paired with itself). Both pixels' windows are copied
+ * in one pass, a window row at a time where both rows lie inside the input (else tap by tap), four positions of
+ * both pixels from two word loads (block2x1_put2); a pair's windows are copied before its outputs are written, so
+ * the output may overlap the input as for the dense kernels.
  *
  * Overflow: as tinyaot_block_support.h (every partial sum is a subset of the dense sum's products plus the folded
  * bias, bounded at compile time by compress/bounds.py).
@@ -40,28 +41,6 @@ typedef struct {
     int32_t zp; /* the input zero point, -input_offset: what a padded position holds */
 } block2x1_geom;
 
-/* Window values j .. j+n-1 of slot s (0: pixel a, the low half of each word; 1: pixel b), or the zero point. */
-static void block2x1_put(int16_t *col, const block2x1_geom *g, int32_t s, int32_t j, const int8_t *src, int32_t n)
-{
-    int16_t *d = col + 2 * j + s;
-    if (src == NULL) {
-        const int16_t f = (int16_t)g->zp;
-        for (; n > 0; n--, d += 2) {
-            *d = f;
-        }
-        return;
-    }
-    for (; n >= 4; n -= 4, d += 8, src += 4) {
-        d[0] = src[0];
-        d[2] = src[1];
-        d[4] = src[2];
-        d[6] = src[3];
-    }
-    for (; n > 0; n--, d += 2) {
-        *d = *src++;
-    }
-}
-TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
 
 /* acc[0], acc[1] (pixel a) and acc[4], acc[5] (pixel b) += the n position pairs of one channel pair (weights *wp,
    positions *ixp of type T) against the column; *wp and *ixp advanced past them. */
@@ -177,24 +156,101 @@ TINYAOT_WINDOW_FILL_FN(block2x1_fill, block2x1_geom, block2x1_put)
 TINYAOT_BLOCK2X1_MAC(block2x1_mac8, uint8_t, "ldrb", "1")
 TINYAOT_BLOCK2X1_MAC(block2x1_mac16, uint16_t, "ldrh", "2")
 
-/* Two 1x1 windows without padding (in_c values each at xa and xb) into the column in one pass: per four positions two
-   word loads, four SXTB16, four PKH and two STRD on DSP cores. */
-static void block2x1_fill_1x1(int32_t *col, const int8_t *xa, const int8_t *xb, int32_t n)
+#if TINYAOT_USE_DSP
+/* (lo's low half, hi's low half) and (lo's high half, hi's high half): PKHBT and PKHTB, which GCC does not make of
+   the C (UXTH / AND + ORR); not volatile, so scheduled like expressions. */
+static inline uint32_t block2x1_pack_lo(uint32_t lo, uint32_t hi)
+{
+#if TINYAOT_GNU
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+    return r;
+#else
+    return (lo & 0xFFFFu) | (hi << 16);
+#endif
+}
+
+static inline uint32_t block2x1_pack_hi(uint32_t lo, uint32_t hi)
+{
+#if TINYAOT_GNU
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
+    return r;
+#else
+    return (hi & 0xFFFF0000u) | (lo >> 16);
+#endif
+}
+
+/* Four positions of both pixels from the words va, vb (bytes 0..3 of each) into col[0..3]. */
+#define BLOCK2X1_PUT4(col, va, vb)                                                                                    \
+    do {                                                                                                              \
+        const uint32_t a02 = (uint32_t)__sxtb16(va), a13 = (uint32_t)tinyaot_sxtb16_ror8(va);                         \
+        const uint32_t b02 = (uint32_t)__sxtb16(vb), b13 = (uint32_t)tinyaot_sxtb16_ror8(vb);                         \
+        (col)[0] = (int32_t)block2x1_pack_lo(a02, b02);                                                               \
+        (col)[1] = (int32_t)block2x1_pack_lo(a13, b13);                                                               \
+        (col)[2] = (int32_t)block2x1_pack_hi(a02, b02);                                                               \
+        (col)[3] = (int32_t)block2x1_pack_hi(a13, b13);                                                               \
+    } while (0)
+#endif
+
+/* n window values of pixels a and b (at xa and xb; NULL: padding, the zero point zp) into n column words
+   (a_j, b_j). On DSP cores four positions at a time: a word load per pixel read, four SXTB16, four PKH and four
+   stores (about 2 instructions a value, where one value at a time took ~3.7). */
+static void block2x1_put2(int32_t *col, const int8_t *xa, const int8_t *xb, int32_t n, int32_t zp)
 {
     int32_t j = 0;
 #if TINYAOT_USE_DSP
-    for (; j + 4 <= n; j += 4, col += 4) {
-        const int32_t va = tinyaot_read_s8x4(xa + j), vb = tinyaot_read_s8x4(xb + j);
-        const uint32_t a02 = (uint32_t)__sxtb16(va), a13 = (uint32_t)tinyaot_sxtb16_ror8(va);
-        const uint32_t b02 = (uint32_t)__sxtb16(vb), b13 = (uint32_t)tinyaot_sxtb16_ror8(vb);
-        col[0] = (int32_t)((a02 & 0xFFFFu) | (b02 << 16));
-        col[1] = (int32_t)((a13 & 0xFFFFu) | (b13 << 16));
-        col[2] = (int32_t)((b02 & 0xFFFF0000u) | (a02 >> 16));
-        col[3] = (int32_t)((b13 & 0xFFFF0000u) | (a13 >> 16));
+    const int32_t zp4 = (int32_t)((uint32_t)(uint8_t)(int8_t)zp * 0x01010101u);
+    if (xa != NULL && xb != NULL) {
+        for (; j + 4 <= n; j += 4, col += 4) {
+            BLOCK2X1_PUT4(col, tinyaot_read_s8x4(xa + j), tinyaot_read_s8x4(xb + j));
+        }
+    } else if (xa != NULL) {
+        for (; j + 4 <= n; j += 4, col += 4) {
+            BLOCK2X1_PUT4(col, tinyaot_read_s8x4(xa + j), zp4);
+        }
+    } else if (xb != NULL) {
+        for (; j + 4 <= n; j += 4, col += 4) {
+            BLOCK2X1_PUT4(col, zp4, tinyaot_read_s8x4(xb + j));
+        }
+    } else {
+        const int32_t f = tinyaot_dup16(zp);
+        for (; j + 4 <= n; j += 4, col += 4) {
+            col[0] = col[1] = col[2] = col[3] = f;
+        }
     }
 #endif
     for (; j < n; j++, col++) {
-        *col = (int32_t)(((uint32_t)(uint16_t)(int16_t)xa[j]) | ((uint32_t)(int32_t)xb[j] << 16));
+        const int32_t a = xa != NULL ? xa[j] : zp, b = xb != NULL ? xb[j] : zp;
+        *col = (int32_t)(((uint32_t)(uint16_t)(int16_t)a) | ((uint32_t)b << 16));
+    }
+}
+
+/* The windows of output pixels a (image ba, row ya, column xa) and b into the column: per window row one run of
+   k_w * in_c values when both pixels' rows lie inside the input (dilation 1), else tap by tap. */
+static void block2x1_fill2(int32_t *col, const block2x1_geom *g, const int8_t *input, int32_t ba, int32_t ya,
+                           int32_t xa, int32_t bb, int32_t yb, int32_t xb)
+{
+    const int32_t in_c = g->in_c, row_step = g->in_w * in_c, row_len = g->k_w * in_c;
+    const int32_t ya0 = ya * g->stride_h - g->pad_t, yb0 = yb * g->stride_h - g->pad_t;
+    const int32_t xa0 = xa * g->stride_w - g->pad_l, xb0 = xb * g->stride_w - g->pad_l;
+    const int8_t *const in_a = input + ba * g->in_h * row_step, *const in_b = input + bb * g->in_h * row_step;
+    const int run = g->dil_w == 1 && xa0 >= 0 && xa0 + g->k_w <= g->in_w && xb0 >= 0 && xb0 + g->k_w <= g->in_w;
+    int32_t ky, kx;
+    for (ky = 0; ky < g->k_h; ky++, col += row_len) {
+        const int32_t iya = ya0 + ky * g->dil_h, iyb = yb0 + ky * g->dil_h;
+        const int8_t *const ra = (iya >= 0 && iya < g->in_h) ? in_a + iya * row_step : NULL;
+        const int8_t *const rb = (iyb >= 0 && iyb < g->in_h) ? in_b + iyb * row_step : NULL;
+        if (run || (ra == NULL && rb == NULL)) {
+            block2x1_put2(col, ra != NULL ? ra + xa0 * in_c : NULL, rb != NULL ? rb + xb0 * in_c : NULL, row_len,
+                          g->zp);
+            continue;
+        }
+        for (kx = 0; kx < g->k_w; kx++) {
+            const int32_t ia = xa0 + kx * g->dil_w, ib = xb0 + kx * g->dil_w;
+            block2x1_put2(col + kx * in_c, (ra != NULL && ia >= 0 && ia < g->in_w) ? ra + ia * in_c : NULL,
+                          (rb != NULL && ib >= 0 && ib < g->in_w) ? rb + ib * in_c : NULL, in_c, g->zp);
+        }
     }
 }
 
@@ -238,38 +294,36 @@ tinyaot_status tinyaot_convolve_s8_block2x1(TINYAOT_CONV_ARGS(tinyaot_block2x1_w
     const int32_t n_pix = input_dims->n * out_h * out_w;
     /* a 1x1 window without padding is the pixel's in_c channels, read in place */
     const int one = g.k_h == 1 && g.k_w == 1 && g.pad_t == 0 && g.pad_l == 0;
-    int16_t *col = (int16_t *)ctx->buf;
     int32_t *col32 = (int32_t *)ctx->buf;
     int32_t p, ya = 0, xa = 0, ba = 0;
     for (p = 0; p < n_pix; p += 2) {
         /* a lone last pixel is computed twice (slot b holds it again and writes the same results over slot a's) */
         const int two_pix = (p + 1 < n_pix);
+        /* pixel p at (ba, ya, xa) of the output, p + 1 the next in raster order */
+        int32_t yb = ya, xb = xa + 1, bb = ba;
+        if (xb == out_w) {
+            xb = 0;
+            if (++yb == out_h) {
+                yb = 0;
+                bb++;
+            }
+        }
+        if (!two_pix) {
+            yb = ya, xb = xa, bb = ba;
+        }
         if (one) {
-            /* pixel p at (ba, ya, xa) of the output, p + 1 the next in raster order */
-            int32_t yb = ya, xb = xa + 1, bb = ba;
-            if (xb == out_w) {
-                xb = 0;
-                if (++yb == out_h) {
-                    yb = 0;
-                    bb++;
-                }
-            }
-            if (!two_pix) {
-                yb = ya, xb = xa, bb = ba;
-            }
-            block2x1_fill_1x1(col32, input + ((ba * g.in_h + ya * g.stride_h) * g.in_w + xa * g.stride_w) * g.in_c,
-                              input + ((bb * g.in_h + yb * g.stride_h) * g.in_w + xb * g.stride_w) * g.in_c, g.in_c);
-            xa = xb + 1, ya = yb, ba = bb;
-            if (xa == out_w) {
-                xa = 0;
-                if (++ya == out_h) {
-                    ya = 0;
-                    ba++;
-                }
-            }
+            block2x1_put2(col32, input + ((ba * g.in_h + ya * g.stride_h) * g.in_w + xa * g.stride_w) * g.in_c,
+                          input + ((bb * g.in_h + yb * g.stride_h) * g.in_w + xb * g.stride_w) * g.in_c, g.in_c, 0);
         } else {
-            block2x1_fill(col, &g, input, out_h, out_w, p, 0);
-            block2x1_fill(col, &g, input, out_h, out_w, two_pix ? p + 1 : p, 1);
+            block2x1_fill2(col32, &g, input, ba, ya, xa, bb, yb, xb);
+        }
+        xa = xb + 1, ya = yb, ba = bb;
+        if (xa == out_w) {
+            xa = 0;
+            if (++ya == out_h) {
+                ya = 0;
+                ba++;
+            }
         }
         int8_t *out_a = output + p * out_c;
         int8_t *out_b = two_pix ? out_a + out_c : out_a;

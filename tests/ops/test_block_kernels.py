@@ -119,8 +119,8 @@ def _cases():
     # two), odd kept counts, rows past 255 positions (uint16 positions) and past 255 blocks (bridging zero blocks)
     for i, d in enumerate([0.0, 0.3, 0.55, 1.0]):
         cs.append(_case(rng, conv=True, out_c=16 + i, density=d, h=5, w=4, cin=16 + 4 * i, block=(2, 1)))
-    cs.append(_case(rng, conv=True, out_c=13, density=0.5, h=7, w=6, cin=12, kh=3, kw=3, pads=(1, 1, 1, 1),
-                    block=(2, 1)))
+    cs.append(_case(rng, conv=True, out_c=13, density=0.5, h=7, w=5, cin=10, kh=3, kw=3, pads=(1, 1, 1, 1),
+                    block=(2, 1)))  # odd width: pixel pairs across rows, window rows of 30 (not whole words)
     cs.append(_case(rng, conv=True, out_c=6, density=0.5, n=3, h=5, w=5, cin=7, stride=(2, 2),
                     block=(2, 1)))  # 1x1 read two pixels at a time: pairs across images, a lone last pixel
     cs.append(_case(rng, conv=True, out_c=10, density=0.4, h=12, w=5, cin=1, kh=10, kw=4, stride=(2, 2),
