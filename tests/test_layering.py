@@ -5,6 +5,7 @@ top, the CLI (tinyaot/cli) imports tinyaot.api and nothing else of tinyaot."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import tinyaot
@@ -34,6 +35,7 @@ def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.lru_cache(maxsize=2)  # parsing the package takes ~2.5 s; the tests below read one graph, never change it
 def import_graph(include_function_level: bool = True) -> dict[str, set[str]]:
     """module -> the tinyaot modules it imports. Imports inside functions count too (by default): a lazy import
     that would close a cycle at module level only hides the cycle, so it must not exist either."""

@@ -94,11 +94,22 @@ def test_yaml_spec(tmp_path):
         assert o.clusters == 16 and o.rules[0].exclude is True
 
 
-def test_example_spec_on_kws():
+@pytest.fixture(scope="module")
+def kws_cal16(tmp_path_factory):
+    """The first 16 samples of kws's shipped calibration file: what these tests check (which storage each layer
+    gets, that evaluate takes the flags) follows from the settings, and clustering's reconstruction costs time in
+    proportion to the samples (16 s for the example spec with all 100)."""
+    path = tmp_path_factory.mktemp("kws_cal16") / "kws_dscnn_first16.npz"
+    with np.load(KWS_CAL) as z:
+        np.savez(path, **{k: z[k][:16] for k in z.files})
+    return path
+
+
+def test_example_spec_on_kws(kws_cal16):
     """examples/compression.toml on the model it is written for: every entry takes effect."""
     spec = CompressionOptions.from_spec(EXAMPLE)
-    c = compile_model(KWS, KWS_CAL, compression=EXAMPLE)
-    plain = compile_model(KWS, KWS_CAL)
+    c = compile_model(KWS, kws_cal16, compression=EXAMPLE)
+    plain = compile_model(KWS, kws_cal16)
     g, layers = c.graph, c.graph.meta["compression"]["layers"]
     masks = c.graph.meta["compression"]["pruned_masks"]
     assert c.graph.meta["compression"]["unmatched_patterns"] == []
@@ -158,15 +169,17 @@ def test_cli_errors_are_one_line(small, tmp_path):
         assert message in res.output and not (tmp_path / "o").exists()
 
 
-def test_evaluate_takes_the_same_flags(tmp_path):
+def test_evaluate_takes_the_same_flags(kws_cal16, tmp_path):
+    # what --clusters 16 costs in top-1 is a figure: ci/compression_benchmark.py holds it to 0.5 points of int8
+    # on 900 held-out samples (ACCURACY_LINES); here the flags reach evaluate and its report
     with np.load(DATA / "kws01.npz") as z:
-        np.savez(tmp_path / "eval.npz", x=z["x"][100:300], y=z["y"][100:300])
-    plain = evaluate(KWS, KWS_CAL, tmp_path / "eval.npz", compare_onnxruntime=False)
-    r = evaluate(KWS, KWS_CAL, tmp_path / "eval.npz", compare_onnxruntime=False, compression=dict(clusters=16))
+        np.savez(tmp_path / "eval.npz", x=z["x"][100:140], y=z["y"][100:140])
+    plain = evaluate(KWS, kws_cal16, tmp_path / "eval.npz", compare_onnxruntime=False)
+    r = evaluate(KWS, kws_cal16, tmp_path / "eval.npz", compare_onnxruntime=False, compression=dict(clusters=16))
     assert r["host_c_matches_reference"] and r["weights_bytes"] == r["compression"]["weights_bytes"]
-    assert r["weights_bytes"] <= 0.55 * plain["weights_bytes"]
-    assert abs(r["int8_top1"] - plain["int8_top1"]) <= 0.03  # 200 samples; the 900-sample figure is in issue 4
-    res = CliRunner().invoke(app, ["evaluate", str(KWS), "-c", str(KWS_CAL), "-d", str(tmp_path / "eval.npz"),
+    assert r["weights_bytes"] <= 0.55 * plain["weights_bytes"] and r["compression"]["clusters"] == 16
+    assert r["samples"] == plain["samples"] == 40 and 0 <= r["int8_top1"] <= 1
+    res = CliRunner().invoke(app, ["evaluate", str(KWS), "-c", str(kws_cal16), "-d", str(tmp_path / "eval.npz"),
                                    "--no-onnxruntime", "--weight-bits", "4", "--json", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     assert "compression: weights" in res.output and "int4" in res.output

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import filecmp
+import os
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -93,6 +94,15 @@ CORES = {"cortex-m0": ["-mthumb", "-mcpu=cortex-m0", "-mfloat-abi=soft"],
          "cortex-m4": ["-mthumb", "-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"],
          "cortex-m55": ["-mthumb", "-mcpu=cortex-m55", "-mfloat-abi=hard"]}
 OPT_LEVELS = ["-O0", "-O1", "-O2", "-O3", "-Os"]
+ALL_CONFIGS = [(core, opt) for core in CORES for opt in OPT_LEVELS]
+# The test command builds 6 of the 15 (each a compile of every file, ~2 s of one core): every core at -O0, where
+# nothing is inlined and every helper a file defines is a symbol of its own (what a duplicate would collide on), and
+# each core at one optimising level (the M4's -O2 is the product's, whose symbols are checked below). Warnings by
+# level are the kernel build matrix's (tests/sanitize/test_kernel_build_matrix.py); .ci/run builds all 15 after the
+# suite (TINYAOT_FULL_MATRIX=1).
+SUITE_CONFIGS = [("cortex-m0", "-O0"), ("cortex-m0", "-Os"), ("cortex-m4", "-O0"), ("cortex-m4", "-O2"),
+                 ("cortex-m55", "-O0"), ("cortex-m55", "-O3")]
+CONFIGS = ALL_CONFIGS if os.environ.get("TINYAOT_FULL_MATRIX") == "1" else SUITE_CONFIGS
 
 
 def test_two_folders_merge_into_one_tree_and_link_without_duplicates(tmp_path, cal_dir):
@@ -132,10 +142,9 @@ def test_two_folders_merge_into_one_tree_and_link_without_duplicates(tmp_path, c
         _run([gcc, *CORES[core], "-nostdlib", "-r", *sorted(objs.glob("*.o")), "-o", objs / "merged.o"], cwd=objs)
         return core + opt
 
-    configs = [(core, opt) for core in CORES for opt in OPT_LEVELS]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = list(pool.map(lambda c: build(*c), configs))
-    assert len(done) == 15
+        done = list(pool.map(lambda c: build(*c), CONFIGS))
+    assert len(done) == len(CONFIGS)
     nm = find_tool("arm-none-eabi-nm")
     symbols = _run([nm, "--defined-only", tmp_path / "objcortex-m4-O2" / "merged.o"]).stdout
     for name in names:
@@ -172,3 +181,13 @@ def test_a_model_file_named_like_a_kernel_does_not_overwrite_it():
     assert model_file_stem("kws_dscnn") == "kws_dscnn"
     assert model_file_stem("tinyaot_nn") == "tinyaot_nn_model"  # tinyaot_nn.h is a shared kernel header
     assert model_file_stem("tinyaot_convolve_s8") == "tinyaot_convolve_s8_model"
+
+
+def test_the_suite_builds_every_core_and_ci_every_level() -> None:
+    """The test command's builds are cells of the full 15, every core at -O0 and at an optimising level, the
+    symbols' -O2 on the M4 among them; .ci/run builds all 15 after the suite."""
+    assert set(SUITE_CONFIGS) <= set(ALL_CONFIGS) and len(ALL_CONFIGS) == 15
+    assert {c for c, o in SUITE_CONFIGS if o == "-O0"} == set(CORES) == {c for c, o in SUITE_CONFIGS if o != "-O0"}
+    assert ("cortex-m4", "-O2") in SUITE_CONFIGS
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "TINYAOT_FULL_MATRIX=1" in ci and "tests/e2e/test_two_models.py" in ci

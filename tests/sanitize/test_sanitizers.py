@@ -10,6 +10,8 @@ paths under UBSan on the target.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pytest
 
 from sanitize import kernel_models
 from shared_data import MODELS, calibration_file, few_calibration_samples
-from tinyaot.api import compile_model
+from tinyaot.api import compile_model, with_variants
 from tinyaot.core.target import GENERIC, Target
 from tinyaot.toolchain.sanitize import SanitizerError, build_sanitized, check_model, probe_inputs
 from tinyaot.codegen.emit import emit_model
@@ -56,7 +58,11 @@ def all_kernels_by_target(tmp_path_factory):
     d = tmp_path_factory.mktemp("all_kernels")
     model = kernel_models.all_kernels_model(d / "all_kernels.onnx")
     cal = kernel_models.calibration(d / "cal.npz")
-    return {name: compile_model(model, cal, compression=kernel_models.COMPRESSION, target=t)
+    # compiled once (the compression's reconstruction, 14 s, is most of a compile and does not depend on the
+    # target: compile_model chooses the variants last, pipeline/compile.py with_variants), then each target's
+    # variants chosen on a copy of the graph, since with_variants rewrites the graph it is given
+    generic = compile_model(model, cal, compression=kernel_models.COMPRESSION)
+    return {name: with_variants(dataclasses.replace(generic, graph=copy.deepcopy(generic.graph)), t)
             for name, t in TARGETS.items()}
 
 
