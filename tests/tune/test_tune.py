@@ -23,7 +23,7 @@ from tinyaot.api import compile_model
 from tinyaot.pipeline.tune import layer_signature, read_log, write_log
 
 from tests.op_models import calibration, conv_node, save_model
-from tests.shared_data import MODELS, calibration_file
+from tests.shared_data import MODELS, cache_sharing_builds, calibration_file
 
 BOARD = "mps2-an386"
 
@@ -78,7 +78,7 @@ def builds(monkeypatch):
 
 
 def test_tune_measures_keeps_the_fastest_and_caches(model, direct_variant, builds, tmp_path, monkeypatch):
-    monkeypatch.setenv("TINYAOT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TINYAOT_CACHE", str(cache_sharing_builds(tmp_path / "cache")))
     m, cal = model
     log = tmp_path / "tuning.jsonl"
     r = deploy(m, BOARD, cal, tmp_path / "one", verify_samples=2, tune=True, tuning_log=log).report
@@ -120,7 +120,7 @@ def test_tune_measures_keeps_the_fastest_and_caches(model, direct_variant, build
     assert t2["instructions_default_source"].startswith("measured")
 
     # the log alone (empty cache, no --tune) gives the same choice, measuring only the default
-    monkeypatch.setenv("TINYAOT_CACHE", str(tmp_path / "empty_cache"))
+    monkeypatch.setenv("TINYAOT_CACHE", str(cache_sharing_builds(tmp_path / "empty_cache")))
     builds.clear()
     r3 = deploy(m, BOARD, cal, tmp_path / "three", verify_samples=1, tuning_log=log).report
     assert builds == default_builds and r3["tuning"]["from_cache"] and not r3["tuning"]["enabled"]
@@ -135,7 +135,7 @@ def test_tune_measures_keeps_the_fastest_and_caches(model, direct_variant, build
         (a, na), (b, nb) = list(rec["instructions"].items())
         rec["instructions"] = {a: nb, b: na}
     lying.write_text("".join(json.dumps(rec) + "\n" for rec in recs))
-    monkeypatch.setenv("TINYAOT_CACHE", str(tmp_path / "empty_cache2"))
+    monkeypatch.setenv("TINYAOT_CACHE", str(cache_sharing_builds(tmp_path / "empty_cache2")))
     r6 = deploy(m, BOARD, cal, tmp_path / "six", verify_samples=1, tuning_log=lying).report
     assert r6["verify"]["instructions"] == t["instructions_tuned"]  # the fastest, whatever the log said
     assert r6["tuning"]["instructions_default"] == t["instructions_default"]
