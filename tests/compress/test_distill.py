@@ -1,6 +1,7 @@
 """End-to-end distillation (compress/distill.py): on a small model, training the pruned layers' kept weights to the
-dense model's logits lowers the logits error that the same masks leave without it; and --prune-method distill
-compiles to block-sparse int8 weights within their bounds."""
+dense model's logits lowers the logits error that the same masks leave without it, and masks given stay exactly as
+given; --prune-method distill keeps the "obs" method's masks and compiles to block-sparse int8 weights within their
+bounds."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,6 +40,16 @@ def test_distillation_lowers_the_logits_error_of_the_same_masks(tmp_path):
     g2 = _graph(path)
     distill(g2, snapshot(g2), x, targets, steps=60)
     assert np.array_equal(np.asarray(g2.tensors[conv2.inputs[1]].data), w)
+    # masks given (`keep`): exactly the dropped weights are zero, and a kept weight that starts at zero trains
+    g3 = _graph(path)
+    c3 = [n for n in layer_nodes(g3) if n.name == "conv2"][0]
+    keep = trained["masks"]["conv2"]
+    w3 = np.array(g3.tensors[c3.inputs[1]].data)
+    w3[keep & (np.arange(w3.size).reshape(w3.shape) % 7 == 0)] = 0.0
+    g3.tensors[c3.inputs[1]].data = w3
+    got = distill(g3, snapshot(_graph(path)), x, steps=20, keep={"conv2": keep})
+    w3 = np.asarray(g3.tensors[c3.inputs[1]].data)
+    assert np.array_equal(got["masks"]["conv2"], keep) and np.array_equal(w3 != 0, keep)
 
 
 def test_prune_method_distill_compiles_block_sparse(tmp_path):
@@ -47,5 +58,10 @@ def test_prune_method_distill_compiles_block_sparse(tmp_path):
     compiled = compile_model(path, cal, compression=dict(prune=0.5, prune_pattern="block", prune_method="distill"))
     info = compiled.graph.meta["compression"]
     assert info["distilled"] and info["distill"]["loss_after"] < 1.0
+    # the masks are those the "obs" method chooses on the same data, kept through the distillation
+    obs = compile_model(path, cal, compression=dict(prune=0.5, prune_pattern="block")).graph.meta["compression"]
+    assert info["distill"]["masks_from"] == "obs" and obs["pruned_masks"]
+    for name, mask in obs["pruned_masks"].items():
+        assert np.array_equal(info["pruned_masks"][name], mask), name
     conv2 = [n for n in compiled.graph.nodes if n.name == "conv2"][0]
     assert is_block_sparse(np.asarray(compiled.graph.tensors[conv2.inputs[1]].data))

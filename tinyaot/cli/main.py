@@ -151,8 +151,9 @@ PruneScopeOpt = Annotated[Optional[str], typer.Option(
 PruneMethodOpt = Annotated[Optional[str], typer.Option(
     "--prune-method", help="'obs' (default with calibration data: masks by second-order saliency, each layer's "
     "sparsity by measured sensitivity, compress/reconstruct.py), 'magnitude' (the smallest weights; LAMP scores "
-    "across layers) or 'distill' (masks chosen while the pruned float model is trained to the dense one's logits on "
-    "the calibration data, compress/distill.py; also refits after --prune-channels)")]
+    "across layers) or 'distill' (the 'obs' masks and fit, then the pruned float model trained with those masks to "
+    "the dense one's logits on the calibration data, compress/distill.py; slower; also refits after "
+    "--prune-channels)")]
 PrunePatternOpt = Annotated[Optional[str], typer.Option(
     "--prune-pattern", help="'unstructured' (default: any weight; smallest flash, slower kernels), 'block2x1' "
     "(convolutions drop an input for pairs of output channels together, fully connected layers whole 4x4 blocks, "

@@ -162,11 +162,12 @@ def _group_keep(w: np.ndarray, depthwise: bool, sparsity: float, pattern: Patter
 
 
 def distill(graph: Graph, teacher: Graph, samples, targets: dict[str, Target] | None = None,
-            steps: int = STEPS, seed: int = SEED, copies: int = 4) -> dict:
+            steps: int = STEPS, seed: int = SEED, copies: int = 4, keep: dict[str, np.ndarray] | None = None) -> dict:
     """Train the weighted layers' float weights and biases of `graph` (in place) so that its logits match those of
     `teacher` (the dense float graph) over the calibration `samples` ({input name: [N, ...]} or the first input's
-    array) and their `augmented` copies. Zeros already in a layer's weights stay zero (its mask); layers in
-    `targets` are pruned gradually to their sparsity. Returns {"steps", "loss_before", "loss_after" (relative
+    array) and their `augmented` copies. Zeros already in a layer's weights stay zero (its mask), or for a layer
+    in `keep` ({name: bool mask in its weights' layout}) exactly the weights that mask drops; layers in `targets`
+    are pruned gradually to their sparsity. Returns {"steps", "loss_before", "loss_after" (relative
     logits error on the unaugmented samples), "masks": {layer: keep mask}} or {"skipped": reason} when an op on the
     way has no float evaluation or backward pass (the graph is then unchanged)."""
     targets = targets or {}
@@ -191,7 +192,8 @@ def distill(graph: Graph, teacher: Graph, samples, targets: dict[str, Target] | 
             first = forward(graph, nodes, {k: v[:BATCH] for k, v in pool.items()})
             for n in layers:
                 w = np.array(graph.tensors[n.inputs[1]].data, np.float32)
-                masks[n.name] = w != 0
+                masks[n.name] = w != 0 if keep is None or n.name not in keep else np.asarray(keep[n.name], bool)
+                w *= masks[n.name]
                 params[(n.name, 1)] = w
                 lrs[(n.name, 1)] = scale * LR * float(np.sqrt(np.mean(w ** 2)) or 1.0)
                 if len(n.inputs) > 2 and n.inputs[2]:

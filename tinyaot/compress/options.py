@@ -129,7 +129,7 @@ class CompressionOptions:
     prune_scope: str = "global"  # "global": one threshold over all layers; "layer": the fraction in each layer
     prune_method: str = "obs"  # "obs": masks by second-order saliency on the calibration data (compress/
     # reconstruct.py), the layers' sparsities by measured sensitivity; "magnitude": smallest |w| (LAMP across layers);
-    # "distill": masks by gradual magnitude pruning while the float model is distilled end to end to the dense
+    # "distill": the "obs" masks and fit, then the float model distilled end to end with those masks to the dense
     # model's logits on the calibration data (compress/distill.py; also after --prune-channels)
     prune_pattern: str = "unstructured"  # "block": whole 4x4 blocks that the block kernels skip (conv and fully
     # connected layers; depthwise ones stay dense); "block2x1": blocks of 2 output channels x 1 input position in

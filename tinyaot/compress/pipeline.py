@@ -57,11 +57,13 @@ from tinyaot.ops.registry import FloatUnsupported, get_op, traits_of
 ORDER = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
 
 
-def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph:
+def prune_step(graph: Graph, options: CompressionOptions, samples=None, start: dict | None = None) -> Graph:
     """Structured then magnitude pruning of the float graph, and the 4-bit marks quantization reads. With float
     calibration `samples` ({input name: [N, *input shape]}) the layers that lost input channels are refitted to
     their unpruned outputs (compress/refit.py), and with prune_method "obs" the channels are chosen and the masks
-    left to storage_step, which chooses them on the calibration data (compress/reconstruct.py)."""
+    left to storage_step, which chooses them on the calibration data (compress/reconstruct.py). `start`: for
+    prune_method "distill", what an "obs" compression of the same model made of each pruned layer
+    (`fitted_layers`): distillation starts from those weights and keeps their masks."""
     layers = layer_nodes(graph)
     settings = {n.name: options.for_layer(n.name, layer_kind(n)) for n in layers}
     info = {"options": options, "settings": settings,
@@ -86,7 +88,7 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph
             info["refit"] = refit_consumers(before, graph, samples, refittable_after(graph, consumers),
                                             info["kept_channels"])
     if distilling:
-        info["distill"] = _distill(graph, teacher, samples, settings, info)
+        info["distill"] = _distill(graph, teacher, samples, settings, info, start)
         info["distilled"] = "skipped" not in info["distill"]
         if info["distilled"]:  # the layers' int8 fit now aims at the distilled model (distilled_reference)
             info["dense_rows"] = {n.name: _float_layer(graph, n) for n in layer_nodes(graph) if _is_float(graph, n)}
@@ -110,15 +112,39 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None) -> Graph
     return graph
 
 
-def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSettings], info: dict) -> dict:
-    """--prune-method distill: the pruned layers' masks chosen by gradual magnitude pruning while the whole float
-    model is distilled to the dense one's logits (compress/distill.py); with --prune-channels alone, the kept
+def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSettings], info: dict,
+             start: dict | None = None) -> dict:
+    """--prune-method distill: the whole float model distilled to the dense one's logits (compress/distill.py),
+    the pruned layers starting from `start` ({layer: (weights, bias, pruned mask)}, the masks and fit an "obs"
+    compression chose on the same data) with those masks fixed. Measured against the "obs" compression alone
+    (kws_dscnn, host C, 900 held-out samples; calibration on the first 100): --prune 0.6 --prune-pattern block2x1
+    77.89 -> 83.00 % top-1, the output's noise-to-signal ratio against dense int8 0.262 -> 0.175; --prune 0.5
+    87.78 -> 87.22 %. With half the calibration samples (50, scored on the other 50) it overfits: 80 -> 80 % and
+    84 -> 76 % (NSR 0.284 -> 0.283, 0.194 -> 0.249). Without `start` (no layer the "obs" fit reached), the
+    masks are chosen by gradual magnitude pruning during the distillation; with --prune-channels alone, the kept
     weights distilled. Layers sharing the default --prune remove that fraction of all their weights together, at one
     fraction each among those their pattern applies to (under "block", depthwise layers stay dense and the others
     take their share, as _allocate_sparsity does). Returns distill's report without the masks, which go into
     info["pruned_masks"]."""
     layers = [n for n in layer_nodes(graph) if _is_float(graph, n)]
     pruned = [n for n in layers if settings[n.name].sparsity > 0 and not settings[n.name].excluded]
+    given = {n.name: start[n.name] for n in pruned if start and n.name in start
+             and start[n.name][0].shape == graph.tensors[n.inputs[1]].shape}
+    if given:
+        for n in pruned:
+            if n.name in given:
+                w, b, _ = given[n.name]
+                n.inputs[1] = graph.add_const(n.name + "_obs_weights", w.astype(np.float32))
+                while len(n.inputs) < 3:
+                    n.inputs.append("")
+                n.inputs[2] = graph.add_const(n.name + "_obs_bias", b.astype(np.float32))
+        report = distill(graph, teacher, samples, keep={name: ~m for name, (_, _, m) in given.items()})
+        report.pop("masks", None)
+        if "skipped" not in report:
+            for name, (_, _, m) in given.items():
+                info["pruned_masks"][name] = m
+        report["masks_from"] = "obs"
+        return report
     shared = [n for n in pruned if settings[n.name].shared_threshold]
     takers = [n for n in shared if pattern_of(graph, n, settings[n.name]) is not None]
     size = {n.name: int(graph.tensors[n.inputs[1]].size) for n in pruned}
@@ -137,6 +163,25 @@ def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSet
         for name in targets:
             info["pruned_masks"][name] = ~masks[name]
     return report
+
+
+def fitted_layers(graph: Graph) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """After storage_step: each pruned layer's (weights, bias) as float values of its int8 ones (weights x their
+    per-channel scales, bias x input scale x weight scales) in its weights' layout, and its pruned mask (True where
+    pruned), what prune_step's `start` takes."""
+    info = graph.meta["compression"]
+    out = {}
+    for n in layer_nodes(graph):
+        mask = info["pruned_masks"].get(n.name)
+        w = graph.tensors[n.inputs[1]]
+        if mask is None or w.quant is None or len(n.inputs) < 3 or not n.inputs[2]:
+            continue
+        depthwise = bool(n.attrs.get("depthwise"))
+        scale = np.asarray(w.quant.scale, np.float64).reshape(-1)
+        r = rows(np.asarray(w.data), depthwise) * scale[:, None]
+        b = np.asarray(graph.tensors[n.inputs[2]].data, np.float64).reshape(-1) * graph.tensors[n.inputs[0]].quant.s
+        out[n.name] = (_back_rows(r, w.shape, depthwise), b * scale, np.asarray(mask, bool))
+    return out
 
 
 def distilled_reference(graph: Graph) -> Graph:
@@ -862,4 +907,4 @@ def compression_report(graph: Graph) -> dict:
     return out
 
 
-__all__ = ["prune_step", "storage_step", "distilled_reference", "layer_report", "compression_report"]
+__all__ = ["prune_step", "storage_step", "fitted_layers", "distilled_reference", "layer_report", "compression_report"]

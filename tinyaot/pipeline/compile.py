@@ -20,7 +20,7 @@ from tinyaot.compress.hessian import MAX_SAMPLES
 from tinyaot.compress.options import CompressionOptions
 from tinyaot.compress.prune import layer_nodes
 from tinyaot.compress.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, calibration_record, parse_method
-from tinyaot.compress.pipeline import distilled_reference, prune_step, storage_step
+from tinyaot.compress.pipeline import distilled_reference, fitted_layers, prune_step, storage_step
 from tinyaot.compress.precision import apply_precision
 from tinyaot.compress.quantize import quantize_graph
 from tinyaot.core.quant import quantize_values
@@ -160,7 +160,8 @@ def compile_model(model: str | Path | ImportedModel, calibration: str | Path | N
         if samples is not None and not prequantized and q.activation_bits == 8:
             # the same model uncompressed: compression refits each layer to its output (compress/reconstruct.py)
             dense = copy.deepcopy(graph)
-        graph = prune_step(graph, compression, samples)
+        start = _obs_start(dense, compression, samples, ranges) if dense is not None else None
+        graph = prune_step(graph, compression, samples, start)
         if dense is not None and graph.meta["compression"].get("distilled"):
             dense = distilled_reference(graph)  # the int8 fit aims at the distilled layers (compress/distill.py)
     float_weights = {n.name: np.array(graph.tensors[n.inputs[1]].data, np.float64) for n in layer_nodes(graph)}
@@ -195,6 +196,18 @@ def compile_model(model: str | Path | ImportedModel, calibration: str | Path | N
 SPARSE_KINDS = (("--prune", "prune / sparsity", "its sparse weight storage"),
                 ("--clusters", "clusters", "its clustered (codebook) weight storage"),
                 ("--weight-bits 4", "weight_bits = 4", "its int4 weight storage"))
+
+
+def _obs_start(dense: Graph, compression: CompressionOptions, samples, ranges) -> dict | None:
+    """--prune-method distill with --prune: the same compression by "obs" first (masks and layer-wise fit on the
+    calibration data, compress/reconstruct.py), whose pruned layers distillation then starts from, masks fixed
+    (compress/pipeline.fitted_layers); None otherwise."""
+    if compression.prune_method != "distill" or not (compression.prune or any(r.sparsity for r in compression.rules)):
+        return None
+    obs = replace(compression, prune_method="obs")
+    g = quantize_graph(prune_step(copy.deepcopy(dense), obs, samples), ranges)
+    g = storage_step(g, _quantized_feeds(g, samples), quantize_graph(copy.deepcopy(dense), ranges), ranges)
+    return fitted_layers(g)
 
 
 def _kinds(options: CompressionOptions | None) -> list[int]:
