@@ -6,8 +6,13 @@
  * multiplier/shift per channel; tinyaot_block_support.h).
  *
  * Same result as tinyaot_convolve_s8 on the decoded weights, bit for bit. Arguments as tinyaot_convolve_s8_block,
- * except the filter (tinyaot_block2x1_weights) and the scratch: 4 * K bytes, 4-byte aligned (K = kh * kw * in_ch),
- * the windows of two output pixels a, b as one int16 word (a_j, b_j) per position j.
+ * except the filter (tinyaot_block2x1_weights) and the scratch, 4-byte aligned: 4 * K bytes (K = kh * kw * in_ch),
+ * the windows of two output pixels a, b as one int16 word (a_j, b_j) per position j, then what the bitmaps decode
+ * to once per call (filter->decoded bytes): per channel pair its count of position pairs (uint16, to whole words),
+ * then the positions (uint8, or uint16 when K > 256; and 4 bytes that word stores may pass).
+ *
+ * Flash holds per channel pair a bitmap of its kept positions (K bits) and two bytes per kept position: the
+ * positions are decoded once per call, not per multiply-add (8-bit: tinyaot_block2x1_decode.h; 16-bit: bit by bit).
  *
  * Per channel pair the kept positions go two at a time (the list is filled to an even length with a zero-weight
  * entry): the words of positions j, k give the SMLAD pairs (a_j, a_k) and (b_j, b_k) by PKHBT / PKHTB, the four
@@ -27,11 +32,59 @@
  * bias, bounded at compile time by compress/bounds.py).
  */
 #include "tinyaot_block_support.h"
+#include "tinyaot_block2x1_decode.h"
 
 int32_t tinyaot_convolve_s8_block2x1_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims)
 {
+    const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
+    const int32_t pairs = (filter_dims->n + 1) / 2;
     (void)input_dims;
-    return 4 * filter_dims->h * filter_dims->w * filter_dims->c;
+    /* every position kept (and a filler block after an odd K), 4 bytes the decoding may pass: the compiler plans the
+       layer's own filter->decoded */
+    return 4 * k + 4 * ((pairs + 1) / 2) + ((pairs * (k + (k & 1)) * (k > 256 ? 2 : 1) + 4 + 3) & ~3);
+}
+
+/* What the row loops read: the values in flash, the positions and counts decoded into the scratch. */
+typedef struct {
+    const int8_t *values;
+    const void *index;
+    const uint16_t *counts;
+} block2x1_decoded;
+
+/* Positions of pairs channel pairs from their bitmaps (rb bytes each) into ix (uint8: K <= 256); counts: position
+   pairs. */
+static void block2x1_decode8(const uint8_t *bm, int32_t pairs, int32_t rb, uint8_t *ix, uint16_t *cnt)
+{
+    int32_t p, n;
+    for (p = 0; p < pairs; p++, bm += rb, ix += n) {
+        n = tinyaot_block2x1_positions8(bm, rb, ix);
+        cnt[p] = (uint16_t)(n >> 1);
+    }
+}
+
+/* The same with uint16 positions (K > 256), bit by bit. */
+static void block2x1_decode16(const uint8_t *bm, int32_t pairs, int32_t rb, uint16_t *ix, uint16_t *cnt)
+{
+    int32_t p, j;
+    for (p = 0; p < pairs; p++) {
+        uint16_t *const start = ix;
+        int32_t n;
+        for (j = 0; j < 8 * rb; j += 8) {
+            uint32_t v = *bm++;
+            int32_t i;
+            for (i = 0; v != 0; i++, v >>= 1) {
+                if (v & 1u) {
+                    *ix++ = (uint16_t)(j + i);
+                }
+            }
+        }
+        n = (int32_t)(ix - start);
+        if (n & 1) {
+            *ix = ix[-1];
+            ix++, n++;
+        }
+        cnt[p] = (uint16_t)(n >> 1);
+    }
 }
 
 typedef struct {
@@ -256,7 +309,7 @@ static void block2x1_fill2(int32_t *col, const block2x1_geom *g, const int8_t *i
 
 /* Every channel group of one pixel pair (column col32) into out_a, out_b. */
 #define TINYAOT_BLOCK2X1_ROWS(name, T, mac)                                                                           \
-    static void name(const int32_t *col32, const tinyaot_block2x1_weights *f, const tinyaot_block_out *q,            \
+    static void name(const int32_t *col32, const block2x1_decoded *f, const tinyaot_block_out *q,                    \
                      int32_t out_c, int8_t *out_a, int8_t *out_b)                                                     \
     {                                                                                                                 \
         const int8_t *w = f->values;                                                                                  \
@@ -282,10 +335,24 @@ tinyaot_status tinyaot_convolve_s8_block2x1(TINYAOT_CONV_ARGS(tinyaot_block2x1_w
     (void)bias_dims;
     if (filter_dims->c != input_dims->c || output_dims->c != out_c || conv_params->stride.h <= 0 ||
         conv_params->stride.w <= 0 || conv_params->dilation.h <= 0 || conv_params->dilation.w <= 0 || bias == NULL ||
-        filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
-        ctx->size < tinyaot_convolve_s8_block2x1_get_buffer_size(input_dims, filter_dims)) {
+        filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || filter->decoded < 0) {
         return TINYAOT_ARG_ERROR;
     }
+    const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
+    const int32_t pairs = (out_c + 1) / 2;
+    const int index16 = k > 256;
+    if (ctx->size < 4 * k + filter->decoded) {
+        return TINYAOT_ARG_ERROR;
+    }
+    /* the positions, once per call: after the column, the counts, then the index */
+    uint16_t *const cnt = (uint16_t *)(void *)((int8_t *)ctx->buf + 4 * k);
+    void *const ix = (void *)(cnt + 2 * ((pairs + 1) / 2));
+    if (index16) {
+        block2x1_decode16(filter->bitmap, pairs, (k + 7) / 8, (uint16_t *)ix, cnt);
+    } else {
+        block2x1_decode8(filter->bitmap, pairs, (k + 7) / 8, (uint8_t *)ix, cnt);
+    }
+    const block2x1_decoded d = {filter->values, ix, cnt};
     block2x1_geom g;
     TINYAOT_CONV_WINDOW_FIELDS(g, conv_params, input_dims, filter_dims);
     g.zp = -conv_params->input_offset;
@@ -327,10 +394,10 @@ tinyaot_status tinyaot_convolve_s8_block2x1(TINYAOT_CONV_ARGS(tinyaot_block2x1_w
         }
         int8_t *out_a = output + p * out_c;
         int8_t *out_b = two_pix ? out_a + out_c : out_a;
-        if (filter->index16) {
-            block2x1_rows16(col32, filter, &q, out_c, out_a, out_b);
+        if (index16) {
+            block2x1_rows16(col32, &d, &q, out_c, out_a, out_b);
         } else {
-            block2x1_rows8(col32, filter, &q, out_c, out_a, out_b);
+            block2x1_rows8(col32, &d, &q, out_c, out_a, out_b);
         }
     }
     return TINYAOT_OK;

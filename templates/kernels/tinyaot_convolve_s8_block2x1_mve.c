@@ -1,15 +1,17 @@
 /*
  * tinyaot_convolve_s8_block2x1_mve: int8 NHWC convolution (one group; any kernel size, stride, dilation, padding) over
- * 2x1 block-sparse weights in the Helium layout (tinyaot_mve_block2x1.h: per channel pair its kept positions,
- * gathered 16 at a time), the input offset folded into the bias, biases, multipliers and shifts one per channel
- * zero-padded to a multiple of four (tinyaot_nn_mve.h). Same result as tinyaot_convolve_s8 on the decoded weights,
- * bit for bit; portable C on cores without MVE. Rows of at most 256 positions (one offset byte per position).
+ * 2x1 block-sparse weights in the Helium layout (tinyaot_mve_block2x1.h: per channel pair a bitmap of its kept
+ * positions and their weights, the positions decoded once per call into the scratch, gathered 16 at a time), the
+ * input offset folded into the bias, biases, multipliers and shifts one per channel zero-padded to a multiple of four
+ * (tinyaot_nn_mve.h). Same result as tinyaot_convolve_s8 on the decoded weights, bit for bit; portable C on cores
+ * without MVE. Rows of at most 256 positions (one offset byte per position).
  *
- * Pixels, columns and scratch as tinyaot_convolve_s8_block_mve: output pixels in pairs in raster order (a lone last
- * one alone); a 1x1 convolution without padding whose input channels are a multiple of 4 reads each pixel's channels
- * in place, otherwise each window is copied into an int8 im2col column (two in the scratch, 2 * K4 bytes, K4 = K
- * rounded up to a multiple of 4, 4-byte aligned). A pair's windows are read before its outputs are written, so the
- * output may overlap the input as for the dense kernels.
+ * Pixels and columns as tinyaot_convolve_s8_block_mve: output pixels in pairs in raster order (a lone last one
+ * alone); a 1x1 convolution without padding whose input channels are a multiple of 4 reads each pixel's channels in
+ * place, otherwise each window is copied into an int8 im2col column (two of them, 2 * K4 bytes, K4 = K rounded up to
+ * a multiple of 4). Scratch (required, 4-byte aligned): those columns (none in place), then filter->decoded bytes of
+ * position stream. A pair's windows are read before its outputs are written, so the output may overlap the input as
+ * for the dense kernels.
  */
 #include "tinyaot_mve_block_conv.h"
 #include "tinyaot_mve_block2x1.h"
@@ -17,12 +19,27 @@
 int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *input_dims,
                                                          const tinyaot_dims *filter_dims)
 {
+    const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
     (void)input_dims;
-    return tinyaot_mve_block_conv_buffer_size(filter_dims);
+    /* every position kept (a filler after an odd K): per channel pair at most 18 + K + 1 bytes, and 20 the decoding
+       may pass; the compiler plans the layer's own filter->decoded */
+    return tinyaot_mve_block_conv_buffer_size(filter_dims) + 2 * ((filter_dims->n + 3) / 4) * (19 + k) + 20;
 }
 
-tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block_weights))
+tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
 {
-    return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias_dims,
-                                  bias, output_dims, output, tinyaot_mve_block2x1_two, tinyaot_mve_block2x1_one);
+    const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
+    const int32_t cols = tinyaot_mve_block_in_place(conv_params, input_dims, filter_dims)
+                             ? 0 : tinyaot_mve_block_conv_buffer_size(filter_dims);
+    if (filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || k > 256 ||
+        filter->decoded < 0 || ctx->size < cols + filter->decoded) {
+        return TINYAOT_ARG_ERROR;
+    }
+    /* the positions, once per call, after the columns */
+    uint8_t *const pos = (uint8_t *)ctx->buf + cols;
+    (void)tinyaot_mve_b2x1_positions(filter->bitmap, filter_dims->n, k, pos);
+    const tinyaot_block_weights stream = {(const int8_t *)pos, NULL, NULL, 0};
+    return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, &stream, bias_dims,
+                                  bias, output_dims, output, filter->values, tinyaot_mve_block2x1_two,
+                                  tinyaot_mve_block2x1_one);
 }

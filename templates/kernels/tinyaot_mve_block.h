@@ -43,6 +43,7 @@ typedef struct {
     const int32_t *params;   /* 16 words per block-row */
     int32_t rem;             /* out_c % 4 */
     int32_t lo[4], hi[4];
+    const int8_t *values;    /* the 2x1 kernel's weights (tinyaot_mve_block2x1.h; its stream: the positions) */
 } tinyaot_mve_block_job;
 
 static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job *j, const int8_t *stream, const int32_t *params,
@@ -55,6 +56,7 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
     j->out_off = out_off;
     j->params = params;
     j->rem = out_c % 4;
+    j->values = NULL;
     for (i = 0; i < 4; i++) {
         j->lo[i] = act_min;
         j->hi[i] = act_max;
@@ -98,19 +100,19 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
 #define TINYAOT_MVE_BLOCK_VMOV1                                                                                        \
     "vmov q4[2], q4[0], r0, r4\n\t"                                                                                    \
     "vmov q4[3], q4[1], r2, r6\n\t"
-/* bias, left shift, multiplier, right shift (r9 advances over the row's 16 words); then the output offset (r4),
+/* bias, left shift, multiplier, right shift (p, r9 here, advances over the row's 16 words); then the output offset (r4),
    the bounds (q6, q7). The same operations as tinyaot_mve_requantize_split + tinyaot_mve_rdbpot. */
-#define TINYAOT_MVE_BLOCK_REQ2                                                                                         \
-    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+#define TINYAOT_MVE_BLOCK_REQ2_AT(p)                                                                                   \
+    "vldrw.u32 q0, [" p "], #16\n\t"                                                                                   \
     "vadd.i32 q4, q4, q0\n\t"                                                                                          \
     "vadd.i32 q5, q5, q0\n\t"                                                                                          \
-    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vldrw.u32 q0, [" p "], #16\n\t"                                                                                   \
     "vqshl.s32 q4, q4, q0\n\t"                                                                                         \
     "vqshl.s32 q5, q5, q0\n\t"                                                                                         \
-    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vldrw.u32 q0, [" p "], #16\n\t"                                                                                   \
     "vqrdmulh.s32 q4, q4, q0\n\t"                                                                                      \
     "vqrdmulh.s32 q5, q5, q0\n\t"                                                                                      \
-    "vldrw.u32 q1, [r9], #16\n\t"                                                                                      \
+    "vldrw.u32 q1, [" p "], #16\n\t"                                                                                   \
     "vand q0, q4, q1\n\t"                                                                                              \
     "vshr.s32 q0, q0, #31\n\t"                                                                                         \
     "vqadd.s32 q4, q4, q0\n\t"                                                                                         \
@@ -125,14 +127,14 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
     "vmax.s32 q5, q5, q6\n\t"                                                                                          \
     "vmin.s32 q4, q4, q7\n\t"                                                                                          \
     "vmin.s32 q5, q5, q7\n\t"
-#define TINYAOT_MVE_BLOCK_REQ1                                                                                         \
-    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+#define TINYAOT_MVE_BLOCK_REQ1_AT(p)                                                                                   \
+    "vldrw.u32 q0, [" p "], #16\n\t"                                                                                   \
     "vadd.i32 q4, q4, q0\n\t"                                                                                          \
-    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vldrw.u32 q0, [" p "], #16\n\t"                                                                                   \
     "vqshl.s32 q4, q4, q0\n\t"                                                                                         \
-    "vldrw.u32 q0, [r9], #16\n\t"                                                                                      \
+    "vldrw.u32 q0, [" p "], #16\n\t"                                                                                   \
     "vqrdmulh.s32 q4, q4, q0\n\t"                                                                                      \
-    "vldrw.u32 q1, [r9], #16\n\t"                                                                                      \
+    "vldrw.u32 q1, [" p "], #16\n\t"                                                                                   \
     "vand q0, q4, q1\n\t"                                                                                              \
     "vshr.s32 q0, q0, #31\n\t"                                                                                         \
     "vqadd.s32 q4, q4, q0\n\t"                                                                                         \
@@ -140,6 +142,9 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
     "vqadd.s32 q4, q4, r4\n\t"                                                                                         \
     "vmax.s32 q4, q4, q6\n\t"                                                                                          \
     "vmin.s32 q4, q4, q7\n\t"
+#define TINYAOT_MVE_BLOCK_REQ2 TINYAOT_MVE_BLOCK_REQ2_AT("r9")
+#define TINYAOT_MVE_BLOCK_REQ1 TINYAOT_MVE_BLOCK_REQ1_AT("r9")
+
 /* Entry: (xa r0, xb r1, out r2, job r3) -> xa r3, xb r1, stream r5, params r9, out r7 (VSTRB.32 needs a low base),
    bounds q6/q7, and the frame [sp] = rows left, out_c, out_off, rem (r4, r6, r8, r10 from the job's first six
    words). No rows: straight to the partial one (label 8). */
@@ -166,7 +171,10 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
     TINYAOT_MVE_BLOCK_LOOP_SUMS(TINYAOT_MVE_BLOCK_SUMS(G, vmovs), req, store, store_p)
 /* The same with a block-row's sums given whole (tinyaot_mve_block2x1.h: two channel pairs per block-row). */
 #define TINYAOT_MVE_BLOCK_LOOP_SUMS(sums, req, store, store_p)                                                         \
-    TINYAOT_MVE_BLOCK_ENTER                                                                                            \
+    TINYAOT_MVE_BLOCK_LOOP_FRAME(TINYAOT_MVE_BLOCK_ENTER, TINYAOT_MVE_BLOCK_LEAVE, sums, req, store, store_p)
+/* The same with its own entry and exit (a larger frame: tinyaot_mve_block2x1.h). */
+#define TINYAOT_MVE_BLOCK_LOOP_FRAME(enter, leave, sums, req, store, store_p)                                          \
+    enter                                                                                                              \
     "3:\n\t" sums req store                                                                                            \
     "subs r0, r0, #1\n\t"                                                                                              \
     "str r0, [sp]\n\t"                                                                                                 \
@@ -174,9 +182,9 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
     "8:\n\t"                                                                                                           \
     "ldr r0, [sp, #12]\n\t"                                                                                            \
     "cmp r0, #0\n\t"                                                                                                   \
-    "beq 9f\n\t" sums req                                                                                               \
+    "beq 9f\n\t" sums req                                                                                              \
     "ldr r0, [sp, #12]\n\t"                                                                                            \
-    "vctp.32 r0\n\t" store_p TINYAOT_MVE_BLOCK_LEAVE
+    "vctp.32 r0\n\t" store_p leave
 
 /* The stores of a block-row's outputs: both pixels (r7 advanced) / predicated for a partial row; one pixel likewise. */
 #define TINYAOT_MVE_BLOCK_STORE2 "add r2, r7, r2\n\tvstrb.32 q5, [r2]\n\tvstrb.32 q4, [r7], #4\n\t"

@@ -1,15 +1,20 @@
 /*
  * tinyaot int8 kernels: the Helium (MVE) core of the 2x1 block-sparse convolution (tinyaot_convolve_s8_block2x1_mve.c).
  *
- * Weights: per pair of output channels its kept window positions (tinyaot/compress/pattern.py "block2x1"), laid out
- * at compile time as one stream (tinyaot/ops/compressed.py mve_block2x1_stream): per block-row of four channels its
- * two channel pairs in turn, each as its number of groups of 16 positions (one byte, at least 1: filled to whole
- * groups with zero weights at position 0), then per group the 16 positions (one byte each: rows of at most 256
- * positions), the 16 weights of the pair's first channel and the 16 of its second. A last block-row of one or two
- * channels has a second pair of one zero group. Requantization words, entry and row loop: tinyaot_mve_block.h's.
+ * Weights: per pair of output channels its kept window positions (tinyaot/compress/pattern.py "block2x1"). Flash
+ * holds per pair a bitmap of them and their weights (tinyaot/ops/compressed.py mve_block2x1_values), cut into F
+ * whole groups of 16 positions and a last group of m (1 .. 16; 0 for an empty pair): first the last group's weights
+ * (its m weights of the pair's first channel, then its m of the second), then per whole group the 16 weights of the
+ * first channel and the 16 of the second. The entry decodes the bitmaps once per call into the stream of positions
+ * this loop reads (tinyaot_mve_b2x1_positions, in the scratch): per block-row of four channels its two channel pairs
+ * in turn (a missing second pair: an empty one), each as m (one byte), the last group's 16 positions (one byte each:
+ * rows of at most 256 positions; zero past m), F (one byte) and the whole groups' 16 * F positions. Requantization
+ * words, entry and row loop: tinyaot_mve_block.h's.
  *
  * A group is one byte gather per column, VLDRB.U8 Qd, [Rn, Qoffsets], and one 16-lane VMLADAVA per channel and
  * pixel: per group and two pixels 1 offset load, 2 gathers, 2 weight loads and 4 VMLADAV(A) for 64 multiply-adds.
+ * The last group goes first (it starts the sums), its weight loads predicated on its m lanes (VCTP.8: the others
+ * load 0 and read nothing): 6 instructions more per channel pair than a whole group.
  *
  * Overflow: as tinyaot_mve_gemm.h (each sum a subset of the dense products plus the folded bias).
  */
@@ -17,42 +22,121 @@
 #define TINYAOT_MVE_BLOCK2X1_H
 
 #include "tinyaot_mve_block.h"
+#include "tinyaot_block2x1_decode.h"
+
+/* Bytes of a channel pair's stream before its whole groups' positions: m, the last group's positions, F. */
+#define TINYAOT_MVE_B2X1_HEAD 18
+
+/* The stream (above) of out_c channels' bitmaps (ceil(k / 8) bytes per channel pair) into dst; returns its bytes:
+   per channel pair (a last block-row's missing one included) 18 + 16 * F. Writes up to 20 bytes past them. */
+static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_c, int32_t k, uint8_t *dst)
+{
+    const int32_t rb = (k + 7) / 8;
+    const int32_t pairs = (out_c + 1) / 2;
+    const int32_t padded = 2 * ((out_c + 3) / 4);
+    uint8_t *const start = dst;
+    int32_t p;
+    for (p = 0; p < padded; p++) {
+        /* the positions straight to the whole groups' place; the last m of them then move to the head */
+        const int32_t n = p < pairs ? tinyaot_block2x1_positions8(bm + p * rb, rb, dst + TINYAOT_MVE_B2X1_HEAD) : 0;
+        const int32_t f = n > 0 ? (n - 1) >> 4 : 0;
+        const int32_t m = n - 16 * f;
+        const uint8_t *const last = dst + TINYAOT_MVE_B2X1_HEAD + 16 * f;
+        dst[0] = (uint8_t)m;
+#if TINYAOT_USE_MVE
+        vst1q_u8(dst + 1, vldrbq_z_u8(last, vctp8q((uint32_t)m)));
+#else
+        {
+            int32_t i;
+            for (i = 0; i < 16; i++) {
+                dst[1 + i] = i < m ? last[i] : 0;
+            }
+        }
+#endif
+        dst[17] = (uint8_t)f;
+        dst += TINYAOT_MVE_B2X1_HEAD + 16 * f;
+    }
+    return (int32_t)(dst - start);
+}
 
 #if TINYAOT_MVE_BLOCK_ASM
 
-/* One group of a channel pair against two columns (xa in r3, xb in r1; stream at r5): the pair's first channel sums
-   in a0 (pixel a) and b0 (pixel b), its second in a1, b1. */
-#define TINYAOT_MVE_B2X1_G2(op, a0, b0, a1, b1)                                                                        \
+/* One group of a channel pair against two columns (xa in r3, xb in r1; positions at r5, weights at w): the pair's
+   first channel sums in a0 (pixel a) and b0 (pixel b), its second in a1, b1. */
+#define TINYAOT_MVE_B2X1_G2(op, w, a0, b0, a1, b1)                                                                     \
     "vldrb.u8 q0, [r5], #16\n\t"                                                                                       \
     "vldrb.u8 q1, [r3, q0]\n\t"                                                                                        \
     "vldrb.u8 q2, [r1, q0]\n\t"                                                                                        \
-    "vldrb.8 q3, [r5], #16\n\t" op " " a0 ", q1, q3\n\t" op " " b0 ", q2, q3\n\t"                                      \
-    "vldrb.8 q3, [r5], #16\n\t" op " " a1 ", q1, q3\n\t" op " " b1 ", q2, q3\n\t"
-/* One group of a channel pair against one column (xa in r3). */
-#define TINYAOT_MVE_B2X1_G1(op, a0, b0, a1, b1)                                                                        \
+    "vldrb.8 q3, [" w "], #16\n\t" op " " a0 ", q1, q3\n\t" op " " b0 ", q2, q3\n\t"                                   \
+    "vldrb.8 q3, [" w "], #16\n\t" op " " a1 ", q1, q3\n\t" op " " b1 ", q2, q3\n\t"
+/* One column (xa in r3). */
+#define TINYAOT_MVE_B2X1_G1(op, w, a0, b0, a1, b1)                                                                     \
     "vldrb.u8 q0, [r5], #16\n\t"                                                                                       \
     "vldrb.u8 q1, [r3, q0]\n\t"                                                                                        \
-    "vldrb.8 q3, [r5], #16\n\t" op " " a0 ", q1, q3\n\t"                                                               \
-    "vldrb.8 q3, [r5], #16\n\t" op " " a1 ", q1, q3\n\t"
-/* A channel pair's groups (count byte first; the first group starts the sums); labels l (loop) and e (end). */
-#define TINYAOT_MVE_B2X1_PAIR(G, a0, b0, a1, b1, l, e)                                                                 \
-    "ldrb r11, [r5], #1\n\t" G("vmladav.s8", a0, b0, a1, b1) "subs r11, r11, #1\n\t"                                   \
-    "beq " e "f\n\t"                                                                                                   \
-    l ":\n\t" G("vmladava.s8", a0, b0, a1, b1) "subs r11, r11, #1\n\t"                                                 \
+    "vldrb.8 q3, [" w "], #16\n\t" op " " a0 ", q1, q3\n\t"                                                            \
+    "vldrb.8 q3, [" w "], #16\n\t" op " " a1 ", q1, q3\n\t"
+/* A channel pair's last group (m = r11 lanes; its weight loads predicated; it starts the sums): against two columns
+   / one. */
+#define TINYAOT_MVE_B2X1_T2(a0, b0, a1, b1)                                                                            \
+    "ldrb r11, [r5], #1\n\t"                                                                                           \
+    "vctp.8 r11\n\t"                                                                                                   \
+    "vldrb.u8 q0, [r5], #16\n\t"                                                                                       \
+    "vldrb.u8 q1, [r3, q0]\n\t"                                                                                        \
+    "vldrb.u8 q2, [r1, q0]\n\t"                                                                                        \
+    "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a0 ", q1, q3\n\tvmladav.s8 " b0 ", q2, q3\n\t"       \
+    "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a1 ", q1, q3\n\tvmladav.s8 " b1 ", q2, q3\n\t"
+#define TINYAOT_MVE_B2X1_T1(a0, b0, a1, b1)                                                                            \
+    "ldrb r11, [r5], #1\n\t"                                                                                           \
+    "vctp.8 r11\n\t"                                                                                                   \
+    "vldrb.u8 q0, [r5], #16\n\t"                                                                                       \
+    "vldrb.u8 q1, [r3, q0]\n\t"                                                                                        \
+    "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a0 ", q1, q3\n\t"                                    \
+    "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a1 ", q1, q3\n\t"
+/* A channel pair: its last group, then its F whole groups (labels l: loop, e: end). */
+#define TINYAOT_MVE_B2X1_PAIR(G, T, a0, b0, a1, b1, l, e)                                                              \
+    T(a0, b0, a1, b1) "ldrb r11, [r5], #1\n\t"                                                                         \
+    "cmp r11, #0\n\t"                                                                                                  \
+    "beq " e "f\n\t" l ":\n\t" G("vmladava.s8", "r9", a0, b0, a1, b1) "subs r11, r11, #1\n\t"                          \
     "bne " l "b\n\t" e ":\n\t"
-/* A block-row: channels 0, 1 (r0/r8, r2/r10) then 2, 3 (r4/r12, r6/lr), as tinyaot_mve_block.h's registers. */
-#define TINYAOT_MVE_B2X1_SUMS(G, vmovs)                                                                                \
-    TINYAOT_MVE_B2X1_PAIR(G, "r0", "r8", "r2", "r10", "1", "2")                                                        \
-    TINYAOT_MVE_B2X1_PAIR(G, "r4", "r12", "r6", "lr", "4", "5") vmovs "ldm sp, {r0, r2, r4}\n\t"
+/* A block-row: channels 0, 1 (r0/r8, r2/r10) then 2, 3 (r4/r12, r6/lr), as tinyaot_mve_block.h's registers; then
+   the requantization words' pointer from the frame into r11 (r9 holds the weights' throughout). */
+#define TINYAOT_MVE_B2X1_SUMS(G, T, vmovs)                                                                             \
+    TINYAOT_MVE_B2X1_PAIR(G, T, "r0", "r8", "r2", "r10", "10", "11")                                                   \
+    TINYAOT_MVE_B2X1_PAIR(G, T, "r4", "r12", "r6", "lr", "12", "13") vmovs "ldm sp, {r0, r2, r4}\n\t"                  \
+    "ldr r11, [sp, #16]\n\t"
+/* tinyaot_mve_block.h's entry, with the weights' pointer (the job's values) in r9 and the requantization words' in
+   the frame ([sp, #16]). */
+#define TINYAOT_MVE_B2X1_ENTER                                                                                         \
+    "push {r4-r11, lr}\n\t"                                                                                            \
+    "vpush {d8-d15}\n\t"                                                                                               \
+    "ldm r3, {r4, r5, r6, r8, r9, r10}\n\t"                                                                            \
+    "vldrw.u32 q6, [r3, #24]\n\t"                                                                                      \
+    "vldrw.u32 q7, [r3, #40]\n\t"                                                                                      \
+    "ldr r11, [r3, #56]\n\t"                                                                                           \
+    "mov r3, r0\n\t"                                                                                                   \
+    "mov r7, r2\n\t"                                                                                                   \
+    "push {r9, r11}\n\t"                                                                                               \
+    "mov r9, r11\n\t"                                                                                                  \
+    "push {r4, r6, r8, r10}\n\t"                                                                                       \
+    "cmp r4, #0\n\t"                                                                                                   \
+    "beq 8f\n\t"
+#define TINYAOT_MVE_B2X1_LEAVE                                                                                         \
+    "9:\n\t"                                                                                                           \
+    "add sp, sp, #24\n\t"                                                                                              \
+    "vpop {d8-d15}\n\t"                                                                                                \
+    "pop {r4-r11, pc}\n\t"
+#define TINYAOT_MVE_B2X1_LOOP(G, T, vmovs, req, store, store_p)                                                        \
+    TINYAOT_MVE_BLOCK_LOOP_FRAME(TINYAOT_MVE_B2X1_ENTER, TINYAOT_MVE_B2X1_LEAVE, TINYAOT_MVE_B2X1_SUMS(G, T, vmovs),   \
+                                 req, store "str r11, [sp, #16]\n\t", store_p)
 
 /* Every block-row against columns xa and xb, pixel a's outputs at out, pixel b's at out + out_c. */
 static TINYAOT_NAKED void tinyaot_mve_block2x1_two(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED const int8_t *xb,
                                                    TINYAOT_UNUSED int8_t *out,
                                                    TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
-    __asm__ volatile(TINYAOT_MVE_BLOCK_LOOP_SUMS(TINYAOT_MVE_B2X1_SUMS(TINYAOT_MVE_B2X1_G2, TINYAOT_MVE_BLOCK_VMOV2),
-                                                 TINYAOT_MVE_BLOCK_REQ2, TINYAOT_MVE_BLOCK_STORE2,
-                                                 TINYAOT_MVE_BLOCK_STORE2_P));
+    __asm__ volatile(TINYAOT_MVE_B2X1_LOOP(TINYAOT_MVE_B2X1_G2, TINYAOT_MVE_B2X1_T2, TINYAOT_MVE_BLOCK_VMOV2,
+                                           TINYAOT_MVE_BLOCK_REQ2_AT("r11"), TINYAOT_MVE_BLOCK_STORE2,
+                                           TINYAOT_MVE_BLOCK_STORE2_P));
 }
 
 /* Every block-row against column xa, its outputs at out. */
@@ -60,9 +144,9 @@ static TINYAOT_NAKED void tinyaot_mve_block2x1_one(TINYAOT_UNUSED const int8_t *
                                                    TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
     __asm__ volatile("mov r3, r2\n\t"
-                     "mov r2, r1\n\t" TINYAOT_MVE_BLOCK_LOOP_SUMS(
-                         TINYAOT_MVE_B2X1_SUMS(TINYAOT_MVE_B2X1_G1, TINYAOT_MVE_BLOCK_VMOV1), TINYAOT_MVE_BLOCK_REQ1,
-                         TINYAOT_MVE_BLOCK_STORE1, TINYAOT_MVE_BLOCK_STORE1_P));
+                     "mov r2, r1\n\t" TINYAOT_MVE_B2X1_LOOP(TINYAOT_MVE_B2X1_G1, TINYAOT_MVE_B2X1_T1,
+                                                            TINYAOT_MVE_BLOCK_VMOV1, TINYAOT_MVE_BLOCK_REQ1_AT("r11"),
+                                                            TINYAOT_MVE_BLOCK_STORE1, TINYAOT_MVE_BLOCK_STORE1_P));
 }
 
 #else /* no assembly: intrinsics on MVE cores (other compilers), portable C elsewhere; the same integers */
@@ -70,39 +154,48 @@ static TINYAOT_NAKED void tinyaot_mve_block2x1_one(TINYAOT_UNUSED const int8_t *
 /* Every block-row against column xa (and xb unless it is NULL), pixel a's outputs at out, pixel b's at out + out_c. */
 static void tinyaot_mve_block2x1_cols(const int8_t *xa, const int8_t *xb, int8_t *out, const tinyaot_mve_block_job *j)
 {
-    const uint8_t *w = (const uint8_t *)(const void *)j->stream;
+    const uint8_t *idx = (const uint8_t *)(const void *)j->stream;
+    const int8_t *wf = j->values;
     const int32_t *pp = j->params;
     const int32_t n_out = j->out_c;
     int32_t o, c, h, i;
     for (o = 0; o < n_out; o += 4, pp += 16) {
         int32_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (h = 0; h < 2; h++) {
-            int32_t n = *w++;
-            for (; n > 0; n--, w += 48) {
-                const uint8_t *idx = w;
-                const int8_t *wv = (const int8_t *)(const void *)(w + 16);
+            int32_t f = -1;
+            for (; f != 0; f--) {
+                /* the last group (m = its first byte; weights past m 0), then the f whole ones */
+                const int32_t m = f < 0 ? *idx++ : 16;
+                const int8_t *const w0 = wf, *const w1 = wf + m;
 #if TINYAOT_USE_MVE
+                const mve_pred16_t lanes = vctp8q((uint32_t)m);
                 const uint8x16_t off = vldrbq_u8(idx);
                 const int8x16_t va = vldrbq_gather_offset_s8(xa, off);
-                acc[2 * h] = vmladavaq_s8(acc[2 * h], va, vld1q_s8(wv));
-                acc[2 * h + 1] = vmladavaq_s8(acc[2 * h + 1], va, vld1q_s8(wv + 16));
+                const int8x16_t v0 = vldrbq_z_s8(w0, lanes), v1 = vldrbq_z_s8(w1, lanes);
+                acc[2 * h] = vmladavaq_s8(acc[2 * h], va, v0);
+                acc[2 * h + 1] = vmladavaq_s8(acc[2 * h + 1], va, v1);
                 if (xb != NULL) {
                     const int8x16_t vb = vldrbq_gather_offset_s8(xb, off);
-                    acc[4 + 2 * h] = vmladavaq_s8(acc[4 + 2 * h], vb, vld1q_s8(wv));
-                    acc[5 + 2 * h] = vmladavaq_s8(acc[5 + 2 * h], vb, vld1q_s8(wv + 16));
+                    acc[4 + 2 * h] = vmladavaq_s8(acc[4 + 2 * h], vb, v0);
+                    acc[5 + 2 * h] = vmladavaq_s8(acc[5 + 2 * h], vb, v1);
                 }
                 (void)i;
 #else
-                for (i = 0; i < 16; i++) {
+                for (i = 0; i < m; i++) {
                     /* products of magnitude at most 128 * 128; partial sums within 128 * sum|w| */
-                    acc[2 * h] += (int32_t)xa[idx[i]] * wv[i];
-                    acc[2 * h + 1] += (int32_t)xa[idx[i]] * wv[16 + i];
+                    acc[2 * h] += (int32_t)xa[idx[i]] * w0[i];
+                    acc[2 * h + 1] += (int32_t)xa[idx[i]] * w1[i];
                     if (xb != NULL) {
-                        acc[4 + 2 * h] += (int32_t)xb[idx[i]] * wv[i];
-                        acc[5 + 2 * h] += (int32_t)xb[idx[i]] * wv[16 + i];
+                        acc[4 + 2 * h] += (int32_t)xb[idx[i]] * w0[i];
+                        acc[5 + 2 * h] += (int32_t)xb[idx[i]] * w1[i];
                     }
                 }
 #endif
+                idx += 16;
+                wf += 2 * m;
+                if (f < 0) {
+                    f = *idx++ + 1; /* (the loop's f-- then leaves F) */
+                }
             }
         }
         for (c = 0; c < 4 && o + c < n_out; c++) {

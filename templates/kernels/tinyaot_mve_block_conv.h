@@ -34,8 +34,10 @@ static TINYAOT_ALWAYS_INLINE int32_t tinyaot_mve_block_conv_buffer_size(const ti
     return 2 * ((filter_dims->h * filter_dims->w * filter_dims->c + 3) & ~3);
 }
 
-/* The convolution with row loops two_rows / one_row (called with constants: GCC calls them directly). */
+/* The convolution with row loops two_rows / one_row (called with constants: GCC calls them directly); values: the
+   2x1 loop's weights (filter->values then holds its positions), else NULL. */
 static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_ARGS(tinyaot_block_weights),
+                                                                 const int8_t *values,
                                                                  tinyaot_mve_block_two_fn two_rows,
                                                                  tinyaot_mve_block_one_fn one_row)
 {
@@ -71,6 +73,7 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_
     (void)quant_params; /* per-row requantization words in bias (tinyaot_mve_block.h) */
     tinyaot_mve_block_job_of(&job, filter->values, bias, out_c, conv_params->output_offset,
                              conv_params->activation.min, conv_params->activation.max);
+    job.values = values;
     n_pix = input_dims->n * g.out_h * g.out_w;
     pa.b = pa.oy = pa.ox = 0;
     for (p = 0; p < n_pix; p += 2) {

@@ -127,15 +127,17 @@ typedef struct {
     int32_t fold_table;
 } tinyaot_block_weights;
 
-/* 2x1 block sparsity (storage "sparse_block" with blocks of 2 output channels x 1 position, in the DSP/C kernel's
-   layout, tinyaot_convolve_s8_block2x1.c): channel pair p (channels 2p, 2p+1) has 2 * counts[p] kept positions
-   (filled to an even number with zero weights), at index (absolute positions: uint16_t when index16, else
-   uint8_t), and per position the pair's two weights, in values. fold_table as tinyaot_block_weights'. */
+/* 2x1 block sparsity (storage "sparse_block" with blocks of 2 output channels x 1 position, tinyaot/compress/
+   encode.py; tinyaot_convolve_s8_block2x1.c): channel pair p (channels 2p, 2p+1) has ceil(K / 8) bytes of bitmap,
+   bit j (byte j / 8, least significant first) set when window position j is kept, and per kept position, in
+   increasing order, the pair's two weights in values; a pair with an odd number of kept positions is followed by
+   one zero-weight block (the Helium kernel's values are in its own order: tinyaot_mve_block2x1.h). The kernels
+   decode the positions into their scratch once per call: `decoded` bytes of it (the compiler's count for the
+   kernel's layout: tinyaot/ops/compressed.py). fold_table as tinyaot_block_weights'. */
 typedef struct {
     const int8_t *values;
-    const void *index;
-    const uint16_t *counts;
-    int32_t index16;
+    const uint8_t *bitmap;
+    int32_t decoded;
     int32_t fold_table;
 } tinyaot_block2x1_weights;
 

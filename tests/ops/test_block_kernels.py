@@ -22,8 +22,8 @@ from mve.mve_harness import HOST_CC, KERNELS, needs_arm, run_program
 from tinyaot.compress.encode import decode, encode_sparse_block
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ir import Tensor
-from tinyaot.ops.compressed import (block2x1_arrays, block_requant, mve_block2x1_stream, mve_block_params,
-                                    mve_block_stream)
+from tinyaot.ops.compressed import (block2x1_arrays, block2x1_scratch_bytes, block_requant, mve_block2x1_values,
+                                    mve_block_params, mve_block_stream)
 from tinyaot.ops.conv import conv2d_s8
 from tinyaot.ops.fully_connected import fully_connected_s8
 
@@ -142,11 +142,16 @@ CASES = _cases()
 HELIUM_CASES = [c for c in CASES if (c["k"] <= 256 if c["b2x1"] else -(-c["k"] // 4) <= 256)]
 
 
+def _decoded(c, helium: bool) -> int:
+    """Scratch bytes a 2x1 case's kernel decodes its bitmaps into (as ops/conv.py plans them)."""
+    return mve_block2x1_values(c["st"])[1] if helium else block2x1_arrays(c["st"])[2]
+
+
 def _program(cases, helium: bool) -> str:
     parts = ['#include <stddef.h>\n#include <string.h>\n#include "tinyaot_nn.h"\n#include "tinyaot_nn_mve.h"\n',
              "void report(int i, int bad);\n"]
     out_size = max(c["exp"].size for c in cases) + 16
-    scratch = max(8 * (-(-c["k"] // 4) * 4) for c in cases) + 16
+    scratch = max(8 * (-(-c["k"] // 4) * 4) + (_decoded(c, helium) if c["b2x1"] else 0) for c in cases) + 16
     parts.append(f"static int8_t out_buf[{out_size}];\nstatic int32_t scratch_buf[{scratch // 4}];\n")
     parts.append("static int bad_bytes(const int8_t *a, const int8_t *e, int n, int total)\n{\n    int bad = 0, i;\n"
                  "    for (i = 0; i < n; i++) bad += a[i] != e[i];\n"
@@ -158,14 +163,16 @@ def _program(cases, helium: bool) -> str:
         wtype = "tinyaot_block_weights"
         if c["b2x1"] and not helium:  # as ops/compressed.py renders the 2x1 kernel
             bias, mult, shift, table = block_requant(c["bias"], w2, c["in_off"], c["mult"], c["shift"], c["out_off"])
-            values, index, counts, wide = block2x1_arrays(c["st"])
-            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", index, "uint16_t" if wide else "uint8_t")
-                         + _arr(p + "n", counts, "uint16_t"))
-            wtype, table = "tinyaot_block2x1_weights", f"{wide}, {table}"
+            values, bitmap, decoded = block2x1_arrays(c["st"])
+            assert block2x1_scratch_bytes(c["k"], decoded) <= 4 * c["k"] + decoded
+            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", bitmap, "uint8_t"))
+            wtype, table = "tinyaot_block2x1_weights", table
         elif helium and c["b2x1"]:
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
             bias, mult, shift, table = params, [0], [0], 0
-            parts.append(_arr(p + "v", mve_block2x1_stream(c["st"]), "int8_t") + _arr(p + "d", [0], "uint8_t"))
+            values, decoded = mve_block2x1_values(c["st"])
+            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", c["st"].arrays["bitmap"], "uint8_t"))
+            wtype, table = "tinyaot_block2x1_weights", 0
         elif helium:  # as ops/compressed.py renders the Helium variant
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
             bias, mult, shift, table = params, [0], [0], 0
@@ -174,12 +181,16 @@ def _program(cases, helium: bool) -> str:
             bias, mult, shift, table = block_requant(c["bias"], w2, c["in_off"], c["mult"], c["shift"], c["out_off"])
             parts.append(_arr(p + "v", c["st"].arrays["values"], "int8_t")
                          + _arr(p + "d", c["st"].arrays["deltas"], "uint8_t"))
-        if not c["b2x1"] or helium:
+        if not c["b2x1"]:
             parts.append(_arr(p + "n", c["st"].arrays["counts"], "uint16_t"))
         parts.append(_arr(p + "x", c["x"], "int8_t")
                      + _arr(p + "b", bias, "int32_t") + _arr(p + "m", mult, "int32_t")
                      + _arr(p + "s", shift, "int32_t") + _arr(p + "e", c["exp"], "int8_t"))
-        parts.append(f"static const {wtype} {p}w = {{{p}v, {p}d, {p}n, {table}}};\n")
+        if c["b2x1"]:  # flash: the values (each kernel's order) and the storage's bitmap, as many bytes as stored
+            assert values.size + c["st"].arrays["bitmap"].size == c["st"].nbytes(c["w"])
+            parts.append(f"static const {wtype} {p}w = {{{p}v, {p}d, {decoded}, {table}}};\n")
+        else:
+            parts.append(f"static const {wtype} {p}w = {{{p}v, {p}d, {p}n, {table}}};\n")
         suffix = ("2x1" if c["b2x1"] else "") + ("_mve" if helium else "")
         body = [f"static int case_{i}(void)\n{{\n    int rc;\n",
                 f"    const tinyaot_per_channel_quant_params q = {{{p}m, {p}s}};\n",
@@ -242,7 +253,8 @@ def test_cases_cover_the_kernels_paths():
     ks = {c["k"] for c in CASES}
     assert any(k % 4 for k in ks) and max(ks) > 1020  # partial groups; stored zero blocks bridging gaps
     assert any(c["w"].shape[0] % 4 for c in CASES)
-    assert any(c["st"].arrays["deltas"].size == 0 for c in CASES)  # nothing stored
+    assert any(c["st"].arrays["values"].size == 0 for c in CASES if not c["b2x1"])  # nothing stored
+    assert any(c["st"].arrays["values"].size == 0 for c in CASES if c["b2x1"])
     outs = np.concatenate([c["exp"].ravel() for c in CASES])
     assert (outs == -128).any() and (outs == 127).any() and (outs == -20).any() and (outs == 90).any()
 

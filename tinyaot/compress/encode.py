@@ -200,6 +200,8 @@ def encode_sparse_block(values: np.ndarray, depthwise: bool = False, block=(BLOC
     if depthwise:
         raise ValueError("sparse_block storage is for conv and fully connected rows, not depthwise taps")
     br, bc = (int(v) for v in block)
+    if (br, bc) == (2, 1):
+        return _encode_block2x1(values)
     padded = _padded_rows(values, (br, bc))
     nbr, nbc = padded.shape[0] // br, padded.shape[1] // bc
     blocks = padded.reshape(nbr, br, nbc, bc).transpose(0, 2, 1, 3)  # [nbr, nbc, br, bc]
@@ -227,12 +229,36 @@ def encode_sparse_block(values: np.ndarray, depthwise: bool = False, block=(BLOC
                                           "counts": np.asarray(counts, np.uint16)}, meta)
 
 
+def _encode_block2x1(values: np.ndarray) -> WeightStorage:
+    """The 2x1 form (storage.py "sparse_block", meta block [2, 1]): per channel pair a bitmap of its kept positions
+    and the kept blocks' two weights each, a pair with an odd count followed by one zero block."""
+    padded = _padded_rows(values, (2, 1))
+    pairs, k = padded.shape[0] // 2, padded.shape[1]
+    blocks = padded.reshape(pairs, 2, k).transpose(0, 2, 1)  # [pair, position, channel]
+    kept = blocks.any(axis=2)
+    row_bytes = -(-k // 8)
+    bits = np.zeros((pairs, row_bytes * 8), np.uint8)
+    bits[:, :k] = kept
+    vals = []
+    for r in range(pairs):
+        vals.append(blocks[r][kept[r]].reshape(-1))
+        if kept[r].sum() % 2:
+            vals.append(np.zeros(2, np.int8))
+    values_arr = np.concatenate(vals).astype(np.int8) if vals else np.zeros(0, np.int8)
+    return WeightStorage("sparse_block", {"bitmap": np.packbits(bits, axis=1, bitorder="little").reshape(-1),
+                                          "values": values_arr},
+                         {"depthwise": False, "block": [2, 1], "row_bytes": row_bytes})
+
+
 def sparse_block_nbytes(values: np.ndarray, block=(BLOCK_ROWS, BLOCK_COLS)) -> int:
     """Bytes encode_sparse_block would take, without building it."""
     br, bc = (int(v) for v in block)
     padded = _padded_rows(values, (br, bc))
     nbr, nbc = padded.shape[0] // br, padded.shape[1] // bc
     kept = padded.reshape(nbr, br, nbc, bc).any(axis=(1, 3))
+    if (br, bc) == (2, 1):  # bitmaps, and two bytes per kept block (an odd pair's filler block included)
+        per = kept.sum(axis=1)
+        return nbr * -(-nbc // 8) + 2 * int(np.sum(per + per % 2))
     n = 0
     for r in range(nbr):
         pos = 0
@@ -242,10 +268,37 @@ def sparse_block_nbytes(values: np.ndarray, block=(BLOCK_ROWS, BLOCK_COLS)) -> i
     return (br * bc + 1) * n + 2 * nbr
 
 
+def _decode_block2x1(st: WeightStorage, out_ch: int, row_len: int) -> np.ndarray:
+    pairs, row_bytes = -(-out_ch // 2), -(-row_len // 8)
+    bitmap, vals = st.arrays["bitmap"], st.arrays["values"]
+    if int(st.meta.get("row_bytes", -1)) != row_bytes or bitmap.size != pairs * row_bytes:
+        raise ValueError("sparse_block 2x1: the bitmap does not fit the weights' shape")
+    bits = np.unpackbits(bitmap.reshape(pairs, row_bytes), axis=1, bitorder="little").astype(bool)
+    if bits[:, row_len:].any():
+        raise ValueError("sparse_block 2x1: a kept position past the row")
+    per = bits.sum(axis=1)
+    if vals.size != 2 * int(np.sum(per + per % 2)):
+        raise ValueError("sparse_block 2x1: bitmap and values do not agree")
+    padded = np.zeros((2 * pairs, row_len), np.int8)
+    b = 0
+    for r in range(pairs):
+        cols = np.flatnonzero(bits[r])
+        v = vals[b:b + 2 * cols.size].reshape(-1, 2)
+        if per[r] % 2 and vals[b + 2 * cols.size:b + 2 * cols.size + 2].any():
+            raise ValueError("sparse_block 2x1: a nonzero filler block")
+        padded[2 * r, cols], padded[2 * r + 1, cols] = v[:, 0], v[:, 1]
+        b += 2 * (cols.size + cols.size % 2)
+    if padded[out_ch:].any():
+        raise ValueError("sparse_block: nonzero padding")
+    return padded[:out_ch]
+
+
 def _decode_sparse_block(st: WeightStorage, shape, depthwise) -> np.ndarray:
     br, bc = block_shape(st)
     out_ch = shape[0]
     row_len = int(np.prod(shape, dtype=np.int64)) // out_ch
+    if (br, bc) == (2, 1):
+        return _decode_block2x1(st, out_ch, row_len).reshape(shape)
     nbr, nbc = -(-out_ch // br), -(-row_len // bc)
     if st.arrays["counts"].size != nbr or st.arrays["values"].size != br * bc * st.arrays["deltas"].size or \
             int(st.arrays["counts"].astype(np.int64).sum()) != st.arrays["deltas"].size:

@@ -314,7 +314,8 @@ def _candidates(w, s: LayerSettings, depthwise: bool, filter_offset: int, hessia
             # pruned for speed: the block kernels or dense, never the slower bitmap / run-length kernels (their
             # bytes win when the int8 rounding zeroes much of the kept blocks too); under block2x1 a depthwise
             # layer's zeros run on the dense kernels
-            if blocks and (block != (2, 1) or KERNELS_2X1) and sparse_block_nbytes(q, block) < min(c[3] for c in out):
+            if blocks and (block != (2, 1) or (KERNELS_2X1 and _kept_2x1(q) <= MAX_KEPT_2X1)) and \
+                    sparse_block_nbytes(q, block) < min(c[3] for c in out):
                 st = encode_sparse_block(q, block=block)
                 out.append(("sparse_block", st, q, st.nbytes(q)))
             return out
@@ -472,6 +473,18 @@ KERNELS_2X1 = True  # the 2x1 block kernels are in (until then 2x1-pruned layers
 # 77.33 %; 0.01 on the 2x1 layers alone 86.22 / 73.78 %, on the curves too 84.89 / 73.56 %. Much of the spread is the
 # evaluation's noise (2 points either way); 0.01 was the best of those on both.
 STEP_2X1 = 0.01
+# A 2x1 layer keeping more of its blocks than this runs on the dense kernels: the 2x1 kernel loses to the fold kernel
+# there (h20i, ic_resnet8's layers below ~33 % sparsity), though its bitmaps would still win bytes up to 15/16 kept.
+# (About where 2x1 blocks of 3 bytes each stopped winning bytes: the layers that run 2x1 stay those that did.)
+MAX_KEPT_2X1 = 2 / 3
+
+
+def _kept_2x1(q: np.ndarray) -> float:
+    """The fraction of a layer's 2x1 blocks that hold a nonzero weight (rows view, channel pairs x positions)."""
+    r = rows(np.asarray(q), False)
+    pairs = np.zeros((-(-r.shape[0] // 2) * 2, r.shape[1]), bool)
+    pairs[:r.shape[0]] = r != 0
+    return float(pairs.reshape(-1, 2, r.shape[1]).any(axis=1).mean()) if r.size else 0.0
 
 
 def _allocate_sparsity(dense: Graph, inputs, info: dict) -> dict[str, float]:

@@ -29,7 +29,13 @@ Kinds (all packings little-endian within a byte: the first value in the low bits
                block of the same block-row, from column 0 for the first; a gap over 255 is bridged by stored
                all-zero blocks), "counts": uint16 [ceil(out_ch / 4)] (stored blocks per block-row)}. Depthwise
                weights have no block form (no kernel skips there). meta "block" = [2, 1] (absent: 4 x 4): blocks
-               of 2 output channels x 1 position instead ("block2x1", compress/pattern.py), values 2 per block.
+               of 2 output channels x 1 position instead ("block2x1", compress/pattern.py), stored as bitmaps:
+               arrays {"bitmap": uint8 [ceil(out_ch / 2) * row_bytes] (per channel pair 2p, 2p+1 its K positions,
+               bit j of byte j // 8 set when position j holds a nonzero weight in either channel; meta
+               "row_bytes" = ceil(K / 8)), "values": int8 (per pair, per set bit in increasing j, the pair's two
+               weights (w[2p][j], w[2p+1][j]); a pair with an odd number of set bits followed by one zero block)}:
+               2 bytes per kept block and K / 8 per pair, 0.5625 bytes per weight at 50 % (3 with the 4x4 form's
+               deltas). The kernels decode the bitmaps into positions once per call (ops/compressed.py).
 "Output channel" is axis 0 of OHWI/[out, in] weights and axis 3 (the last) of depthwise 1HWC weights, where a
 row is then the kh*kw taps of one channel: `rows()` gives the [out_ch, row_len] view every kind is defined on.
 """

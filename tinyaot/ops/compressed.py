@@ -71,7 +71,11 @@ def block_shape(st) -> tuple[int, int]:
 
 
 def block_positions(st) -> list[np.ndarray]:
-    """Per block-row the absolute block column of each stored block (the deltas summed)."""
+    """Per block-row the absolute block column of each stored block (the deltas summed; 2x1: the bitmap's set bits,
+    without an odd pair's filler block)."""
+    if block_shape(st) == (2, 1):
+        bits = np.unpackbits(st.arrays["bitmap"].reshape(-1, int(st.meta["row_bytes"])), axis=1, bitorder="little")
+        return [np.flatnonzero(b) for b in bits]
     deltas, counts = st.arrays["deltas"].astype(np.int64), st.arrays["counts"].astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)])
     return [np.cumsum(deltas[starts[r]:starts[r + 1]]) for r in range(counts.size)]
@@ -83,34 +87,34 @@ def is_2x1(tensor) -> bool:
     return st is not None and st.kind == "sparse_block" and block_shape(st) == (2, 1)
 
 
-def block2x1_scratch_bytes(k: int) -> int:
-    """= tinyaot_convolve_s8_block2x1_get_buffer_size: one int16 word of two pixels per window position."""
-    return 4 * int(k)
+def block2x1_scratch_bytes(k: int, decoded: int = 0) -> int:
+    """= what tinyaot_convolve_s8_block2x1 uses of its scratch: one int16 word of two pixels per window position, then
+    `decoded` bytes of positions decoded from the bitmaps once per call (block2x1_arrays)."""
+    return 4 * int(k) + int(decoded)
 
 
-def block2x1_arrays(st) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The DSP/C layout of a 2x1 sparse_block storage (tinyaot_convolve_s8_block2x1.c): (values, index, counts,
-    index16). Per channel pair its kept positions, absolute (uint16 when one passes 255, else uint8), filled to an
-    even number with a zero-weight entry at its last position, their two weights each; counts: positions / 2."""
-    vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
-    values, index, counts, b = [], [], [], 0
-    for cols in block_positions(st):
-        v = vals[b:b + cols.size]
-        b += cols.size
-        if cols.size % 2:
-            cols = np.append(cols, cols[-1])
-            v = np.concatenate([v, np.zeros((1, 2), np.int8)])
-        values.append(v.reshape(-1))
-        index.append(cols)
-        counts.append(cols.size // 2)
-    index = np.concatenate(index) if index else np.zeros(0, np.int64)
-    wide = int(index.size and index.max() > 255)
-    return (np.concatenate(values).astype(np.int8) if values else np.zeros(0, np.int8),
-            index.astype(np.uint16 if wide else np.uint8), np.asarray(counts, np.uint16), wide)
+def _pair_counts(st) -> np.ndarray:
+    """Per channel pair of a 2x1 storage its stored blocks, an odd count's filler included."""
+    n = np.array([c.size for c in block_positions(st)], np.int64)
+    return n + n % 2
+
+
+def block2x1_arrays(st) -> tuple[np.ndarray, np.ndarray, int]:
+    """The DSP/C layout of a 2x1 sparse_block storage (tinyaot_convolve_s8_block2x1.c): the storage's own arrays
+    (values, bitmap) and the bytes of scratch the kernel decodes the bitmaps into once per call: per channel pair a
+    uint16 count (to whole words), then the positions, fillers included (uint16 past 256 positions, else uint8),
+    and 4 bytes its word stores may pass."""
+    k = 8 * int(st.meta["row_bytes"])  # > 256 exactly when the row is (positions < row length <= k)
+    n = _pair_counts(st)
+    decoded = 4 * -(-n.size // 2) + -(-(int(n.sum()) * (2 if k > 256 else 1) + 4) // 4) * 4
+    return np.asarray(st.arrays["values"], np.int8), np.asarray(st.arrays["bitmap"], np.uint8), decoded
 
 
 def stored_blocks(tensor) -> int:
-    """Blocks a sparse_block storage keeps (zero blocks bridging long gaps included: the kernels run them too)."""
+    """Blocks a sparse_block storage keeps (zero blocks bridging long gaps or filling odd pairs included: the kernels
+    run them too)."""
+    if is_2x1(tensor):
+        return int(tensor.storage.arrays["values"].size) // 2
     return int(tensor.storage.arrays["deltas"].size)
 
 
@@ -155,29 +159,27 @@ def mve_block_stream(st) -> np.ndarray:
     return np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)
 
 
-def mve_block2x1_stream(st) -> np.ndarray:
-    """The Helium layout of a 2x1 sparse_block storage (tinyaot_mve_block2x1.h): per block-row of four channels its
-    two channel pairs (a missing second pair: one zero group), each as its number of groups of 16 positions (one
-    byte, at least 1), then per group the positions (one byte each), the first channel's 16 weights and the second
-    channel's; each pair filled to whole groups with zero weights at position 0."""
+def mve_block2x1_values(st) -> tuple[np.ndarray, int]:
+    """The Helium layout of a 2x1 sparse_block storage (tinyaot_mve_block2x1.h): its values reordered, per channel pair
+    cut into F whole groups of 16 stored blocks and a last group of m (1 .. 16), first the last group's weights (the
+    first channel's m, then the second's), then per whole group the first channel's 16 weights and the second's;
+    and the bytes of scratch the kernel decodes the bitmaps into once per call (per block-row two channel pairs, a
+    missing second one included: 18 + 16 * F each, and 20 bytes the decoding may pass)."""
     vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
-    pairs, b = [], 0
-    for cols in block_positions(st):
-        pairs.append((cols, vals[b:b + cols.size]))
-        b += cols.size
-    if len(pairs) % 2:
-        pairs.append((np.zeros(0, np.int64), np.zeros((0, 2), np.int8)))
-    out = []
-    for cols, v in pairs:
-        if cols.size and cols.max() > 255:
-            raise ValueError("the Helium 2x1 kernel indexes positions in one byte (rows of at most 256 values)")
-        fill = -cols.size % 16 if cols.size else 16
-        cols = np.concatenate([cols, np.zeros(fill, np.int64)])
-        v = np.concatenate([v, np.zeros((fill, 2), np.int8)])
-        out.append(np.array([cols.size // 16], np.uint8).view(np.int8))  # at most 16 groups (256 positions)
-        for g in range(0, cols.size, 16):
-            out += [cols[g:g + 16].astype(np.uint8).view(np.int8), v[g:g + 16, 0], v[g:g + 16, 1]]
-    return np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)
+    n = _pair_counts(st)
+    if 8 * int(st.meta["row_bytes"]) > 256:
+        raise ValueError("the Helium 2x1 kernel indexes positions in one byte (rows of at most 256 values)")
+    out, b = [], 0
+    f = np.where(n > 0, (n - 1) // 16, 0)
+    for c, fc in zip(n, f):
+        v = vals[b:b + c]
+        b += int(c)
+        last = v[16 * fc:]
+        out += [last[:, 0], last[:, 1]]
+        for g in range(0, 16 * int(fc), 16):
+            out += [v[g:g + 16, 0], v[g:g + 16, 1]]
+    decoded = 18 * (n.size + n.size % 2) + 16 * int(f.sum()) + 20
+    return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
 
 
 def mve_block_params(bias, weights, input_offset: int, mult, shift) -> np.ndarray:
@@ -253,25 +255,24 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
         params = mve_block_params(layer["bias"], tensor.data.reshape(tensor.shape[0], -1), layer["input_offset"],
                                   layer["mult"], layer["shift"])
         kernel = "tinyaot_convolve_s8_block2x1_mve"
-        consts = [ConstArray("int8_t", f"{name}_stream", mve_block2x1_stream(st)),
-                  ConstStruct("tinyaot_block_weights", name, [f"{name}_stream", 0, 0, 0])]
+        values, decoded = mve_block2x1_values(st)
+        consts = [ConstArray("int8_t", f"{name}_values", values),
+                  ConstArray("uint8_t", f"{name}_bitmap", st.arrays["bitmap"]),
+                  ConstStruct("tinyaot_block2x1_weights", name, [f"{name}_values", f"{name}_bitmap", decoded, 0])]
         return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block2x1.h", "tinyaot_mve_block_conv.h",
                                          "tinyaot_mve_block.h", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h",
-                                         "tinyaot_mve_support.h", "tinyaot_mve_im2col.h"],
+                                         "tinyaot_mve_support.h", "tinyaot_mve_im2col.h", "tinyaot_block2x1_decode.h"],
                                 consts, f"&{name}", (params, np.zeros(0, np.int32), np.zeros(0, np.int32)))
     elif st.kind == "sparse_block" and block_shape(st) == (2, 1):
         bias, mult, shift, table = block_requant(layer["bias"], tensor.data.reshape(tensor.shape[0], -1),
                                                  layer["input_offset"], layer["mult"], layer["shift"],
                                                  layer["output_offset"])
         kernel = "tinyaot_convolve_s8_block2x1"
-        values, index, counts, wide = block2x1_arrays(st)
-        consts = [ConstArray("int8_t", f"{name}_values", values),
-                  ConstArray("uint16_t" if wide else "uint8_t", f"{name}_index", index),
-                  ConstArray("uint16_t", f"{name}_counts", counts),
-                  ConstStruct("tinyaot_block2x1_weights", name, [f"{name}_values", f"{name}_index", f"{name}_counts",
-                                                                 wide, table])]
-        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_block_support.h", "tinyaot_fold_support.h"],
-                                consts, f"&{name}", (bias, mult, shift))
+        values, bitmap, decoded = block2x1_arrays(st)
+        consts = [ConstArray("int8_t", f"{name}_values", values), ConstArray("uint8_t", f"{name}_bitmap", bitmap),
+                  ConstStruct("tinyaot_block2x1_weights", name, [f"{name}_values", f"{name}_bitmap", decoded, table])]
+        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_block_support.h", "tinyaot_fold_support.h",
+                                         "tinyaot_block2x1_decode.h"], consts, f"&{name}", (bias, mult, shift))
     elif st.kind == "sparse_block":
         if helium:  # the Helium layout, folded bias, one multiplier and shift per channel, padded to fours
             stream = mve_block_stream(st)
@@ -328,12 +329,14 @@ def mve_block_cost(tensor, pixels: int, column: bool) -> float:
     k = int(np.prod(tensor.shape[1:]))
     taps = int(np.prod(tensor.shape[1:-1])) if len(tensor.shape) == 4 else 1
     st = tensor.storage
-    groups = float(np.sum(np.maximum(-(-st.arrays["counts"].astype(np.int64) // 4), 1)))  # whole groups, >= 1 a row
+    counts = st.arrays["counts"].astype(np.int64) if "counts" in st.arrays else \
+        np.array([c.size for c in block_positions(st)], np.int64)  # (2x1: kept positions per channel pair)
+    groups = float(np.sum(np.maximum(-(-counts // 4), 1)))  # whole groups, >= 1 a row
     return groups * 17 * pixels / 2 + pixels * out_c * 4.5 + pixels * (40.0 + (11 * taps + k / 8 if column else 0.0))
 
 
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
-           "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_stream", "block2x1_arrays",
+           "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_values", "block2x1_arrays",
            "block2x1_scratch_bytes", "block_shape", "block_positions",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]
