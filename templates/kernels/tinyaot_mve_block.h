@@ -100,8 +100,8 @@ static TINYAOT_ALWAYS_INLINE void tinyaot_mve_block_job_of(tinyaot_mve_block_job
 #define TINYAOT_MVE_BLOCK_VMOV1                                                                                        \
     "vmov q4[2], q4[0], r0, r4\n\t"                                                                                    \
     "vmov q4[3], q4[1], r2, r6\n\t"
-/* bias, left shift, multiplier, right shift (p, r9 here, advances over the row's 16 words); then the output offset (r4),
-   the bounds (q6, q7). The same operations as tinyaot_mve_requantize_split + tinyaot_mve_rdbpot. */
+/* bias, left shift, multiplier, right shift (p, r9 here, advances over the row's 16 words); then the output
+   offset (r4), the bounds (q6, q7). The same operations as tinyaot_mve_requantize_split + tinyaot_mve_rdbpot. */
 #define TINYAOT_MVE_BLOCK_REQ2_AT(p)                                                                                   \
     "vldrw.u32 q0, [" p "], #16\n\t"                                                                                   \
     "vadd.i32 q4, q4, q0\n\t"                                                                                          \

@@ -98,12 +98,15 @@ static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_
     "cmp r11, #0\n\t"                                                                                                  \
     "beq " e "f\n\t" l ":\n\t" G("vmladava.s8", "r9", a0, b0, a1, b1) "subs r11, r11, #1\n\t"                          \
     "bne " l "b\n\t" e ":\n\t"
+/* A channel pair as an assembler macro `name a0, b0, a1, b1` (defined once per function, expanded four times: the
+   string stays within the 4095 characters C99 promises). */
+#define TINYAOT_MVE_B2X1_DEFINE(name, G, T)                                                                            \
+    ".macro " name " a0, b0, a1, b1\n\t"                                                                               \
+    TINYAOT_MVE_B2X1_PAIR(G, T, "\\a0", "\\b0", "\\a1", "\\b1", "10", "11") ".endm\n\t"
 /* A block-row: channels 0, 1 (r0/r8, r2/r10) then 2, 3 (r4/r12, r6/lr), as tinyaot_mve_block.h's registers; then
    the requantization words' pointer from the frame into r11 (r9 holds the weights' throughout). */
-#define TINYAOT_MVE_B2X1_SUMS(G, T, vmovs)                                                                             \
-    TINYAOT_MVE_B2X1_PAIR(G, T, "r0", "r8", "r2", "r10", "10", "11")                                                   \
-    TINYAOT_MVE_B2X1_PAIR(G, T, "r4", "r12", "r6", "lr", "12", "13") vmovs "ldm sp, {r0, r2, r4}\n\t"                  \
-    "ldr r11, [sp, #16]\n\t"
+#define TINYAOT_MVE_B2X1_SUMS(name, vmovs)                                                                             \
+    name " r0, r8, r2, r10\n\t" name " r4, r12, r6, lr\n\t" vmovs "ldm sp, {r0, r2, r4}\n\tldr r11, [sp, #16]\n\t"
 /* tinyaot_mve_block.h's entry, with the weights' pointer (the job's values) in r9 and the requantization words' in
    the frame ([sp, #16]). */
 #define TINYAOT_MVE_B2X1_ENTER                                                                                         \
@@ -125,8 +128,9 @@ static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_
     "add sp, sp, #24\n\t"                                                                                              \
     "vpop {d8-d15}\n\t"                                                                                                \
     "pop {r4-r11, pc}\n\t"
-#define TINYAOT_MVE_B2X1_LOOP(G, T, vmovs, req, store, store_p)                                                        \
-    TINYAOT_MVE_BLOCK_LOOP_FRAME(TINYAOT_MVE_B2X1_ENTER, TINYAOT_MVE_B2X1_LEAVE, TINYAOT_MVE_B2X1_SUMS(G, T, vmovs),   \
+#define TINYAOT_MVE_B2X1_LOOP(name, G, T, vmovs, req, store, store_p)                                                  \
+    TINYAOT_MVE_B2X1_DEFINE(name, G, T)                                                                                \
+    TINYAOT_MVE_BLOCK_LOOP_FRAME(TINYAOT_MVE_B2X1_ENTER, TINYAOT_MVE_B2X1_LEAVE, TINYAOT_MVE_B2X1_SUMS(name, vmovs),   \
                                  req, store "str r11, [sp, #16]\n\t", store_p)
 
 /* Every block-row against columns xa and xb, pixel a's outputs at out, pixel b's at out + out_c. */
@@ -134,9 +138,9 @@ static TINYAOT_NAKED void tinyaot_mve_block2x1_two(TINYAOT_UNUSED const int8_t *
                                                    TINYAOT_UNUSED int8_t *out,
                                                    TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
-    __asm__ volatile(TINYAOT_MVE_B2X1_LOOP(TINYAOT_MVE_B2X1_G2, TINYAOT_MVE_B2X1_T2, TINYAOT_MVE_BLOCK_VMOV2,
-                                           TINYAOT_MVE_BLOCK_REQ2_AT("r11"), TINYAOT_MVE_BLOCK_STORE2,
-                                           TINYAOT_MVE_BLOCK_STORE2_P));
+    __asm__ volatile(TINYAOT_MVE_B2X1_LOOP("tinyaot_b2x1_pair2", TINYAOT_MVE_B2X1_G2, TINYAOT_MVE_B2X1_T2,
+                                           TINYAOT_MVE_BLOCK_VMOV2, TINYAOT_MVE_BLOCK_REQ2_AT("r11"),
+                                           TINYAOT_MVE_BLOCK_STORE2, TINYAOT_MVE_BLOCK_STORE2_P));
 }
 
 /* Every block-row against column xa, its outputs at out. */
@@ -144,8 +148,9 @@ static TINYAOT_NAKED void tinyaot_mve_block2x1_one(TINYAOT_UNUSED const int8_t *
                                                    TINYAOT_UNUSED const tinyaot_mve_block_job *job)
 {
     __asm__ volatile("mov r3, r2\n\t"
-                     "mov r2, r1\n\t" TINYAOT_MVE_B2X1_LOOP(TINYAOT_MVE_B2X1_G1, TINYAOT_MVE_B2X1_T1,
-                                                            TINYAOT_MVE_BLOCK_VMOV1, TINYAOT_MVE_BLOCK_REQ1_AT("r11"),
+                     "mov r2, r1\n\t" TINYAOT_MVE_B2X1_LOOP("tinyaot_b2x1_pair1", TINYAOT_MVE_B2X1_G1,
+                                                            TINYAOT_MVE_B2X1_T1, TINYAOT_MVE_BLOCK_VMOV1,
+                                                            TINYAOT_MVE_BLOCK_REQ1_AT("r11"),
                                                             TINYAOT_MVE_BLOCK_STORE1, TINYAOT_MVE_BLOCK_STORE1_P));
 }
 
