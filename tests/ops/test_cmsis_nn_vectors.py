@@ -679,6 +679,28 @@ def test_srdhm_and_rdbpot_against_exact_arithmetic():
         assert g == _exact_round_half_away(x, 2**k), (x, k)
 
 
+def test_exact_matmul_equals_python_integers_inside_and_past_the_float_bound():
+    """The references' integer matmul goes through float64 BLAS when its sums stay within 2^53 (exact there), and
+    through int64 otherwise: both equal Python's unbounded integers, at the extremes of int8/int16 operands, long
+    rows, batch dimensions, and operands just past the bound (where float64 would round: 2^53 + 1 is not a
+    float64)."""
+    rng = np.random.default_rng(3)
+    cases = [(rng.integers(-255, 256, (2, 7, 300)), rng.integers(-128, 128, (2, 300, 5))),
+             (np.full((3, 4096), -255), np.full((4096, 2), -128)),  # every product the largest, one sign
+             (rng.integers(-32768, 32768, (5, 33)), rng.integers(-128, 128, (33, 4))),
+             (np.array([[2**27 + 1, 1]]), np.array([[2**27 + 1], [0]]))]  # 2^54 + 2^28 + 1: int64 path
+    for a, b in cases:
+        want = [[sum(int(x) * int(y) for x, y in zip(row, col)) for col in np.asarray(b).T.tolist()]
+                for row in np.asarray(a).reshape(-1, a.shape[-1]).tolist()] if a.ndim == 2 else None
+        got = fp.exact_matmul(a, b)
+        plain = np.matmul(np.asarray(a, np.int64), np.asarray(b, np.int64))
+        assert got.dtype == np.int64 and np.array_equal(got, plain)
+        if want is not None:
+            assert got.tolist() == want
+    big = fp.exact_matmul(*cases[3])
+    assert int(big[0, 0]) == 2**54 + 2**28 + 1 != int(float(2**54 + 2**28 + 1))  # float64 would round it
+
+
 def test_multiply_by_quantized_multiplier_is_close_to_the_real_scale():
     rng = np.random.default_rng(2)
     for real in list(rng.uniform(1e-6, 0.99, 200)) + [0.5, 1.0, 1.5, 2.0**-31, 7.25]:

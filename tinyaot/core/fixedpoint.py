@@ -79,6 +79,26 @@ def _i64(x) -> np.ndarray:
     return np.asarray(x, dtype=np.int64)
 
 
+# float64 holds every integer of magnitude up to 2**53 exactly, and a sum of products of such integers whose every
+# partial sum stays within 2**53 is exact in any order of addition: the float64 matmul (BLAS) then gives the exact
+# integer result, ~10x faster than numpy's int64 matmul, which has no BLAS (a 125x576 by 576x64 conv: 7.3 ms against
+# 0.5 ms). The references' accumulators are int8/int16 products summed over at most tens of thousands of terms,
+# far inside the bound; larger operands fall back to the int64 matmul.
+EXACT_FLOAT_INT = 2.0 ** 53
+
+
+def exact_matmul(a, b) -> np.ndarray:
+    """a @ b (numpy matmul semantics) of integer-valued arrays, exact, as int64."""
+    a, b = _i64(a), _i64(b)
+    if a.size == 0 or b.size == 0:
+        return np.matmul(a, b)
+    k = a.shape[-1]
+    bound = float(np.abs(a).max()) * float(np.abs(b).max()) * k
+    if bound >= EXACT_FLOAT_INT:
+        return np.matmul(a, b)
+    return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
+
+
 def saturate_int32(x) -> np.ndarray:
     return np.clip(_i64(x), INT32_MIN, INT32_MAX)
 

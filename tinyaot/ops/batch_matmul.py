@@ -17,7 +17,7 @@ import numpy as np
 from onnx import helper
 
 from tinyaot.core.errors import TinyaotError
-from tinyaot.core.fixedpoint import quantize_multiplier, requantize_to_int8
+from tinyaot.core.fixedpoint import exact_matmul, quantize_multiplier, requantize_to_int8
 from tinyaot.ops.common import activation_nodes, out_params
 from tinyaot.ops.registry import IN0, IN1, OUT0, KernelCall, OpSpec, OracleLayer, Traits, register
 
@@ -36,7 +36,7 @@ def batch_matmul_s8(lhs: np.ndarray, rhs: np.ndarray, *, lhs_offset: int, rhs_of
         a = np.swapaxes(a, -1, -2)
     if adj_y:
         b = np.swapaxes(b, -1, -2)
-    acc = np.matmul(a, b)  # exact: int64 sums of at most MAX_K int8 products
+    acc = exact_matmul(a, b)  # exact: sums of at most MAX_K int8 products
     return requantize_to_int8(acc, np.int64(output_mult), np.int64(output_shift), output_offset, act_min, act_max)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from tinyaot.core.errors import TinyaotError
 
-from tinyaot.core.fixedpoint import requantize_to_int8
+from tinyaot.core.fixedpoint import exact_matmul, requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import (FLOAT_CHUNK, activation_grad, activation_nodes, col2im_patches, dequantized_const,
@@ -191,10 +191,10 @@ def conv2d_s8(
     xo = input.astype(np.int64) + int(input_offset)
     p = im2col_patches(xo, (kh, kw), stride_hw, pad_top_left, dilation_hw, output_hw)
     oh, ow = p.shape[1], p.shape[2]
-    # [N*OH*OW, G, KH*KW*Cg] x [G, KH*KW*Cg, Og] -> [G, N*OH*OW, Og] (int64 matmul, exact)
+    # [N*OH*OW, G, KH*KW*Cg] x [G, KH*KW*Cg, Og] -> [G, N*OH*OW, Og] (exact: core/fixedpoint.exact_matmul)
     p = p.reshape(n * oh * ow, kh, kw, groups, cin_g).transpose(3, 0, 1, 2, 4).reshape(groups, n * oh * ow, -1)
     wt = weights_ohwi.astype(np.int64).reshape(groups, cout_g, kh * kw * cin_g).transpose(0, 2, 1)
-    acc = np.matmul(p, wt).transpose(1, 0, 2).reshape(n, oh, ow, cout)
+    acc = exact_matmul(p, wt).transpose(1, 0, 2).reshape(n, oh, ow, cout)
     if bias is not None:
         acc = acc + np.asarray(bias, dtype=np.int64)
     return requantize_to_int8(acc, _per_channel(output_mult, cout), _per_channel(output_shift, cout),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
+from tinyaot.core.fixedpoint import exact_matmul
 from tinyaot.core.quant import QuantParams
 from tinyaot.core.quant16 import Q16MAX, Q16MIN, requantize_to_int16
 from tinyaot.ops.common import activation_nodes, dequantized_const, nhwc_oracle, spatial_out
@@ -25,7 +26,7 @@ def conv2d_s16(x, w_ohwi, bias, reduced, total_shift, *, stride_hw=(1, 1), pad_t
     oh, ow = p.shape[1], p.shape[2]
     p = p.reshape(n * oh * ow, kh, kw, groups, cg).transpose(3, 0, 1, 2, 4).reshape(groups, n * oh * ow, -1)
     wt = np.asarray(w_ohwi, np.int64).reshape(groups, cout // groups, -1).transpose(0, 2, 1)
-    acc = np.matmul(p, wt).transpose(1, 0, 2).reshape(n, oh, ow, cout) + np.asarray(bias, np.int64)
+    acc = exact_matmul(p, wt).transpose(1, 0, 2).reshape(n, oh, ow, cout) + np.asarray(bias, np.int64)
     return requantize_to_int16(acc, reduced, total_shift, act_min, act_max)
 
 

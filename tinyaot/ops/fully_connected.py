@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyaot.core.fixedpoint import requantize_to_int8
+from tinyaot.core.fixedpoint import exact_matmul, requantize_to_int8
 from onnx import helper
 from tinyaot.core.quant import layer_weights, weight_qmax
 from tinyaot.ops.common import (FLOAT_CHUNK, activation_grad, activation_nodes, dequantized_const, float_bias,
@@ -86,7 +86,7 @@ def fully_connected_s8(
     if x.ndim != 2 or wt.ndim != 2 or x.shape[1] != wt.shape[1]:
         raise ValueError(f"fully_connected_s8: input {x.shape} and weights {wt.shape} do not match")
     out_ch = wt.shape[0]
-    acc = x @ wt.T
+    acc = exact_matmul(x, wt.T)
     if bias is not None:
         acc = acc + np.asarray(bias, dtype=np.int64)
     mult = np.asarray(output_mult, dtype=np.int64).reshape(-1)
