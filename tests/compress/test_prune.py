@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 
 from tinyaot.api import compile_model, deploy
+from tinyaot.compress.cluster import allocate
 from tinyaot.compress.options import CompressionOptions, options_from_flags
+from tinyaot.compress.pipeline import SPEED_SLACK, _faster_picks
 from tinyaot.compress.pattern import block_scores
 from tinyaot.compress.prune import (channel_group, eligible_producers, group_scores, lamp_scores, layer_nodes,
                                     magnitude_prune, prune_channels, prune_smallest)
 from tinyaot.compress.storage import rows
 from tinyaot.compress.refit import pre_activation, refit_consumers, ridge_fit, run_node, snapshot
 from tinyaot.errors import TinyaotError
+from tinyaot.ops.compressed import conv_estimate
 from tinyaot.frontend import import_model
 from tinyaot.passes import run_passes
 
@@ -493,4 +496,29 @@ def test_block2x1_pruning_masks_pairs_of_channels(tmp_path):
         pruned = rows(info["pruned_masks"][name], False)
         assert pruned.any() and np.all(w[pruned] == 0), name
         assert np.array_equal(pruned[0::2], pruned[1::2]), name  # 16 channels: whole pairs
+        # stored in 2x1 blocks exactly where the estimate says they run faster than dense (the speed form)
+        pixels = int(np.prod(c.graph.tensors[node.outputs[0]].shape[:-1]))
+        kept = float(np.mean((w[0::2] != 0) | (w[1::2] != 0)))
+        faster = conv_estimate(pixels, w.shape[1], w.shape[0], kept) < conv_estimate(pixels, w.shape[1], w.shape[0])
+        assert (info["layers"][name]["storage"] == "sparse_block") == faster, name
     assert len(info["pruned_masks"]) >= 2
+    noise, estimate = info["speed_allocation"]["noise"], info["speed_allocation"]["estimate_vs_dense"]
+    assert noise[1] <= (1 + SPEED_SLACK) * noise[0] + 1e-12 and estimate[1] <= estimate[0]
+
+
+def test_allocation_prices_instructions_when_the_speed_form_runs_slow():
+    """_faster_picks: two layers of equal weights and noise curves, one whose weights serve 16 times the
+    instructions; above SPEED_TARGET the picks move sparsity to it (within SPEED_SLACK of the noise), below it the
+    fewest-noise picks stay."""
+    curve = [(0.0, 0.0), (0.25, 0.01), (0.5, 0.03), (0.75, 0.052)]
+    options = [[(100 * (1 - lv), e) for lv, e in curve] for _ in range(2)]
+    speed = [lambda lv: 16.0 * (1.0 - 0.3 * lv), lambda lv: 1.0 - 0.3 * lv]  # 0.85 of dense at 50 %
+    budget = 100.0  # half of the weights go
+    picks = allocate(options, budget)
+    info = {}
+    faster = _faster_picks(options, [100, 100], speed, budget, picks, info)
+    assert curve[faster[0]][0] > curve[faster[1]][0]  # the busy layer pruned further
+    assert info["speed_allocation"]["estimate_vs_dense"][1] < info["speed_allocation"]["estimate_vs_dense"][0]
+    assert info["speed_allocation"]["noise"][1] <= (1 + SPEED_SLACK) * info["speed_allocation"]["noise"][0]
+    quick = [lambda lv: 0.5, lambda lv: 0.5]  # already below the target: nothing moves
+    assert _faster_picks(options, [100, 100], quick, budget, picks, {}) == picks

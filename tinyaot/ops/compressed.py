@@ -65,6 +65,25 @@ _BLOCK_COST = {True: (1.22, 28.0, 1.9), False: (2.6, 36.0, 3.0)}
 _BLOCK2X1_COST = {True: (1.9, 30.0, 2.5), False: (3.0, 36.0, 3.0)}
 
 
+# Board-independent estimates the compression's choices use under --prune-pattern block2x1 (each convolution's
+# sparsity, and whether it is stored in 2x1 blocks or dense: compress/pipeline.py), instructions fitted to
+# ic_resnet8's 3x3 layers on mps2-an386 (the fold kernel dense; the 2x1 kernel at 44-72 % sparsity): dense 1.37 per
+# multiply-accumulate and 36 per output value; 2x1 1.63 per kept multiply-accumulate, 41 per output value (bias,
+# requantization, the calls per channel pair) and 2.1 per window value copied into the two-pixel column.
+DENSE_CONV_ESTIMATE = (1.37, 36.0)
+BLOCK2X1_CONV_ESTIMATE = (1.63, 41.0, 2.1)
+
+
+def conv_estimate(pixels: int, k: int, out_c: int, kept: float | None = None) -> float:
+    """Estimated instructions of a convolution of `pixels` output pixels, rows of k positions and out_c channels:
+    dense (kept None), or in 2x1 blocks keeping that fraction of its weights (BLOCK2X1_CONV_ESTIMATE)."""
+    macs, outs = float(pixels) * k * out_c, float(pixels) * out_c
+    if kept is None:
+        return macs * DENSE_CONV_ESTIMATE[0] + outs * DENSE_CONV_ESTIMATE[1]
+    per_mac, per_out, per_value = BLOCK2X1_CONV_ESTIMATE
+    return macs * kept * per_mac + outs * per_out + float(pixels) * k * per_value
+
+
 def block_shape(st) -> tuple[int, int]:
     """(output channels, positions) of a sparse_block storage's blocks (compress/storage.py: meta "block", else 4x4)."""
     return tuple(int(v) for v in st.meta.get("block", (4, 4)))
@@ -338,5 +357,5 @@ def mve_block_cost(tensor, pixels: int, column: bool) -> float:
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
            "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_values", "block2x1_arrays",
-           "block2x1_scratch_bytes", "block_shape", "block_positions",
+           "block2x1_scratch_bytes", "block_shape", "block_positions", "conv_estimate",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]
