@@ -76,8 +76,9 @@ def test_arena_targets_of_issue_2_models(model, cal_dir):
 
 
 def test_resnet8_large_fits_and_verifies_on_stm32(tmp_path, cal_dir):
+    # one sample under QEMU (1.4 s each): the point is the fit; the M7 test above verifies this model on two
     r = deploy(model_path("ic_resnet8_large"), "stm32", write_calibration("ic_resnet8_large", cal_dir),
-               tmp_path / "out", verify_samples=2).report
+               tmp_path / "out", verify_samples=1).report
     _assert_verified(r)
     m = r["memory"]
     assert m["arena_bytes"] + m["stack_bytes"] <= r["board"]["sram_bytes"] == 128 * 1024
