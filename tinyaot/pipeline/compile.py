@@ -248,6 +248,13 @@ def with_variants(compiled: Compiled, target: Target, choices: dict[str, str] | 
                    layer_by_layer=(lbl.plan.arena_bytes, lbl.lower_bound), patch_estimate=f.estimate)
 
 
+def retarget(compiled: Compiled, target: Target) -> Compiled:
+    """What compile_model(..., target=target) gives for the same model, calibration and options, from `compiled`
+    without compiling again (compile_model chooses the variants last): its variants chosen for `target` on a copy of
+    its graph, which with_variants rewrites, so `compiled` itself stays as it was."""
+    return with_variants(replace(compiled, graph=copy.deepcopy(compiled.graph)), target)
+
+
 def with_budget(compiled: Compiled, budget: int | None, miss: str = MISS) -> Compiled:
     """`compiled` rescheduled to fit `budget` bytes of arena (None: no budget), its variants kept; `miss` is the
     error when nothing fits (pipeline/schedule.py fit_budget)."""

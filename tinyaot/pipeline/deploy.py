@@ -15,7 +15,7 @@ from tinyaot.frontend import ImportedModel, import_model
 from tinyaot.options import Options
 
 from .build import build_verification_firmware, firmware_sizes, tidy_firmware_dir
-from .compile import Compiled, board_budget, check_fits, compile_model, with_budget, with_variants
+from .compile import Compiled, board_budget, check_fits, compile_model, retarget, with_budget, with_variants
 from .precision_search import resolve_activation_bits
 from .report import build_report, report_md, summary
 from .stage import FIRMWARE_DIR, clear_staging, folder_files, stage_model, staging
@@ -32,22 +32,28 @@ class DeployResult:
 
 
 def deploy(model: str | Path | ImportedModel, board: str, calibration: str | Path | None, out_dir: str | Path,
-           options: Options | None = None, *, data: str | Path | None = None) -> DeployResult:
+           options: Options | None = None, *, data: str | Path | None = None,
+           compiled: Compiled | None = None) -> DeployResult:
     """Compile `model` for `board` into `out_dir` (the folder an engineer vendors), and unless
     `options.verification.verify` is off build the firmware and prove it under QEMU. `data`: labelled samples for
-    `quantization.max_accuracy_drop`. Raises TinyaotError for any problem with the inputs."""
+    `quantization.max_accuracy_drop`. `compiled`: compile_model's result for this model, calibration and options (a
+    sweep compiles once for evaluate and deploy), used instead of compiling again. Raises TinyaotError for any
+    problem with the inputs."""
     options = Options() if options is None else options
     b = aligned_only_board(load_board(board), options.compile.aligned_only)
     target = b.target(options.compile.optimize)
     check_output_folder(Path(out_dir))  # a folder holding the user's files is refused before minutes of work
     check_tuning_log(options.compile.tuning_log, writing=options.compile.tune)
     imported = import_model(model, options.compile.input_shapes)
-    # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
-    bits, mixed = resolve_activation_bits(imported, calibration, data, options)
-    options = options.with_(activation_bits=bits)
-    compiled = compile_model(imported, calibration, options, target=target)
-    if mixed is not None:
-        compiled.graph.meta["mixed_precision"] = mixed  # report.json quantization.activation_bits.search
+    if compiled is not None:
+        compiled = retarget(compiled, target)
+    else:
+        # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
+        bits, mixed = resolve_activation_bits(imported, calibration, data, options)
+        options = options.with_(activation_bits=bits)
+        compiled = compile_model(imported, calibration, options, target=target)
+        if mixed is not None:
+            compiled.graph.meta["mixed_precision"] = mixed  # report.json quantization.activation_bits.search
     compiled = with_budget(compiled, *board_budget(b, options.compile.arena_budget, compiled))
     tuning = None
     if options.compile.tune or options.compile.tuning_log is not None:

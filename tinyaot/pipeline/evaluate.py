@@ -13,6 +13,7 @@ from tinyaot import __version__
 from tinyaot.compress.ort_baseline import (float_predictions, ort_int8_predictions, ort_quantize_static,
                                            is_probability, predicted_class, top1)
 from tinyaot.compress.pipeline import compression_report
+from tinyaot.core.target import GENERIC
 from tinyaot.compress.precision import precision_report
 from tinyaot.errors import VerificationError
 from tinyaot.frontend import ImportedModel, import_model
@@ -22,14 +23,14 @@ from tinyaot.oracle.reference import run_reference
 from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.hostjit import HostModel
 
-from .compile import Compiled, compile_model
+from .compile import Compiled, compile_model, retarget
 from .labelled import label_output as label_output_of, load_labelled, take
 from .precision_search import resolve_activation_bits
 from .report import weights_bytes
 
 
 def evaluate(model: str | Path | ImportedModel, calibration: str | Path | None, data: str | Path,
-             options: Options | None = None, *, target=None) -> dict:
+             options: Options | None = None, *, target=None, compiled: Compiled | None = None) -> dict:
     """Top-1 of the float model (onnxruntime), of tinyaot's int8 model (the generated C, host-compiled), and of
     onnxruntime's own quantize_static (QDQ, per-channel, same calibration samples), on the same samples.
     `options` as for compile_model (with compression the int8 figure is the compressed model's, and `weights_bytes` /
@@ -37,15 +38,20 @@ def evaluate(model: str | Path | ImportedModel, calibration: str | Path | None, 
     `verification.compare_onnxruntime` and `verification.label_output`. `target` (a tinyaot.core.target.Target;
     None: generic kernels) picks the kernel variants the host-compiled C runs: every variant is bit-exact, so top-1
     does not depend on it. A model of several inputs takes one array per input name in `data`; one of several
-    outputs is scored on its first output unless `verification.label_output` names another."""
+    outputs is scored on its first output unless `verification.label_output` names another. `compiled`:
+    compile_model's result for this model, calibration and options (a sweep compiles once for evaluate and deploy),
+    used instead of compiling again."""
     options = Options() if options is None else options
     imported = import_model(model, options.compile.input_shapes)
     model = imported.path if isinstance(model, ImportedModel) else model  # as given, for the result's "model"
-    # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
-    bits, mixed = resolve_activation_bits(imported, calibration, data, options)
-    compiled = compile_model(imported, calibration, options.with_(activation_bits=bits), target=target)
-    if mixed is not None:
-        compiled.graph.meta["mixed_precision"] = mixed
+    if compiled is not None:
+        compiled = retarget(compiled, GENERIC if target is None else target)
+    else:
+        # activation widths: 8, 16, {layer: 8|16}, or searched within `max_accuracy_drop` points on `data`
+        bits, mixed = resolve_activation_bits(imported, calibration, data, options)
+        compiled = compile_model(imported, calibration, options.with_(activation_bits=bits), target=target)
+        if mixed is not None:
+            compiled.graph.meta["mixed_precision"] = mixed
     g = compiled.graph
     limit = options.verification.limit
     scored = label_output_of(g.outputs, options.verification.label_output)

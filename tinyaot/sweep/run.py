@@ -34,6 +34,7 @@ from tinyaot.frontend import import_model
 from tinyaot.interrupt import run_job, worker_setup
 from tinyaot.options import Options
 from tinyaot.paths import TEMPLATES
+from tinyaot.pipeline.compile import compile_model
 from tinyaot.pipeline.deploy import deploy
 from tinyaot.pipeline.evaluate import evaluate
 from tinyaot.toolchain.versions import versions
@@ -126,8 +127,8 @@ class ResultCache:
 
 def measure(job: dict) -> dict:
     """One setting's figures, from the functions `tinyaot evaluate` and `tinyaot deploy` run: top-1 from `evaluate`
-    (host-compiled C), bytes and instructions from `deploy` (arm-none-eabi-size, QEMU), the model imported once.
-    Never raises: a failure is the result's `error`. Runs in a worker process (or a Ray task): `job` is plain
+    (host-compiled C), bytes and instructions from `deploy` (arm-none-eabi-size, QEMU), the model imported and compiled
+    once. Never raises: a failure is the result's `error`. Runs in a worker process (or a Ray task): `job` is plain
     data."""
     flags = dict(job["flags"])
     result = {"name": job["name"], "flags": job["flags"], "command_line": job["command_line"], "key": job["key"],
@@ -147,9 +148,13 @@ def measure(job: dict) -> dict:
                              compare_onnxruntime=False, verify=job["qemu"], label_output=job.get("label_output"),
                              **quant)
         model = import_model(files["model"])
-        ev = evaluate(model, files["calibration"], files["data"], options)
+        # one compilation for both (compression's fitting is most of a setting's time), unless a precision search
+        # picks the widths, which evaluate and deploy each run with what they are given
+        compiled = None if options.quantization.max_accuracy_drop is not None else \
+            compile_model(model, files["calibration"], options)
+        ev = evaluate(model, files["calibration"], files["data"], options, compiled=compiled)
         out = Path(job["deploy_dir"]) if job.get("deploy_dir") else Path(scratch) / "deploy"
-        dep = deploy(model, job["board"], files["calibration"], out, options)
+        dep = deploy(model, job["board"], files["calibration"], out, options, compiled=compiled)
         r = dep.report
         result.update(top1=ev["int8_top1"], float_top1=ev["float_top1"], samples=ev["samples"],
                       weights_bytes=r["memory"]["weights_bytes"], flash_bytes=r["memory"]["flash_bytes"],
