@@ -21,9 +21,9 @@ int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *inp
 {
     const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
     (void)input_dims;
-    /* every position kept (a filler after an odd K): per channel pair at most 18 + K + 1 bytes, and 20 the decoding
-       may pass; the compiler plans the layer's own filter->decoded */
-    return tinyaot_mve_block_conv_buffer_size(filter_dims) + 2 * ((filter_dims->n + 3) / 4) * (19 + k) + 20;
+    /* every position kept (a filler after an odd K): per channel pair at most 2 + K + 1 bytes, and 20 the decoding
+       writes past them; the compiler plans the layer's own filter->decoded */
+    return tinyaot_mve_block_conv_buffer_size(filter_dims) + 2 * ((filter_dims->n + 3) / 4) * (3 + k) + 20;
 }
 
 tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))

@@ -2,19 +2,20 @@
  * tinyaot int8 kernels: the Helium (MVE) core of the 2x1 block-sparse convolution (tinyaot_convolve_s8_block2x1_mve.c).
  *
  * Weights: per pair of output channels its kept window positions (tinyaot/compress/pattern.py "block2x1"). Flash
- * holds per pair a bitmap of them and their weights (tinyaot/ops/compressed.py mve_block2x1_values), cut into F
- * whole groups of 16 positions and a last group of m (1 .. 16; 0 for an empty pair): first the last group's weights
- * (its m weights of the pair's first channel, then its m of the second), then per whole group the 16 weights of the
- * first channel and the 16 of the second. The entry decodes the bitmaps once per call into the stream of positions
- * this loop reads (tinyaot_mve_b2x1_positions, in the scratch): per block-row of four channels its two channel pairs
- * in turn (a missing second pair: an empty one), each as m (one byte), the last group's 16 positions (one byte each:
- * rows of at most 256 positions; zero past m), F (one byte) and the whole groups' 16 * F positions. Requantization
- * words, entry and row loop: tinyaot_mve_block.h's.
+ * holds per pair a bitmap of them and their weights (tinyaot/ops/compressed.py mve_block2x1_values), cut into a
+ * first group of m positions (1 .. 16; 0 for an empty pair) and F whole groups of 16: first the first group's
+ * weights (its m weights of the pair's first channel, then its m of the second), then per whole group the 16 weights
+ * of the first channel and the 16 of the second. The entry decodes the bitmaps once per call into the stream of
+ * positions this loop reads (tinyaot_mve_b2x1_positions, in the scratch): per block-row of four channels its two
+ * channel pairs in turn (a missing second pair: an empty one), each as m (one byte), the first group's m positions
+ * (one byte each: rows of at most 256 positions), F (one byte) and the whole groups' 16 * F positions: 2 bytes and
+ * one per kept position. Requantization words, entry and row loop: tinyaot_mve_block.h's.
  *
  * A group is one byte gather per column, VLDRB.U8 Qd, [Rn, Qoffsets], and one 16-lane VMLADAVA per channel and
  * pixel: per group and two pixels 1 offset load, 2 gathers, 2 weight loads and 4 VMLADAV(A) for 64 multiply-adds.
- * The last group goes first (it starts the sums), its weight loads predicated on its m lanes (VCTP.8: the others
- * load 0 and read nothing): 6 instructions more per channel pair than a whole group.
+ * The first group starts the sums, its gathers and weight loads predicated on its m lanes (VCTP.8: the others load
+ * 0 and read nothing; its 16 offsets are read whole, those past m from the bytes after it): 7 instructions more per
+ * channel pair than a whole group.
  *
  * Overflow: as tinyaot_mve_gemm.h (each sum a subset of the dense products plus the folded bias).
  */
@@ -24,38 +25,34 @@
 #include "tinyaot_mve_block.h"
 #include "tinyaot_block2x1_decode.h"
 
-/* Bytes of a channel pair's stream before its whole groups' positions: m, the last group's positions, F. */
-#define TINYAOT_MVE_B2X1_HEAD 18
-
 /* The stream (above) of out_c channels' bitmaps (ceil(k / 8) bytes per channel pair) into dst; returns its bytes:
-   per channel pair (a last block-row's missing one included) 18 + 16 * F. Writes up to 20 bytes past them. */
+   per channel pair (a last block-row's missing one included) 2 + its kept positions (an odd count's filler
+   included); the 16 bytes after them are zeroed (the last first group's offsets are read whole), up to 20 written. */
 static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_c, int32_t k, uint8_t *dst)
 {
     const int32_t rb = (k + 7) / 8;
     const int32_t pairs = (out_c + 1) / 2;
     const int32_t padded = 2 * ((out_c + 3) / 4);
     uint8_t *const start = dst;
-    int32_t p;
+    int32_t p, i;
     for (p = 0; p < padded; p++) {
-        /* the positions straight to the whole groups' place; the last m of them then move to the head */
-        const int32_t n = p < pairs ? tinyaot_block2x1_positions8(bm + p * rb, rb, dst + TINYAOT_MVE_B2X1_HEAD) : 0;
+        /* the positions two bytes on; the first m of them then move back one, before F */
+        const int32_t n = p < pairs ? tinyaot_block2x1_positions8(bm + p * rb, rb, dst + 2) : 0;
         const int32_t f = n > 0 ? (n - 1) >> 4 : 0;
         const int32_t m = n - 16 * f;
-        const uint8_t *const last = dst + TINYAOT_MVE_B2X1_HEAD + 16 * f;
         dst[0] = (uint8_t)m;
 #if TINYAOT_USE_MVE
-        vst1q_u8(dst + 1, vldrbq_z_u8(last, vctp8q((uint32_t)m)));
+        vstrbq_p_u8(dst + 1, vld1q_u8(dst + 2), vctp8q((uint32_t)m)); /* (16 read, m written) */
+        (void)i;
 #else
-        {
-            int32_t i;
-            for (i = 0; i < 16; i++) {
-                dst[1 + i] = i < m ? last[i] : 0;
-            }
+        for (i = 1; i <= m; i++) {
+            dst[i] = dst[i + 1];
         }
 #endif
-        dst[17] = (uint8_t)f;
-        dst += TINYAOT_MVE_B2X1_HEAD + 16 * f;
+        dst[1 + m] = (uint8_t)f;
+        dst += 2 + n;
     }
+    memset(dst, 0, 16);
     return (int32_t)(dst - start);
 }
 
@@ -75,24 +72,25 @@ static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_
     "vldrb.u8 q1, [r3, q0]\n\t"                                                                                        \
     "vldrb.8 q3, [" w "], #16\n\t" op " " a0 ", q1, q3\n\t"                                                            \
     "vldrb.8 q3, [" w "], #16\n\t" op " " a1 ", q1, q3\n\t"
-/* A channel pair's last group (m = r11 lanes; its weight loads predicated; it starts the sums): against two columns
-   / one. */
+/* A channel pair's first group (m = r11 lanes; its gathers and weight loads predicated; it starts the sums): against
+   two columns / one. */
 #define TINYAOT_MVE_B2X1_T2(a0, b0, a1, b1)                                                                            \
     "ldrb r11, [r5], #1\n\t"                                                                                           \
     "vctp.8 r11\n\t"                                                                                                   \
-    "vldrb.u8 q0, [r5], #16\n\t"                                                                                       \
-    "vldrb.u8 q1, [r3, q0]\n\t"                                                                                        \
-    "vldrb.u8 q2, [r1, q0]\n\t"                                                                                        \
-    "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a0 ", q1, q3\n\tvmladav.s8 " b0 ", q2, q3\n\t"       \
+    "vldrb.u8 q0, [r5]\n\t"                                                                                            \
+    "add r5, r5, r11\n\t"                                                                                              \
+    "vpsttt\n\tvldrbt.u8 q1, [r3, q0]\n\tvldrbt.u8 q2, [r1, q0]\n\tvldrbt.8 q3, [r9]\n\t"                              \
+    "add r9, r9, r11\n\tvmladav.s8 " a0 ", q1, q3\n\tvmladav.s8 " b0 ", q2, q3\n\t"                                    \
     "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a1 ", q1, q3\n\tvmladav.s8 " b1 ", q2, q3\n\t"
 #define TINYAOT_MVE_B2X1_T1(a0, b0, a1, b1)                                                                            \
     "ldrb r11, [r5], #1\n\t"                                                                                           \
     "vctp.8 r11\n\t"                                                                                                   \
-    "vldrb.u8 q0, [r5], #16\n\t"                                                                                       \
-    "vldrb.u8 q1, [r3, q0]\n\t"                                                                                        \
-    "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a0 ", q1, q3\n\t"                                    \
+    "vldrb.u8 q0, [r5]\n\t"                                                                                            \
+    "add r5, r5, r11\n\t"                                                                                              \
+    "vpstt\n\tvldrbt.u8 q1, [r3, q0]\n\tvldrbt.8 q3, [r9]\n\t"                                                         \
+    "add r9, r9, r11\n\tvmladav.s8 " a0 ", q1, q3\n\t"                                                                 \
     "vpst\n\tvldrbt.8 q3, [r9]\n\tadd r9, r9, r11\n\tvmladav.s8 " a1 ", q1, q3\n\t"
-/* A channel pair: its last group, then its F whole groups (labels l: loop, e: end). */
+/* A channel pair: its first group, then its F whole groups (labels l: loop, e: end). */
 #define TINYAOT_MVE_B2X1_PAIR(G, T, a0, b0, a1, b1, l, e)                                                              \
     T(a0, b0, a1, b1) "ldrb r11, [r5], #1\n\t"                                                                         \
     "cmp r11, #0\n\t"                                                                                                  \
@@ -169,18 +167,18 @@ static void tinyaot_mve_block2x1_cols(const int8_t *xa, const int8_t *xb, int8_t
         for (h = 0; h < 2; h++) {
             int32_t f = -1;
             for (; f != 0; f--) {
-                /* the last group (m = its first byte; weights past m 0), then the f whole ones */
+                /* the first group (m = its first byte), then the f whole ones */
                 const int32_t m = f < 0 ? *idx++ : 16;
                 const int8_t *const w0 = wf, *const w1 = wf + m;
 #if TINYAOT_USE_MVE
                 const mve_pred16_t lanes = vctp8q((uint32_t)m);
-                const uint8x16_t off = vldrbq_u8(idx);
-                const int8x16_t va = vldrbq_gather_offset_s8(xa, off);
+                const uint8x16_t off = vldrbq_z_u8(idx, lanes);
+                const int8x16_t va = vldrbq_gather_offset_z_s8(xa, off, lanes);
                 const int8x16_t v0 = vldrbq_z_s8(w0, lanes), v1 = vldrbq_z_s8(w1, lanes);
                 acc[2 * h] = vmladavaq_s8(acc[2 * h], va, v0);
                 acc[2 * h + 1] = vmladavaq_s8(acc[2 * h + 1], va, v1);
                 if (xb != NULL) {
-                    const int8x16_t vb = vldrbq_gather_offset_s8(xb, off);
+                    const int8x16_t vb = vldrbq_gather_offset_z_s8(xb, off, lanes);
                     acc[4 + 2 * h] = vmladavaq_s8(acc[4 + 2 * h], vb, v0);
                     acc[5 + 2 * h] = vmladavaq_s8(acc[5 + 2 * h], vb, v1);
                 }
@@ -196,7 +194,7 @@ static void tinyaot_mve_block2x1_cols(const int8_t *xa, const int8_t *xb, int8_t
                     }
                 }
 #endif
-                idx += 16;
+                idx += m;
                 wf += 2 * m;
                 if (f < 0) {
                     f = *idx++ + 1; /* (the loop's f-- then leaves F) */

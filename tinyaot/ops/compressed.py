@@ -180,24 +180,23 @@ def mve_block_stream(st) -> np.ndarray:
 
 def mve_block2x1_values(st) -> tuple[np.ndarray, int]:
     """The Helium layout of a 2x1 sparse_block storage (tinyaot_mve_block2x1.h): its values reordered, per channel pair
-    cut into F whole groups of 16 stored blocks and a last group of m (1 .. 16), first the last group's weights (the
-    first channel's m, then the second's), then per whole group the first channel's 16 weights and the second's;
-    and the bytes of scratch the kernel decodes the bitmaps into once per call (per block-row two channel pairs, a
-    missing second one included: 18 + 16 * F each, and 20 bytes the decoding may pass)."""
+    cut into a first group of m stored blocks (1 .. 16) and F whole groups of 16, first the first group's weights
+    (the first channel's m, then the second's), then per whole group the first channel's 16 weights and the
+    second's; and the bytes of scratch the kernel decodes the bitmaps into once per call (per block-row two channel
+    pairs, a missing second one included: 2 + its stored blocks each, and 20 bytes written past them)."""
     vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
     n = _pair_counts(st)
     if 8 * int(st.meta["row_bytes"]) > 256:
         raise ValueError("the Helium 2x1 kernel indexes positions in one byte (rows of at most 256 values)")
     out, b = [], 0
-    f = np.where(n > 0, (n - 1) // 16, 0)
-    for c, fc in zip(n, f):
+    for c in n:
         v = vals[b:b + c]
         b += int(c)
-        last = v[16 * fc:]
-        out += [last[:, 0], last[:, 1]]
-        for g in range(0, 16 * int(fc), 16):
+        m = int(c) - 16 * ((int(c) - 1) // 16) if c else 0
+        out += [v[:m, 0], v[:m, 1]]
+        for g in range(m, int(c), 16):
             out += [v[g:g + 16, 0], v[g:g + 16, 1]]
-    decoded = 18 * (n.size + n.size % 2) + 16 * int(f.sum()) + 20
+    decoded = 2 * (n.size + n.size % 2) + int(n.sum()) + 20
     return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
 
 
