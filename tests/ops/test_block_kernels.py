@@ -39,10 +39,12 @@ def _arr(name, values, ctype):
     return f"static const {ctype} {name}[{max(len(flat), 1)}] = {{{items or '0'}}};\n"
 
 
-def _block_weights(rng, out_c, k, density, extreme=None, block=(4, 4)):
+def _block_weights(rng, out_c, k, density, extreme=None, block=(4, 4), kept=None):
     nbr, nbc = -(-out_c // block[0]), -(-k // block[1])
     mask = rng.random((nbr, nbc)) < density
-    if nbr > 1:
+    if kept is not None:  # per block-row this many blocks kept (the first ones)
+        mask = np.arange(nbc)[None, :] < np.asarray(kept)[:, None]
+    if nbr > 1 and kept is None:
         mask[int(rng.integers(0, nbr))] = False  # an empty block-row
     vals = rng.integers(-128, 128, (out_c, k)) if extreme is None else np.full((out_c, k), extreme)
     keep = np.repeat(np.repeat(mask, block[0], axis=0), block[1], axis=1)[:out_c, :k]
@@ -61,7 +63,7 @@ def _quant(rng, n, positive=False):
 
 def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride=(1, 1), pads=(0, 0, 0, 0),
           dil=(1, 1), rows=1, depth=8, zp=None, out_zp=None, act=(-128, 127), extreme=None, positive=False,
-          block=(4, 4)):
+          block=(4, 4), kept=None):
     if conv:
         k = kh * kw * cin
         x = rng.integers(-128, 128, (n, h, w, cin)).astype(np.int8) if extreme is None else \
@@ -70,7 +72,7 @@ def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride
         k = depth
         x = rng.integers(-128, 128, (rows, depth)).astype(np.int8) if extreme is None else \
             np.full((rows, depth), 127 if extreme < 0 else -128, np.int8)
-    w2, st = _block_weights(rng, out_c, k, density, extreme, block)
+    w2, st = _block_weights(rng, out_c, k, density, extreme, block, kept)
     bias = rng.integers(-20000, 20000, out_c).astype(np.int32)
     mult, shift = _quant(rng, out_c, positive)
     zp = int(rng.integers(-128, 128)) if zp is None else zp
@@ -134,6 +136,10 @@ def _cases():
     for extreme, zp in [(127, -128), (-128, 127)]:
         cs.append(_case(rng, conv=True, out_c=8, density=1.0, h=3, w=3, cin=8, kh=3, kw=3, pads=(1, 1, 1, 1),
                         zp=zp, extreme=extreme, block=(2, 1)))
+    # kept positions per channel pair at the Helium groups' edges (16, 17, 32 and 1: a whole first group, one past
+    # it, two whole groups, a lone odd one with its filler; 255 and all 256: position bytes to the top, 16 groups)
+    cs.append(_case(rng, conv=True, out_c=8, density=0.0, h=3, w=2, cin=48, block=(2, 1), kept=[16, 17, 32, 1]))
+    cs.append(_case(rng, conv=True, out_c=4, density=0.0, h=2, w=2, cin=256, block=(2, 1), kept=[255, 256]))
     return cs
 
 
@@ -215,6 +221,11 @@ def _program(cases, helium: bool) -> str:
                         f"b_d = {{1, 1, 1, {out_c}}}, o_d = {{{rows}, 1, 1, {out_c}}};\n")
             call = f"tinyaot_fully_connected_s8_block{suffix}(&ctx, &prm, &q, 1, &in_d, {p}x, &f_d, &{p}w, &b_d, " \
                    f"{p}b, &o_d, out_buf)"
+        if c["b2x1"]:  # the kernel's own bound (every position kept) covers what the compiler plans
+            planned = (0 if helium and c["w"].shape[1:3] == (1, 1) and c["x"].shape[3] % 4 == 0 and
+                       c["geo"]["pad"] == (0, 0) else (2 * (-(-c["k"] // 4) * 4) if helium else 4 * c["k"]))
+            body.append(f"    if (tinyaot_convolve_s8_block{suffix}_get_buffer_size(&in_d, &f_d) < "
+                        f"{planned + decoded}) return 2000;\n")
         body.append(f"    memset(out_buf, {SENTINEL}, sizeof out_buf);\n"
                     "    __asm__ volatile(\"\" : : \"r\"(out_buf) : \"memory\");\n"
                     f"    rc = {call};\n    if (rc != 0) return 1000;\n"
@@ -284,3 +295,19 @@ def test_kernels_match_reference_under_qemu(tmp_path, board, helium, opt):
                       board_name=board, extra_cflags=[opt])
     out = res.stdout + res.stderr
     assert res.exit_code == 0 and "ALL PASSED" in out, out[-3000:]
+
+
+def test_block2x1_storage_is_bitmaps_and_pairs_of_weights():
+    """compress/storage.py's 2x1 form, byte for byte: per channel pair its K-bit bitmap (LSB first), then per kept
+    position its two weights, an odd count followed by one zero block; the C arrays are exactly those bytes."""
+    w = np.zeros((3, 10), np.int8)  # pairs (0, 1) and (2, -)
+    w[0, [1, 9]], w[1, [1, 4]], w[2, [0]] = [5, -6], [7, 8], [9]
+    st = encode_sparse_block(w, block=(2, 1))
+    assert st.meta == {"depthwise": False, "block": [2, 1], "row_bytes": 2}
+    assert st.arrays["bitmap"].tolist() == [0b00010010, 0b10, 0b1, 0]
+    assert st.arrays["values"].tolist() == [5, 7, 0, 8, -6, 0, 0, 0, 9, 0, 0, 0]
+    assert st.nbytes(w) == 4 + 12 == block2x1_arrays(st)[0].size + block2x1_arrays(st)[1].size
+    assert np.array_equal(decode(Tensor("w", w.shape, "int8", w, None, st)), w)
+    values, decoded = mve_block2x1_values(st)  # Helium: the same bytes reordered (first group of m, channel by channel)
+    assert sorted(values.tolist()) == sorted(st.arrays["values"].tolist()) and decoded == 2 * 2 + 4 + 2 + 20
+    assert values.tolist() == [5, 0, -6, 0, 7, 8, 0, 0, 9, 0, 0, 0]
