@@ -702,8 +702,9 @@ def test_sparse_kernels_execute_fewer_instructions_than_dense(arm_runner, cpu):
     print(_report(cpu, "fc", 0.5, fc))
     fc90 = instruction_counts(arm_runner, cpu, "fc", 0.1)
     print(_report(cpu, "fc", 0.1, fc90))
-    # depthwise: printed only (4-channel tiles, within ~25 % of dense; see tinyaot_nn_compressed.h)
-    print(_report(cpu, "depthwise", 0.5, instruction_counts(arm_runner, cpu, "depthwise", 0.5)))
+    # depthwise is not measured here: its count was only printed (4-channel tiles, within ~25 % of dense, see
+    # tinyaot_nn_compressed.h), a figure with no line to hold, for a build and a QEMU run per core; its bit-exactness
+    # is test_cortex_m_kernels_match_reference_under_qemu's, the models' instructions ci/compression_benchmark.py's
     for kind in ("sparse_bitmap", "sparse_rle"):
         assert pw[kind] < pw["dense"], f"{cpu} pointwise: {kind} {pw[kind]} >= dense {pw['dense']}"
         assert fc90[kind] < fc[kind] and fc90[kind] < fc90["dense"], f"{cpu} fc 90 % sparse: {kind}"
