@@ -20,13 +20,13 @@ static const uint32_t tinyaot_b2x1_nibble_pos[16] = {0x0u,    0x0u,    0x1u,    
                                                      0x302u,  0x30200u, 0x30201u, 0x3020100u};
 static const uint8_t tinyaot_b2x1_nibble_count[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
 
-/* One channel pair's kept positions (uint8: K <= 256) from its rb bitmap bytes into ix, an odd count filled with the
-   last position again (its filler block's weights are 0); returns the count (even). Writes up to 3 bytes past. */
-static inline int32_t tinyaot_block2x1_positions8(const uint8_t *bm, int32_t rb, uint8_t *ix)
+/* The set bits' positions of rb bitmap bytes (at most 32: positions below 256) into ix, one byte each; returns
+   their count. Writes up to 3 bytes past them. */
+static inline int32_t tinyaot_block2x1_bits8(const uint8_t *bm, int32_t rb, uint8_t *ix)
 {
     uint8_t *const start = ix;
     uint32_t base = 0; /* the byte's first position, in every byte of the word */
-    int32_t b, n;
+    int32_t b;
     for (b = 0; b < rb; b++, base += 0x08080808u) {
         const uint32_t v = bm[b];
         uint32_t t = tinyaot_b2x1_nibble_pos[v & 15u] + base;
@@ -36,9 +36,16 @@ static inline int32_t tinyaot_block2x1_positions8(const uint8_t *bm, int32_t rb,
         memcpy(ix, &t, 4);
         ix += tinyaot_b2x1_nibble_count[v >> 4];
     }
-    n = (int32_t)(ix - start);
+    return (int32_t)(ix - start);
+}
+
+/* One channel pair's kept positions (uint8: K <= 256) from its rb bitmap bytes into ix, an odd count filled with the
+   last position again (its filler block's weights are 0); returns the count (even). Writes up to 3 bytes past. */
+static inline int32_t tinyaot_block2x1_positions8(const uint8_t *bm, int32_t rb, uint8_t *ix)
+{
+    int32_t n = tinyaot_block2x1_bits8(bm, rb, ix);
     if (n & 1) {
-        *ix = ix[-1];
+        ix[n] = ix[n - 1];
         n++;
     }
     return n;
