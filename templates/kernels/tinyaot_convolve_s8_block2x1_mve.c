@@ -4,7 +4,8 @@
  * positions and their weights, the positions decoded once per call into the scratch, gathered 16 at a time), the
  * input offset folded into the bias, biases, multipliers and shifts one per channel zero-padded to a multiple of four
  * (tinyaot_nn_mve.h). Same result as tinyaot_convolve_s8 on the decoded weights, bit for bit; portable C on cores
- * without MVE. Rows of at most 256 positions (one offset byte per position).
+ * without MVE. Rows of at most 256 positions (one offset byte per position); tinyaot_convolve_s8_block2x1_mve_long
+ * takes longer ones (segments of 256 positions: tinyaot_mve_block2x1.h).
  *
  * Pixels and columns as tinyaot_convolve_s8_block_mve: output pixels in pairs in raster order (a lone last one
  * alone); a 1x1 convolution without padding whose input channels are a multiple of 4 reads each pixel's channels in
@@ -21,9 +22,11 @@ int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *inp
 {
     const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
     (void)input_dims;
-    /* every position kept (a filler after an odd K): per channel pair at most 2 + K + 1 bytes, and 20 the decoding
-       writes past them; the compiler plans the layer's own filter->decoded */
-    return tinyaot_mve_block_conv_buffer_size(filter_dims) + 2 * ((filter_dims->n + 3) / 4) * (3 + k) + 20;
+    /* every position kept (a filler after an odd K): per channel pair at most K + 1 bytes and 3 per segment of 256
+       positions (rows past 256: _long), and 20 the decoding writes past them; the compiler plans the layer's own
+       filter->decoded */
+    return tinyaot_mve_block_conv_buffer_size(filter_dims) +
+           2 * ((filter_dims->n + 3) / 4) * (3 * ((k + 255) / 256) + k + 1) + 20;
 }
 
 tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
@@ -42,4 +45,28 @@ tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block2
     return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, &stream, bias_dims,
                                   bias, output_dims, output, filter->values, tinyaot_mve_block2x1_two,
                                   tinyaot_mve_block2x1_one);
+}
+
+int32_t tinyaot_convolve_s8_block2x1_mve_long_get_buffer_size(const tinyaot_dims *input_dims,
+                                                              const tinyaot_dims *filter_dims)
+{
+    return tinyaot_convolve_s8_block2x1_mve_get_buffer_size(input_dims, filter_dims);
+}
+
+tinyaot_status tinyaot_convolve_s8_block2x1_mve_long(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
+{
+    const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
+    const int32_t cols = tinyaot_mve_block_in_place(conv_params, input_dims, filter_dims)
+                             ? 0 : tinyaot_mve_block_conv_buffer_size(filter_dims);
+    if (filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || k > 255 * 256 ||
+        filter->decoded < 0 || ctx->size < cols + filter->decoded) {
+        return TINYAOT_ARG_ERROR;
+    }
+    /* the positions, once per call, after the columns */
+    uint8_t *const pos = (uint8_t *)ctx->buf + cols;
+    (void)tinyaot_mve_b2x1_positions_long(filter->bitmap, filter_dims->n, k, pos);
+    const tinyaot_block_weights stream = {(const int8_t *)pos, NULL, NULL, 0};
+    return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, &stream, bias_dims,
+                                  bias, output_dims, output, filter->values, tinyaot_mve_block2x1_two_long,
+                                  tinyaot_mve_block2x1_one_long);
 }

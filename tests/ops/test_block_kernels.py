@@ -39,12 +39,13 @@ def _arr(name, values, ctype):
     return f"static const {ctype} {name}[{max(len(flat), 1)}] = {{{items or '0'}}};\n"
 
 
-def _block_weights(rng, out_c, k, density, extreme=None, block=(4, 4), kept=None):
+def _block_weights(rng, out_c, k, density, extreme=None, block=(4, 4), kept=None, mask=None):
     nbr, nbc = -(-out_c // block[0]), -(-k // block[1])
-    mask = rng.random((nbr, nbc)) < density
+    given = mask is not None  # the blocks kept, given
+    mask = np.asarray(mask, bool) if given else rng.random((nbr, nbc)) < density
     if kept is not None:  # per block-row this many blocks kept (the first ones)
         mask = np.arange(nbc)[None, :] < np.asarray(kept)[:, None]
-    if nbr > 1 and kept is None:
+    if nbr > 1 and kept is None and not given:
         mask[int(rng.integers(0, nbr))] = False  # an empty block-row
     vals = rng.integers(-128, 128, (out_c, k)) if extreme is None else np.full((out_c, k), extreme)
     keep = np.repeat(np.repeat(mask, block[0], axis=0), block[1], axis=1)[:out_c, :k]
@@ -63,7 +64,7 @@ def _quant(rng, n, positive=False):
 
 def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride=(1, 1), pads=(0, 0, 0, 0),
           dil=(1, 1), rows=1, depth=8, zp=None, out_zp=None, act=(-128, 127), extreme=None, positive=False,
-          block=(4, 4), kept=None):
+          block=(4, 4), kept=None, mask=None):
     if conv:
         k = kh * kw * cin
         x = rng.integers(-128, 128, (n, h, w, cin)).astype(np.int8) if extreme is None else \
@@ -72,7 +73,7 @@ def _case(rng, *, conv, out_c, density, n=1, h=1, w=1, cin=8, kh=1, kw=1, stride
         k = depth
         x = rng.integers(-128, 128, (rows, depth)).astype(np.int8) if extreme is None else \
             np.full((rows, depth), 127 if extreme < 0 else -128, np.int8)
-    w2, st = _block_weights(rng, out_c, k, density, extreme, block, kept)
+    w2, st = _block_weights(rng, out_c, k, density, extreme, block, kept, mask)
     bias = rng.integers(-20000, 20000, out_c).astype(np.int32)
     mult, shift = _quant(rng, out_c, positive)
     zp = int(rng.integers(-128, 128)) if zp is None else zp
@@ -130,7 +131,13 @@ def _cases():
     cs.append(_case(rng, conv=True, out_c=6, density=0.4, h=9, w=9, cin=5, kh=3, kw=2, dil=(2, 3), pads=(2, 1, 2, 2),
                     n=2, block=(2, 1)))
     cs.append(_case(rng, conv=True, out_c=7, density=0.1, h=3, w=3, cin=64, kh=3, kw=3, pads=(1, 1, 1, 1),
-                    block=(2, 1)))  # K = 576: uint16 positions, a bridging zero block
+                    block=(2, 1)))  # K = 576: uint16 positions; Helium: three segments of 256 positions
+    cs.append(_case(rng, conv=True, out_c=10, density=0.3, h=4, w=3, cin=32, kh=3, kw=3, pads=(1, 1, 1, 1),
+                    block=(2, 1)))  # K = 288 (ic_resnet8's 3x3x32): two segments
+    segs = np.zeros((6, 800), bool)  # 1x1 in place, four segments: channel pairs with an empty first segment, an
+    segs[0, 600:610] = segs[1, [3, 700]] = segs[2, 300] = segs[4, 790:800] = True  # empty middle one, only a
+    segs[5] = rng.random(800) < 0.3  # middle one, nothing kept, only the last
+    cs.append(_case(rng, conv=True, out_c=12, density=0.0, h=3, w=1, cin=800, block=(2, 1), mask=segs))
     cs.append(_case(rng, conv=True, out_c=9, density=0.5, h=4, w=4, cin=8, positive=True, act=(-20, 90),
                     block=(2, 1)))
     for extreme, zp in [(127, -128), (-128, 127)]:
@@ -145,12 +152,13 @@ def _cases():
 
 CASES = _cases()
 # the Helium variant is offered for rows of at most 1024 positions (one index byte per block; ops/compressed.py)
-HELIUM_CASES = [c for c in CASES if (c["k"] <= 256 if c["b2x1"] else -(-c["k"] // 4) <= 256)]
+# (2x1: any row; past 256 positions the segmented stream and the _long entry)
+HELIUM_CASES = [c for c in CASES if c["b2x1"] or -(-c["k"] // 4) <= 256]
 
 
 def _decoded(c, helium: bool) -> int:
     """Scratch bytes a 2x1 case's kernel decodes its bitmaps into (as ops/conv.py plans them)."""
-    return mve_block2x1_values(c["st"])[1] if helium else block2x1_arrays(c["st"])[2]
+    return mve_block2x1_values(c["st"], c["k"] > 256)[1] if helium else block2x1_arrays(c["st"])[2]
 
 
 def _program(cases, helium: bool) -> str:
@@ -176,7 +184,7 @@ def _program(cases, helium: bool) -> str:
         elif helium and c["b2x1"]:
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
             bias, mult, shift, table = params, [0], [0], 0
-            values, decoded = mve_block2x1_values(c["st"])
+            values, decoded = mve_block2x1_values(c["st"], c["k"] > 256)
             parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", c["st"].arrays["bitmap"], "uint8_t"))
             wtype, table = "tinyaot_block2x1_weights", 0
         elif helium:  # as ops/compressed.py renders the Helium variant
@@ -197,7 +205,8 @@ def _program(cases, helium: bool) -> str:
             parts.append(f"static const {wtype} {p}w = {{{p}v, {p}d, {decoded}, {table}}};\n")
         else:
             parts.append(f"static const {wtype} {p}w = {{{p}v, {p}d, {p}n, {table}}};\n")
-        suffix = ("2x1" if c["b2x1"] else "") + ("_mve" if helium else "")
+        suffix = ("2x1" if c["b2x1"] else "") + ("_mve" if helium else "") + \
+            ("_long" if helium and c["b2x1"] and c["k"] > 256 else "")
         body = [f"static int case_{i}(void)\n{{\n    int rc;\n",
                 f"    const tinyaot_per_channel_quant_params q = {{{p}m, {p}s}};\n",
                 "    const tinyaot_context ctx = {scratch_buf, (int32_t)sizeof scratch_buf};\n"]

@@ -178,14 +178,19 @@ def mve_block_stream(st) -> np.ndarray:
     return np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)
 
 
-def mve_block2x1_values(st) -> tuple[np.ndarray, int]:
+def mve_block2x1_values(st, segmented: bool = False) -> tuple[np.ndarray, int]:
     """The Helium layout of a 2x1 sparse_block storage (tinyaot_mve_block2x1.h): its values reordered, per channel pair
     cut into a first group of m stored blocks (1 .. 16) and F whole groups of 16, first the first group's weights
     (the first channel's m, then the second's), then per whole group the first channel's 16 weights and the
     second's; and the bytes of scratch the kernel decodes the bitmaps into once per call (per block-row two channel
-    pairs, a missing second one included: 2 + its stored blocks each, and 20 bytes written past them)."""
+    pairs, a missing second one included: 2 + its stored blocks each, and 20 bytes written past them). `segmented`
+    (rows past 256 positions, tinyaot_convolve_s8_block2x1_mve_long): the same per segment of 256 positions (no
+    filler block; the storage's odd-pair fillers go last, not read, so flash holds what the storage counts), and
+    per pair and segment one byte more."""
     vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
     n = _pair_counts(st)
+    if segmented:
+        return _mve_block2x1_segmented(st, vals, n)
     if 8 * int(st.meta["row_bytes"]) > 256:
         raise ValueError("the Helium 2x1 kernel indexes positions in one byte (rows of at most 256 values)")
     out, b = [], 0
@@ -198,6 +203,31 @@ def mve_block2x1_values(st) -> tuple[np.ndarray, int]:
             out += [v[g:g + 16, 0], v[g:g + 16, 1]]
     decoded = 2 * (n.size + n.size % 2) + int(n.sum()) + 20
     return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
+
+
+def _mve_block2x1_segmented(st, vals, n) -> tuple[np.ndarray, int]:
+    segs = -(-int(st.meta["row_bytes"]) // 32)
+    out, b, decoded, fillers = [], 0, 20, []
+    for cols, c in zip(block_positions(st), n):
+        v = vals[b:b + cols.size]
+        fillers.append(vals[b + cols.size:b + int(c)].reshape(-1))
+        b += int(c)
+        for s in range(segs):
+            vs = v[cols // 256 == s]
+            k = vs.shape[0]
+            m = k - 16 * ((k - 1) // 16) if k else 0
+            out += [vs[:m, 0], vs[:m, 1]]
+            for g in range(m, k, 16):
+                out += [vs[g:g + 16, 0], vs[g:g + 16, 1]]
+            decoded += 3 + k
+    decoded += (n.size % 2) * 3 * segs  # a last block-row's missing pair: empty segments
+    out += fillers
+    return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
+
+
+def mve_2x1_segmented(tensor) -> bool:
+    """Whether a 2x1 layer's rows pass 256 positions: the segmented Helium stream and its _long entry."""
+    return int(np.prod(tensor.shape[1:])) > 256
 
 
 def mve_block_params(bias, weights, input_offset: int, mult, shift) -> np.ndarray:
@@ -272,14 +302,16 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
     elif st.kind == "sparse_block" and block_shape(st) == (2, 1) and helium:
         params = mve_block_params(layer["bias"], tensor.data.reshape(tensor.shape[0], -1), layer["input_offset"],
                                   layer["mult"], layer["shift"])
-        kernel = "tinyaot_convolve_s8_block2x1_mve"
-        values, decoded = mve_block2x1_values(st)
+        seg = mve_2x1_segmented(tensor)  # rows past 256 positions: segments, the _long entry
+        kernel = "tinyaot_convolve_s8_block2x1_mve" + ("_long" if seg else "")
+        values, decoded = mve_block2x1_values(st, seg)
         consts = [ConstArray("int8_t", f"{name}_values", values),
                   ConstArray("uint8_t", f"{name}_bitmap", st.arrays["bitmap"]),
                   ConstStruct("tinyaot_block2x1_weights", name, [f"{name}_values", f"{name}_bitmap", decoded, 0])]
-        return CompressedFilter(kernel, [kernel + ".c", "tinyaot_mve_block2x1.h", "tinyaot_mve_block_conv.h",
-                                         "tinyaot_mve_block.h", "tinyaot_nn_mve.h", "tinyaot_mve_gemm.h",
-                                         "tinyaot_mve_support.h", "tinyaot_mve_im2col.h", "tinyaot_block2x1_decode.h"],
+        return CompressedFilter(kernel, ["tinyaot_convolve_s8_block2x1_mve.c", "tinyaot_mve_block2x1.h",
+                                         "tinyaot_mve_block_conv.h", "tinyaot_mve_block.h", "tinyaot_nn_mve.h",
+                                         "tinyaot_mve_gemm.h", "tinyaot_mve_support.h", "tinyaot_mve_im2col.h",
+                                         "tinyaot_block2x1_decode.h"],
                                 consts, f"&{name}", (params, np.zeros(0, np.int32), np.zeros(0, np.int32)))
     elif st.kind == "sparse_block" and block_shape(st) == (2, 1):
         bias, mult, shift, table = block_requant(layer["bias"], tensor.data.reshape(tensor.shape[0], -1),
@@ -328,8 +360,8 @@ MVE_BLOCK = "mve_block"  # the Helium variant of the block kernels
 def mve_block_ok(tensor, target) -> bool:
     """The Helium block variant fits: MVE, block storage, block columns below 256 (one index byte)."""
     st = getattr(tensor, "storage", None)
-    if is_2x1(tensor):
-        return bool(target.has_mve) and MVE_2X1 and int(np.prod(tensor.shape[1:])) <= 256
+    if is_2x1(tensor):  # past 256 positions the segmented stream (its end byte: at most 255 segments)
+        return bool(target.has_mve) and MVE_2X1 and int(np.prod(tensor.shape[1:])) <= 255 * 256
     return bool(target.has_mve) and st is not None and st.kind == "sparse_block" and \
         -(-int(np.prod(tensor.shape[1:])) // 4) <= 256
 
@@ -356,5 +388,6 @@ def mve_block_cost(tensor, pixels: int, column: bool) -> float:
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
            "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_values", "block2x1_arrays",
+           "mve_2x1_segmented",
            "block2x1_scratch_bytes", "block_shape", "block_positions", "conv_estimate",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]
