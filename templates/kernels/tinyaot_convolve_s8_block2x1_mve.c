@@ -29,22 +29,35 @@ int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *inp
            2 * ((filter_dims->n + 3) / 4) * (3 * ((k + 255) / 256) + k + 1) + 20;
 }
 
-tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
+/* Either entry (seg: the segmented stream of rows past 256 positions; called with constants, so each keeps its own
+   decoder and row loops only). */
+static TINYAOT_ALWAYS_INLINE tinyaot_status block2x1_mve_conv(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights), int seg,
+                                                            tinyaot_mve_block_two_fn two_rows,
+                                                            tinyaot_mve_block_one_fn one_row)
 {
     const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
     const int32_t cols = tinyaot_mve_block_in_place(conv_params, input_dims, filter_dims)
                              ? 0 : tinyaot_mve_block_conv_buffer_size(filter_dims);
-    if (filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || k > 256 ||
-        filter->decoded < 0 || ctx->size < cols + filter->decoded) {
+    if (filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
+        k > (seg ? 255 * 256 : 256) || filter->decoded < 0 || ctx->size < cols + filter->decoded) {
         return TINYAOT_ARG_ERROR;
     }
     /* the positions, once per call, after the columns */
     uint8_t *const pos = (uint8_t *)ctx->buf + cols;
-    (void)tinyaot_mve_b2x1_positions(filter->bitmap, filter_dims->n, k, pos);
+    if (seg) {
+        (void)tinyaot_mve_b2x1_positions_long(filter->bitmap, filter_dims->n, k, pos);
+    } else {
+        (void)tinyaot_mve_b2x1_positions(filter->bitmap, filter_dims->n, k, pos);
+    }
     const tinyaot_block_weights stream = {(const int8_t *)pos, NULL, NULL, 0};
     return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, &stream, bias_dims,
-                                  bias, output_dims, output, filter->values, tinyaot_mve_block2x1_two,
-                                  tinyaot_mve_block2x1_one);
+                                  bias, output_dims, output, filter->values, two_rows, one_row);
+}
+
+tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
+{
+    return block2x1_mve_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias_dims, bias,
+                             output_dims, output, 0, tinyaot_mve_block2x1_two, tinyaot_mve_block2x1_one);
 }
 
 int32_t tinyaot_convolve_s8_block2x1_mve_long_get_buffer_size(const tinyaot_dims *input_dims,
@@ -55,18 +68,6 @@ int32_t tinyaot_convolve_s8_block2x1_mve_long_get_buffer_size(const tinyaot_dims
 
 tinyaot_status tinyaot_convolve_s8_block2x1_mve_long(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
 {
-    const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
-    const int32_t cols = tinyaot_mve_block_in_place(conv_params, input_dims, filter_dims)
-                             ? 0 : tinyaot_mve_block_conv_buffer_size(filter_dims);
-    if (filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || k > 255 * 256 ||
-        filter->decoded < 0 || ctx->size < cols + filter->decoded) {
-        return TINYAOT_ARG_ERROR;
-    }
-    /* the positions, once per call, after the columns */
-    uint8_t *const pos = (uint8_t *)ctx->buf + cols;
-    (void)tinyaot_mve_b2x1_positions_long(filter->bitmap, filter_dims->n, k, pos);
-    const tinyaot_block_weights stream = {(const int8_t *)pos, NULL, NULL, 0};
-    return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, &stream, bias_dims,
-                                  bias, output_dims, output, filter->values, tinyaot_mve_block2x1_two_long,
-                                  tinyaot_mve_block2x1_one_long);
+    return block2x1_mve_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias_dims, bias,
+                             output_dims, output, 1, tinyaot_mve_block2x1_two_long, tinyaot_mve_block2x1_one_long);
 }
