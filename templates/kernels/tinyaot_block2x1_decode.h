@@ -25,16 +25,17 @@ static const uint8_t tinyaot_b2x1_nibble_count[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1,
 static inline int32_t tinyaot_block2x1_bits8(const uint8_t *bm, int32_t rb, uint8_t *ix)
 {
     uint8_t *const start = ix;
+    const uint8_t *const end = bm + rb;
     uint32_t base = 0; /* the byte's first position, in every byte of the word */
-    int32_t b;
-    for (b = 0; b < rb; b++, base += 0x08080808u) {
-        const uint32_t v = bm[b];
+    while (bm < end) { /* (a pointer bound: GCC's loop on a count took 4 more instructions per byte on the M4) */
+        const uint32_t v = *bm++;
         uint32_t t = tinyaot_b2x1_nibble_pos[v & 15u] + base;
         memcpy(ix, &t, 4);
         ix += tinyaot_b2x1_nibble_count[v & 15u];
         t = tinyaot_b2x1_nibble_pos[v >> 4] + base + 0x04040404u;
         memcpy(ix, &t, 4);
         ix += tinyaot_b2x1_nibble_count[v >> 4];
+        base += 0x08080808u;
     }
     return (int32_t)(ix - start);
 }
