@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,21 @@ def test_a_live_staging_folder_is_left_alone(tmp_path):
         check_output_folder(out)  # another run starting now
         assert tmp.is_dir() and (tmp / "x").exists()
     assert (out / "x").read_text() == "1"
+
+
+def test_an_unmarked_staging_folder_goes_once_it_is_old(tmp_path):
+    """A run killed between making its staging folder and marking it leaves an unmarked folder. A run that is
+    making its own right now looks the same, so the folder is left while young and removed once older than
+    files._YOUNG_S."""
+    out = tmp_path / "out"
+    left = tmp_path / ".out.tmp-killed3"
+    left.mkdir()
+    check_output_folder(out)
+    assert left.is_dir()  # young: maybe a live run about to mark it
+    old = time.time() - files_mod._YOUNG_S - 1
+    os.utime(left, (old, old))
+    check_output_folder(out)
+    assert not left.exists() and siblings(out) == []
 
 
 @pytest.mark.parametrize("name,why", [(".", "'.' or '..'"), ("..", "'.' or '..'"), ("a/b", "separators"),
