@@ -54,6 +54,7 @@ SETTINGS = [
     # the obs masks and fit, then distillation with those masks (h20j): what keeps --prune 0.6 above its line
     Config("prune0.6_block2x1_distill", {"prune": 0.6, "prune_pattern": "block2x1", "prune_method": "distill"}),
     Config("prune0.5", {"prune": 0.5}),
+    Config("prune0.6", {"prune": 0.6}),
     Config("int4", {"weight_bits": 4}),
     Config("clusters16", {"clusters": 16}),
     Config("clusters32", {"clusters": 32}),
@@ -66,15 +67,20 @@ TARGETS = {"prune0.5_block": 0.85, "prune0.5_block2x1": 0.85, "int4": 1.10, "clu
 WEIGHTS_TARGET = ("prune0.5_block2x1", 0.60)  # the speed form (README: block2x1 bitmaps, h20k)
 BOARDS = ("mps2-an386", "mps3-an547")
 # issue 20's accuracy lines: (model, setting) -> (top-1 at least, in %, or None; points below int8 at most, or None)
-ACCURACY_LINES = {("kws_dscnn", "prune0.5"): (86.0, None), ("kws_dscnn", "prune0.5_block"): (86.0, None),
-                  ("kws_dscnn", "prune0.5_block_distill"): (86.0, None),
-                  ("kws_dscnn", "prune0.6_block"): (78.0, None), ("kws_dscnn", "int4"): (None, 0.5),
-                  ("kws_dscnn", "prune0.5_block2x1"): (86.0, None), ("kws_dscnn", "prune0.6_block2x1"): (78.0, None),
-                  ("kws_dscnn", "prune0.6_block2x1_distill"): (78.0, None),
-                  ("ic_resnet8", "prune0.5_block2x1"): (85.0, None),
-                  ("kws_dscnn", "clusters16"): (None, 0.5), ("ic_resnet8", "prune0.5"): (85.0, None),
-                  ("ic_resnet8", "prune0.5_block"): (85.0, None), ("ic_resnet8", "int4"): (87.0, None),
-                  ("ic_resnet8", "channels0.25"): (75.0, None)}
+ACCURACY_LINES = {
+    ("kws_dscnn", "prune0.5"): (86.0, None), ("kws_dscnn", "prune0.5_block2x1"): (86.0, None),
+    ("kws_dscnn", "prune0.5_block"): (86.0, None), ("kws_dscnn", "prune0.5_block_distill"): (86.0, None),
+    ("kws_dscnn", "prune0.6"): (78.0, None), ("kws_dscnn", "prune0.6_block2x1_distill"): (78.0, None),
+    ("kws_dscnn", "prune0.6_block2x1"): (78.0, None), ("kws_dscnn", "prune0.6_block"): (78.0, None),
+    ("kws_dscnn", "int4"): (None, 0.5), ("kws_dscnn", "clusters16"): (None, 0.5),
+    ("ic_resnet8", "prune0.5"): (85.0, None), ("ic_resnet8", "prune0.5_block2x1"): (85.0, None),
+    ("ic_resnet8", "prune0.5_block"): (85.0, None), ("ic_resnet8", "int4"): (87.0, None),
+    ("ic_resnet8", "channels0.25"): (75.0, None)}
+# Rows of forms the README does not recommend for their line (4x4 blocks, and block2x1 at 0.6 without distill, the
+# recipe there): their accuracy is listed under the line for information ("other form"), not as a pass or a miss.
+# Each line is judged on the default form (the flag alone) and on the speed form (block2x1, + distill at 0.6).
+OTHER_FORMS = {("kws_dscnn", "prune0.5_block"), ("kws_dscnn", "prune0.5_block_distill"),
+               ("kws_dscnn", "prune0.6_block"), ("kws_dscnn", "prune0.6_block2x1"), ("ic_resnet8", "prune0.5_block")}
 README_BEGIN, README_END = "<!-- compression-benchmark:begin -->", "<!-- compression-benchmark:end -->"
 
 
@@ -165,8 +171,10 @@ def done_when(results: dict, boards: list[str]) -> str:
     """Issue 20's done-when lines as a table: line, figure, pass/miss (rows not measured are left out)."""
     rows = ["| line | figure | |", "|---|---|---|"]
 
-    def add(line: str, figure: str, ok: bool) -> None:
-        rows.append(f"| {line} | {figure} | {'pass' if ok else 'miss'} |")
+    def add(line: str, figure: str, ok: bool, other: bool = False) -> None:
+        status = ("other form, meets the line" if ok else "other form, below the line") if other else \
+            ("pass" if ok else "miss")
+        rows.append(f"| {line} | {figure} | {status} |")
 
     def cmd(name: str) -> str:
         return next((f"`{c.command_line}`" if c.flags else "int8" for c in SETTINGS if c.name == name), name)
@@ -179,12 +187,14 @@ def done_when(results: dict, boards: list[str]) -> str:
                      is not None), None)
         if r is None or (below is not None and base is None):
             continue
+        other = (model, name) in OTHER_FORMS
         if least is not None:
-            add(f"{model} {cmd(name)} top-1 >= {least:g} %", f"{100 * r['top1']:.2f} %", 100 * r["top1"] >= least)
+            add(f"{model} {cmd(name)} top-1 >= {least:g} %", f"{100 * r['top1']:.2f} %", 100 * r["top1"] >= least,
+                other)
         else:
             drop = 100 * (base["top1"] - r["top1"])
             add(f"{model} {cmd(name)} within {below:g} points of int8", f"{100 * r['top1']:.2f} % (int8 "
-                f"{100 * base['top1']:.2f} %)", drop <= below)
+                f"{100 * base['top1']:.2f} %)", drop <= below, other)
     for model in SPEED_MODELS:
         per_board = results.get(model, {})
         for name, limit in TARGETS.items():
