@@ -264,7 +264,11 @@ def test_clustering_requantizes_consistently(small):
         mult, shift = quantize_multiplier_array(np.float64(s_in) * w.quant.scale / np.float64(s_out))
         assert np.array_equal(n.attrs["output_mult"], mult) and np.array_equal(n.attrs["output_shift"], shift)
         info = g.meta["compression"]["layers"][name]
-        if info["storage"] == "clustered":
+        if name == "dense":  # fully connected at batch 1, each weight used once: an evenly spaced grid, run as int4
+            assert info["storage"] == "int4" and w.storage.kind == "int4"
+            assert info["clusters"] == {"form": "grid", "k": 4, "levels": 3, "bits": 4}
+            assert set(np.unique(w.data)) <= {-1, 0, 1} and info["weight_bits"] == 4
+        elif info["storage"] == "clustered":
             clustered += 1
             st = w.storage
             cb = st.arrays["codebooks"]
@@ -276,6 +280,9 @@ def test_clustering_requantizes_consistently(small):
     assert clustered >= 2
     assert g.meta["compression"]["layers"]["conv2"]["clusters"]["k"] == 4
     assert set(g.meta["compression"]["reconstructed"]) == set(_layers(clus))
+    # cluster_fc = "codebook" keeps the codebook there (one lookup per weight: slower, see README)
+    fc = compile_model(path, cal, compression=dict(clusters=4, cluster_fc="codebook")).graph.meta["compression"]
+    assert fc["layers"]["dense"]["clusters"]["form"] == "codebook" and fc["layers"]["dense"]["storage"] == "clustered"
 
 
 def test_int4_weights(small):
@@ -342,6 +349,8 @@ def test_compressed_model_deploys_bit_exact(kind, options, small, tmp_path):
     assert v["outputs_match"] and v["max_abs_diff_vs_reference"] == 0 and v["max_abs_diff_vs_onnxruntime"] <= 1
     kinds = {l["name"]: l["storage"] for l in r["layers"] if "storage" in l}
     assert kind in kinds.values()
+    if kind == "clustered":  # the fully connected layer on its 16-level grid, stored and run as int4 (bit-exact above)
+        assert [l["storage"] for l in r["layers"] if (l.get("clusters") or {}).get("form") == "grid"] == ["int4"]
     for l in r["layers"]:
         if l.get("storage") not in (None, "dense"):
             # the kind's own kernel (variant generic), or a dense variant's kernel on decoded weights (ops/decoded.py)

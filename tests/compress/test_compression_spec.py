@@ -46,7 +46,7 @@ def test_defaults_rules_and_precedence():
     (dict(prune=1.0), "--prune must be in"), (dict(prune=-0.1), "--prune must be in"),
     (dict(clusters=1), "from 2 to 256"), (dict(clusters=300), "from 2 to 256"),
     (dict(weight_bits=2), "8 or 4"), (dict(prune_scope="model"), "'global' or 'layer'"),
-    (dict(prune_channels=1.5), "--prune-channels"),
+    (dict(prune_channels=1.5), "--prune-channels"), (dict(cluster_fc="lut"), "cluster_fc must be 'grid'"),
     (dict(rules=({"pattern": "x", "sparsity": 2},)), "sparsity must be in"),
     (dict(rules=({"pattern": "x", "op": "matmul"},)), "op must be one of"),
     (dict(rules=({"pattern": "x", "bits": 4},)), "unknown key"),
@@ -59,9 +59,11 @@ def test_invalid_options(kwargs, message):
 
 def test_spec_file_and_flag_overrides(tmp_path):
     spec = tmp_path / "s.toml"
-    spec.write_text('prune = 0.4\nclusters = 8\nprune_exclude = ["a*"]\n[[layer]]\npattern = "b"\nexclude = true\n')
+    spec.write_text('prune = 0.4\nclusters = 8\nprune_exclude = ["a*"]\ncluster_fc = "codebook"\n'
+                    '[[layer]]\npattern = "b"\nexclude = true\n')
     o = CompressionOptions.from_spec(spec)
     assert (o.prune, o.clusters, o.prune_exclude, o.rules[0].exclude) == (0.4, 8, ("a*",), True)
+    assert o.cluster_fc == "codebook" and CompressionOptions().cluster_fc == "grid"
     o2 = options_from_flags(spec, prune=0.6, clusters=None, prune_exclude=("c*",))  # None: flag not given
     assert (o2.prune, o2.clusters, o2.prune_exclude) == (0.6, 8, ("a*", "c*"))
     assert options_from_flags(None, prune=None, clusters=None, prune_exclude=()) is None
@@ -149,8 +151,10 @@ def test_cli_deploy_reports_compression(small, tmp_path):
     assert c["clusters"] == 16 and 0.3 * 2736 / 2800 <= c["sparsity"] < 1 and c["weight_bits"] < 8
     assert c["options"]["prune_exclude"] == ["dense"]
     rows = {l["name"]: l for l in r["layers"]}
-    # --prune-exclude stops pruning only: the dense layer is still clustered (its 64 weights: 16 + 4 * 8 bytes)
-    assert rows["dense"]["storage"] == "clustered" and rows["dense"]["weights_bytes"] == 16 + 4 * 8
+    # --prune-exclude stops pruning only: the dense layer is still clustered, on the 16-level grid a layer that uses
+    # each weight once gets (cluster_fc "grid"): stored as int4, its 64 weights in 32 bytes
+    assert rows["dense"]["storage"] == "int4" and rows["dense"]["weights_bytes"] == 64 // 2
+    assert rows["dense"]["clusters"] == {"form": "grid", "k": 16, "levels": 15, "bits": 4}
     assert rows["conv2"]["storage"] in ("clustered", "sparse_bitmap")
     # weights_bytes counts every stored byte (codebooks, indices, bitmaps); biases and requantization apart
     assert m["weights_bytes"] == sum(l["weights_bytes"] for l in r["layers"]) == c["weights_bytes"]

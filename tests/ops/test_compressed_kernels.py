@@ -715,7 +715,7 @@ def test_sparse_kernels_execute_fewer_instructions_than_dense(arm_runner, cpu):
 # ====================================================================================================================
 # (d) end to end: kws_dscnn compressed, deployed and verified under QEMU on an M4
 # ====================================================================================================================
-@pytest.mark.parametrize("compression,kinds", [({"clusters": 16}, {"clustered"}),
+@pytest.mark.parametrize("compression,kinds", [({"clusters": 16}, {"clustered", "int4"}),
                                                ({"prune": 0.5}, {"sparse_bitmap", "sparse_rle"}),
                                                ({"weight_bits": 4}, {"int4"})])
 def test_kws_dscnn_compressed_deploys_and_verifies(tmp_path, cal_dir, compression, kinds):
@@ -735,6 +735,10 @@ def test_kws_dscnn_compressed_deploys_and_verifies(tmp_path, cal_dir, compressio
     weighted = [l for l in report["layers"] if l.get("storage")]
     used = {l["storage"] for l in weighted}
     assert used & kinds and used <= kinds | {"dense"}, used
+    if "clusters" in compression:  # codebooks, but the final fully connected layer (each weight used once) on its grid
+        grid = [l for l in weighted if (l.get("clusters") or {}).get("form") == "grid"]
+        assert len(grid) == 1 and grid[0]["storage"] == "int4" and grid[0]["kernel"].startswith(
+            "tinyaot_fully_connected") and "clustered" in used, [(l["name"], l["storage"]) for l in weighted]
     for layer in weighted:  # the kernel follows the storage; weights_bytes counts what the storage keeps
         if layer["storage"] != "dense":
             suffix = {"int4": "_s4", "clustered": "_s8_clustered", "sparse_bitmap": "_s8_sparse",

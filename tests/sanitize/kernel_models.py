@@ -28,7 +28,10 @@ KINDS = {  # layer-name suffix -> the per-layer rule fields that make the layer'
     "b2x1": {"sparsity": 0.5, "prune_pattern": "block2x1"},  # conv 2x1 blocks; its fully connected layer 4x4
     "rle": {"sparsity": 0.95},  # last: its fully connected layer (10 outputs) feeds the LSTM
 }
-COMPRESSION = {"rules": [{"pattern": f"*_{kind}", **fields} for kind, fields in KINDS.items()]}
+# cluster_fc "codebook": the clustered fully connected layer keeps its codebook (by default a layer that uses each
+# weight once takes an evenly spaced grid and runs the int4 kernels), so the clustered FC kernels stay covered
+COMPRESSION = {"rules": [{"pattern": f"*_{kind}", **fields} for kind, fields in KINDS.items()],
+               "cluster_fc": "codebook"}
 X_SHAPE = [1, 3, 8, 8]
 C = 8  # channels of the conv stack
 

@@ -10,7 +10,7 @@ per-layer entries; see examples/compression.toml:
 
     prune = 0.5                  # top level: prune, prune_scope, prune_pattern, prune_exclude, prune_channels,
                                  # clusters, weight_bits, clusters_budget (bits per weight over the clustered
-                                 # layers, compress/cluster.py)
+                                 # layers, compress/cluster.py), cluster_fc ("grid" or "codebook")
     [[layer]]
     pattern = "*conv2d_1*"       # fnmatch on the layer name (the names report.json's "layers" lists)
     op = "depthwise"             # optional: only layers of this kind (conv, depthwise, fully_connected)
@@ -37,6 +37,7 @@ KINDS = ("conv", "depthwise", "fully_connected")
 SCOPES = ("global", "layer")
 PRUNE_METHODS = ("obs", "magnitude", "distill")
 PATTERNS = ("unstructured", "block", "block2x1")  # compress/pattern.py
+CLUSTER_FC = ("grid", "codebook")  # how --clusters K <= 16 stores a layer that uses each weight once
 
 
 def _fraction(value, what: str) -> float:
@@ -141,6 +142,10 @@ class CompressionOptions:
     weight_bits: int = 8  # 8, or 4: per-channel symmetric int4 in [-7, 7]
     clusters_budget: float | None = None  # bits per weight (codebooks included) over the clustered layers; None:
     # the index bits plus 10 % (compress/cluster.py, "Budget")
+    cluster_fc: str = "grid"  # with clusters K <= 16, a layer that uses each weight once per inference (fully
+    # connected at batch 1, a convolution with one output pixel): "grid", K evenly spaced levels of each channel's
+    # own scale stored and run as int4 (a codebook there costs a lookup per weight, never amortised); "codebook":
+    # clustered like the other layers (compress/pipeline.py, grid_layers)
     rules: tuple[LayerRule, ...] = ()  # per-layer entries of a spec file, in order
     spec: str | None = None  # the spec file the defaults and rules came from, for the report
 
@@ -157,6 +162,9 @@ class CompressionOptions:
         c = _clusters(self.clusters, "--clusters", allow_zero=True)
         object.__setattr__(self, "clusters", c or None)
         _bits(self.weight_bits, "--weight-bits")
+        if self.cluster_fc not in CLUSTER_FC:
+            raise TinyaotError(f"cluster_fc must be 'grid' (K evenly spaced levels, run as int4) or 'codebook', got "
+                               f"{self.cluster_fc!r}")
         if self.clusters_budget is not None:
             if isinstance(self.clusters_budget, bool) or not isinstance(self.clusters_budget, (int, float)) \
                     or not 0 < self.clusters_budget <= 16:
@@ -263,7 +271,7 @@ def options_from_flags(spec: str | Path | None = None, **flags) -> CompressionOp
 
 
 _TOP_KEYS = {"prune", "prune_scope", "prune_method", "prune_pattern", "prune_exclude", "prune_channels", "clusters",
-             "weight_bits", "clusters_budget"}
+             "weight_bits", "clusters_budget", "cluster_fc"}
 _RULE_KEYS = {f.name for f in fields(LayerRule)}
 
 
@@ -308,4 +316,4 @@ def load_spec_file(path: Path) -> dict:
 
 
 __all__ = ["CompressionOptions", "LayerRule", "LayerSettings", "load_spec_file", "options_from_flags", "KINDS",
-           "SCOPES", "PATTERNS"]
+           "SCOPES", "PATTERNS", "CLUSTER_FC"]

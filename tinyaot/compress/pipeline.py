@@ -30,6 +30,7 @@ Everything the report needs is kept in graph.meta["compression"].
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 
@@ -67,7 +68,10 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None, start: d
     (`fitted_layers`): distillation starts from those weights and keeps their masks."""
     layers = layer_nodes(graph)
     settings = {n.name: options.for_layer(n.name, layer_kind(n)) for n in layers}
-    info = {"options": options, "settings": settings,
+    grid = grid_layers(graph, layers, settings, options)
+    for name in grid:  # from here on such a layer is a 4-bit one (fit, reconstruction, storage): int4's path
+        settings[name] = replace(settings[name], clusters=None, weight_bits=4)
+    info = {"options": options, "settings": settings, "grid": grid,
             "dense_before": {n.name: graph.tensors[n.inputs[1]].size for n in layers},
             "unmatched_patterns": options.unmatched([(n.name, layer_kind(n)) for n in layers]),
             "channels_removed": {}, "layers": {}, "kept_channels": {}, "pruned_masks": {},
@@ -110,7 +114,39 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None, start: d
             info["pruned_masks"][n.name] = np.asarray(graph.tensors[n.inputs[1]].data) == 0
         if settings[n.name].weight_bits == 4:
             n.attrs["weight_bits"] = 4  # read by Conv/FullyConnected.quantize: symmetric scales with qmax 7
+        if n.name in grid and grid[n.name]["qmax"] < 7:
+            n.attrs["weight_qmax"] = grid[n.name]["qmax"]  # K < 16 levels: a narrower symmetric grid (weight_qmax)
     return graph
+
+
+GRID_MAX_K = 16  # int4 holds the symmetric grid [-7, 7]: 15 levels, the most a 4-bit grid layer takes
+
+
+def grid_layers(graph: Graph, layers, settings: dict[str, LayerSettings],
+                options: CompressionOptions) -> dict[str, dict]:
+    """The layers --clusters K puts on an evenly spaced grid instead of a codebook (cluster_fc "grid", the
+    default): float layers asked K = 3..16 clusters that use each weight once per inference, i.e. with one output
+    pixel (a fully connected layer at batch 1, a convolution on a 1x1 output). Each output channel's weights take
+    the 2 * qmax + 1 levels of its own scale, qmax = min(7, (K - 1) // 2) (K = 16: int4's [-7, 7]), fitted and
+    reconstructed as --weight-bits 4 fits them and stored and run as int4 (the kernels unpack nibbles in
+    registers, no lookup).
+
+    Why: a codebook costs a lookup per weight use, which the decoded kernels amortise over a layer's output
+    pixels; with one pixel nothing amortises it. Measured on ad_fc_autoencoder (fully connected only, int8
+    423,042 / 77,709 instructions on mps2-an386 / mps3-an547): codebooks at K = 16 ran 2.622x / 1.445x int8, the
+    grid runs as int4 does (see the README's compression table). K = 2 keeps its codebook (a symmetric grid has an
+    odd number of levels, and {-1, 0, 1} would be more than asked); K > 16 too (no 5-bit grid kernel).
+    Returns name -> {"k": K, "qmax": qmax}."""
+    if options.cluster_fc != "grid":
+        return {}
+    out = {}
+    for n in layers:
+        s = settings[n.name]
+        if s.excluded or not s.clusters or not 3 <= s.clusters <= GRID_MAX_K or not _is_float(graph, n):
+            continue
+        if int(np.prod(graph.tensors[n.outputs[0]].shape[:-1])) == 1:
+            out[n.name] = {"k": int(s.clusters), "qmax": min(7, (int(s.clusters) - 1) // 2)}
+    return out
 
 
 def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSettings], info: dict,
@@ -196,6 +232,7 @@ def distilled_reference(graph: Graph) -> Graph:
         graph.meta["compression"] = info
     for n in ref.nodes:
         n.attrs.pop("weight_bits", None)
+        n.attrs.pop("weight_qmax", None)
     return ref
 
 
@@ -801,6 +838,13 @@ def _plan_clusters(graph: Graph, inputs, info: dict) -> dict[str, int]:
             groups.append(grp)
             coarse = min(range(len(cands)), key=lambda i: (cands[i].nbytes, -cands[i].group_size))
             probes.append((pos, cands[coarse].values, opt[coarse][1]))
+        elif node.name in info.get("grid", {}):
+            # a grid layer's int4 bytes count in the budget: what its K's bits per weight allow beyond them
+            # goes to the codebook layers (or what it takes beyond them comes out of theirs)
+            size = graph.tensors[node.inputs[1]].size
+            k = info["grid"][node.name]["k"]
+            bits = opts.clusters_budget if opts.clusters_budget else (1 + CLUSTERS_MARGIN) * index_bits(k)
+            budget += size * bits / 8 - (size + 1) // 2
         if runner is not None:
             runner.run(node)
     if runner is not None:
@@ -914,8 +958,11 @@ def _store_layer(graph: Graph, node, s: LayerSettings, hessian, info: dict, targ
         ("dense", None, w.data, w.size)
     w.data = np.asarray(values, np.int8)
     assign_storage(w, st if st is not None else WeightStorage("dense"))
-    clustered = {"k": st.meta["k"], "bits": st.meta["bits"], "group_size": st.meta["group_size"],
+    clustered = {"form": "codebook", "k": st.meta["k"], "bits": st.meta["bits"], "group_size": st.meta["group_size"],
                  "groups": int(st.arrays["codebooks"].shape[0])} if kind == "clustered" else None
+    grid = info.get("grid", {}).get(node.name)
+    if grid is not None:  # --clusters K on an evenly spaced grid (grid_layers): K asked, 2 * qmax + 1 levels
+        clustered = {"form": "grid", "k": grid["k"], "levels": 2 * grid["qmax"] + 1, "bits": 4}
     info["layers"][node.name] = {
         "storage": kind, "weights_bytes": w.storage.nbytes(w.data),
         "weights_bytes_dense": info["dense_before"].get(node.name, w.size),
@@ -962,7 +1009,8 @@ def compression_report(graph: Graph) -> dict:
     opts: CompressionOptions = info["options"]
     dense_before = int(sum(info["dense_before"].values()))
     out.update({
-        "clusters": max([s.clusters for s in info["settings"].values() if s.clusters], default=None),
+        "clusters": max([s.clusters for s in info["settings"].values() if s.clusters]
+                        + [g["k"] for g in info.get("grid", {}).values()], default=None),
         "weights_bytes_dense": dense_before,
         "ratio_vs_int8": round(stored / dense_before, 4) if dense_before else None,
         "channels_removed": dict(info["channels_removed"]),
@@ -979,4 +1027,5 @@ def compression_report(graph: Graph) -> dict:
     return out
 
 
-__all__ = ["prune_step", "storage_step", "fitted_layers", "distilled_reference", "layer_report", "compression_report"]
+__all__ = ["prune_step", "grid_layers", "storage_step", "fitted_layers", "distilled_reference", "layer_report",
+           "compression_report"]

@@ -151,8 +151,10 @@ def fit_channel_scales(w: np.ndarray, b: np.ndarray | None, axis: int, s_in: flo
 
 
 def weight_qmax(node) -> int:
-    """The symmetric weight range of a Conv/FullyConnected node: 127, or 7 when compression marked it 4-bit."""
-    return 2 ** (int(node.attrs.get("weight_bits", 8)) - 1) - 1
+    """The symmetric weight range of a Conv/FullyConnected node: 127, or 7 when compression marked it 4-bit, or
+    fewer levels when it set them (`weight_qmax`: --clusters K < 16 on an evenly spaced grid, compress/pipeline.py
+    grid_layers)."""
+    return int(node.attrs.get("weight_qmax", 2 ** (int(node.attrs.get("weight_bits", 8)) - 1) - 1))
 
 
 def quantize_bias(b: np.ndarray, s_in: float, s_w: np.ndarray) -> np.ndarray:
