@@ -405,15 +405,19 @@ def test_evaluate_writes_json(tmp_path, sine_cal):
 
 def test_deploy_with_clusters_budget(tmp_path, sine_cal):
     """--clusters-budget bounds the bits per weight (codebooks included) that clustering may spend: a tighter
-    budget never stores more bytes than a looser one, and both verify."""
+    budget never stores more bytes than a looser one, and both verify. The sine model's layers are fully connected
+    at batch 1, which --clusters puts on an evenly spaced grid by default: the spec keeps their codebooks."""
     stored = {}
+    spec = tmp_path / "codebook.toml"
+    spec.write_text('cluster_fc = "codebook"\n')
     for budget in ("2.5", "8"):
         out = tmp_path / f"out{budget}"
         r = run("deploy", MODELS / "tflm_hello_world_sine.onnx", "--board", "stm32", "--calibration", sine_cal,
-                "--out", out, "--clusters", "4", "--clusters-budget", budget)
+                "--out", out, "--clusters", "4", "--clusters-budget", budget, "--compression", spec)
         assert r.exit_code == 0, r.output
         report = json.loads((out / "report.json").read_text())
         assert report["verify"]["outputs_match"] and report["compression"]["clusters"] == 4
+        assert "clustered" in {l.get("storage") for l in report["layers"]}
         stored[budget] = report["memory"]["weights_bytes"]
     assert stored["2.5"] <= stored["8"] < 288  # 288 = the three layers' weights as dense int8
     bad = run("deploy", MODELS / "tflm_hello_world_sine.onnx", "--calibration", sine_cal, "--out", tmp_path / "b",

@@ -20,7 +20,8 @@ reference, on calibration samples 64-99 (the fitting uses 0-63, hessian.MAX_SAMP
 0.026; --prune 0.5 from 0.45 to 0.43 and from 0.083 to 0.074.
 
 Storage choice per layer, by measured bytes (WeightStorage.nbytes), among the kinds the layer's options make
-possible: dense always; int4 for a 4-bit layer; clustered for a clustered layer (its values become the clustered
+possible: dense always; int4 for a 4-bit layer (and for a layer --clusters K <= 16 puts on an evenly spaced grid,
+`grid_layers`: one that uses each weight once); clustered for a clustered layer (its values become the clustered
 ones only if this storage is chosen); sparse_bitmap, sparse_rle and (not depthwise) sparse_block for a pruned layer
 (not for a pre-quantized fully connected layer with a filter offset, whose zeros are not real zeros). Ties go to
 the simpler kind, in that order. Without compression options nothing here runs and weights stay dense (storage None).
