@@ -7,11 +7,14 @@
  * without MVE. Rows of at most 256 positions (one offset byte per position); tinyaot_convolve_s8_block2x1_mve_long
  * takes longer ones (segments of 256 positions: tinyaot_mve_block2x1.h).
  *
- * Pixels and columns as tinyaot_convolve_s8_block_mve: output pixels in pairs in raster order (a lone last one
- * alone); a 1x1 convolution without padding whose input channels are a multiple of 4 reads each pixel's channels in
- * place, otherwise each window is copied into an int8 im2col column (two of them, 2 * K4 bytes, K4 = K rounded up to
- * a multiple of 4). Scratch (required, 4-byte aligned): those columns (none in place), then filter->decoded bytes of
- * position stream. A pair's windows are read before its outputs are written, so the output may overlap the input as
+ * Pixels as tinyaot_convolve_s8_block_mve: output pixels in pairs in raster order (a lone last one alone); a 1x1
+ * convolution without padding whose input channels are a multiple of 4 reads each pixel's channels in place.
+ * Otherwise windows are read in kernel-column-major order (kx, ky, c; the compiler permutes the bitmaps and weights
+ * so: ops/compressed.py mve_block2x1_storage) from a band (tinyaot_mve_im2col.h band_fill) of the next pixels of an
+ * output row: each input column's k_h * in_c values copied once for all the pixels whose windows hold it (ic's 3x3
+ * stride-1 layers: 4 pixels from 6 columns instead of 2 windows of 9 taps), a pair across rows or a dilated width
+ * one window per pixel. Scratch (required, 4-byte aligned): the band (2 * K4 bytes, K4 = K rounded up to a
+ * multiple of 4; none in place), then filter->decoded bytes of position stream. A pair's windows are read before its outputs are written, so the output may overlap the input as
  * for the dense kernels.
  */
 #include "tinyaot_mve_block_conv.h"
@@ -51,7 +54,7 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status block2x1_mve_conv(TINYAOT_CONV_ARGS(
     }
     const tinyaot_block_weights stream = {(const int8_t *)pos, NULL, NULL, 0};
     return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, &stream, bias_dims,
-                                  bias, output_dims, output, filter->values, two_rows, one_row);
+                                  bias, output_dims, output, filter->values, 1, two_rows, one_row);
 }
 
 tinyaot_status tinyaot_convolve_s8_block2x1_mve(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))

@@ -23,5 +23,5 @@ int32_t tinyaot_convolve_s8_block_mve_get_buffer_size(const tinyaot_dims *input_
 tinyaot_status tinyaot_convolve_s8_block_mve(TINYAOT_CONV_ARGS(tinyaot_block_weights))
 {
     return tinyaot_mve_block_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias_dims,
-                                  bias, output_dims, output, NULL, tinyaot_mve_block_two, tinyaot_mve_block_one);
+                                  bias, output_dims, output, NULL, 0, tinyaot_mve_block_two, tinyaot_mve_block_one);
 }

@@ -35,9 +35,10 @@ static TINYAOT_ALWAYS_INLINE int32_t tinyaot_mve_block_conv_buffer_size(const ti
 }
 
 /* The convolution with row loops two_rows / one_row (called with constants: GCC calls them directly); values: the
-   2x1 loop's weights (filter->values then holds its positions), else NULL. */
+   2x1 loop's weights (filter->values then holds its positions), else NULL; band: windows in kernel-column-major
+   order from bands of the next pixels of an output row (band_fill; the 2x1 kernel), else OHWI im2col columns. */
 static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_ARGS(tinyaot_block_weights),
-                                                                 const int8_t *values,
+                                                                 const int8_t *values, int band,
                                                                  tinyaot_mve_block_two_fn two_rows,
                                                                  tinyaot_mve_block_one_fn one_row)
 {
@@ -50,6 +51,7 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_
     tinyaot_mve_block_job job;
     int8_t *col = NULL;
     int32_t n_pix, p;
+    int32_t band_px = 1, band_step = 0, band_start = 0, band_end = 0;
     (void)bias_dims;
     if (filter_dims->c != input_dims->c || output_dims->c != out_c || conv_params->stride.h <= 0 ||
         conv_params->stride.w <= 0 || conv_params->dilation.h <= 0 || conv_params->dilation.w <= 0 || bias == NULL ||
@@ -75,6 +77,12 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_
                              conv_params->activation.min, conv_params->activation.max);
     job.values = values;
     n_pix = input_dims->n * g.out_h * g.out_w;
+    if (band) {
+        /* the pixels a band of 2 * k4 bytes holds: (band_px - 1) * stride_w + k_w chunks of k_h * in_c bytes */
+        const int32_t chunks = 2 * k4 / (g.k_h * g.in_c);
+        band_px = g.dil_w == 1 ? (chunks - g.k_w) / g.stride_w + 1 : 1;
+        band_step = g.stride_w * g.k_h * g.in_c;
+    }
     pa.b = pa.oy = pa.ox = 0;
     for (p = 0; p < n_pix; p += 2) {
         const int two = (p + 1 < n_pix);
@@ -85,6 +93,34 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_
         if (in_place) {
             xa = input + ((pa.b * g.in_h + pa.oy * g.stride_h) * g.in_w + pa.ox * g.stride_w) * g.in_c;
             xb = input + ((pb.b * g.in_h + pb.oy * g.stride_h) * g.in_w + pb.ox * g.stride_w) * g.in_c;
+        } else if (band) {
+            /* windows in kernel-column-major order (band_fill): a band of the row's next pixels, kept while the
+               pair lies in it, else each pixel's own window */
+            if (p + two >= band_end) {
+                const int8_t *in_a = input + pa.b * g.in_h * g.in_w * g.in_c;
+                const int32_t left = g.out_w - pa.ox;
+                const int32_t q = left < band_px ? left : band_px;
+                if (two && q >= 2) {
+                    band_fill(col, &g, in_a, pa.oy, pa.ox * g.stride_w - g.pad_l, (q - 1) * g.stride_w + g.k_w, 1);
+                    band_start = p;
+                    band_end = p + q;
+                } else {
+                    band_fill(col, &g, in_a, pa.oy, pa.ox * g.stride_w - g.pad_l, g.k_w, g.dil_w);
+                    if (two) {
+                        band_fill(col + k4, &g, input + pb.b * g.in_h * g.in_w * g.in_c, pb.oy,
+                                  pb.ox * g.stride_w - g.pad_l, g.k_w, g.dil_w);
+                    }
+                    band_start = p;
+                    band_end = p; /* (refilled at the next pair) */
+                }
+            }
+            if (band_end > p) {
+                xa = col + (p - band_start) * band_step;
+                xb = xa + band_step;
+            } else {
+                xa = col;
+                xb = col + k4;
+            }
         } else {
             col_fill(col, &g, input, &pa);
             if (two) {

@@ -144,5 +144,63 @@ static inline void col_fill(int8_t *col, const conv_geom *g, const int8_t *input
     }
 }
 
+/* A band of windows in kernel-column-major order (the Helium 2x1 kernel's window order, tinyaot_mve_block2x1.h):
+   n input columns ix0, ix0 + step, ... of output row oy of image in_b, each as its k_h kernel rows' in_c values
+   (chunk i, kernel row ky at dst + (i * k_h + ky) * in_c), padding the zero point. With step 1 (no horizontal
+   dilation) the window of the output pixel whose first column is chunk i is the K = k_w * k_h * in_c bytes from
+   chunk i on, so horizontally adjacent pixels share all but stride_w of their chunks; with step = dil_w and n = k_w
+   it is one pixel's window. Each chunk is copied once (whole vectors, the last one of an in_c not a multiple of 16
+   predicated: nothing is read or written past it). */
+static inline void band_fill(int8_t *dst, const conv_geom *g, const int8_t *in_b, int32_t oy, int32_t ix0, int32_t n,
+                             int32_t step)
+{
+    const int32_t in_h = g->in_h;
+    const int32_t in_w = g->in_w;
+    const int32_t in_c = g->in_c;
+    const int32_t k_h = g->k_h;
+    const int32_t dil_h = g->dil_h;
+    const int32_t chunk = k_h * in_c;      /* bytes between a kernel row's chunks in the band */
+    const int32_t src_step = step * in_c;  /* between their input columns */
+    const zp_fill zp = ZP_FILL(g->zp);
+    /* the chunks inside the input: [i0, i1) */
+    const int32_t i0 = ix0 >= 0 ? 0 : (-ix0 + step - 1) / step;
+    const int32_t i1r = in_w > ix0 ? (in_w - ix0 + step - 1) / step : 0;
+    const int32_t i1 = i1r < n ? i1r : n;
+    int32_t iy = oy * g->stride_h - g->pad_t;
+    int32_t ky, i;
+    for (ky = 0; ky < k_h; ky++, dst += in_c, iy += dil_h) {
+        int8_t *d = dst;
+        if (iy < 0 || iy >= in_h || i1 <= i0) {
+            for (i = 0; i < n; i++, d += chunk) {
+                col_set(d, zp, in_c);
+            }
+            continue;
+        }
+        for (i = 0; i < i0; i++, d += chunk) {
+            col_set(d, zp, in_c);
+        }
+        {
+            const int8_t *s = in_b + (iy * in_w + ix0 + i0 * step) * in_c;
+#if TINYAOT_USE_MVE
+            if (in_c <= 16) { /* one (predicated) vector per chunk */
+                const mve_pred16_t pc = vctp8q((uint32_t)in_c);
+                for (; i < i1; i++, d += chunk, s += src_step) {
+                    vstrbq_p_s8(d, vldrbq_z_s8(s, pc), pc);
+                }
+            } else
+#endif
+            {
+                for (; i < i1; i++, d += chunk, s += src_step) {
+                    col_copy(d, s, in_c);
+                }
+            }
+        }
+        COL_BARRIER();
+        for (; i < n; i++, d += chunk) {
+            col_set(d, zp, in_c);
+        }
+        COL_BARRIER();
+    }
+}
 
 #endif /* TINYAOT_MVE_IM2COL_H */

@@ -22,8 +22,8 @@ from mve.mve_harness import HOST_CC, KERNELS, needs_arm, run_program
 from tinyaot.compress.encode import decode, encode_sparse_block
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ir import Tensor
-from tinyaot.ops.compressed import (block2x1_arrays, block2x1_scratch_bytes, block_requant, mve_block2x1_values,
-                                    mve_block_params, mve_block_stream)
+from tinyaot.ops.compressed import (block2x1_arrays, block2x1_scratch_bytes, block_requant, mve_block2x1_storage,
+                                    mve_block2x1_values, mve_block_params, mve_block_stream)
 from tinyaot.ops.conv import conv2d_s8
 from tinyaot.ops.fully_connected import fully_connected_s8
 
@@ -158,7 +158,7 @@ HELIUM_CASES = [c for c in CASES if c["b2x1"] or -(-c["k"] // 4) <= 256]
 
 def _decoded(c, helium: bool) -> int:
     """Scratch bytes a 2x1 case's kernel decodes its bitmaps into (as ops/conv.py plans them)."""
-    return mve_block2x1_values(c["st"], c["k"] > 256)[1] if helium else block2x1_arrays(c["st"])[2]
+    return mve_block2x1_values(c["st"], c["k"] > 256)[1] if helium else block2x1_arrays(c["st"])[2]  # (any order)
 
 
 def _program(cases, helium: bool) -> str:
@@ -184,8 +184,9 @@ def _program(cases, helium: bool) -> str:
         elif helium and c["b2x1"]:
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
             bias, mult, shift, table = params, [0], [0], 0
-            values, decoded = mve_block2x1_values(c["st"], c["k"] > 256)
-            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", c["st"].arrays["bitmap"], "uint8_t"))
+            st = mve_block2x1_storage(c["st"], c["w"].shape)  # the kernel's window order (kernel-column-major)
+            values, decoded = mve_block2x1_values(st, c["k"] > 256)
+            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", st.arrays["bitmap"], "uint8_t"))
             wtype, table = "tinyaot_block2x1_weights", 0
         elif helium:  # as ops/compressed.py renders the Helium variant
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])

@@ -12,6 +12,7 @@ output may overlap its input.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -205,6 +206,38 @@ def mve_block2x1_values(st, segmented: bool = False) -> tuple[np.ndarray, int]:
     return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
 
 
+def mve_window_order(shape) -> np.ndarray:
+    """Per OHWI window position (ky, kx, c) of a [out, kh, kw, in_c] filter its index in the Helium 2x1 kernel's
+    kernel-column-major window order (kx, ky, c): tinyaot_mve_im2col.h band_fill lays windows out so."""
+    kh, kw, c = (int(v) for v in shape[1:])
+    ky, kx, ci = np.meshgrid(np.arange(kh), np.arange(kw), np.arange(c), indexing="ij")
+    return (kx * kh * c + ky * c + ci).reshape(-1)
+
+
+def mve_block2x1_storage(st, shape):
+    """A 2x1 sparse_block storage of a [out, kh, kw, in_c] filter with its window positions in the Helium kernel's
+    order (mve_window_order): per channel pair the bitmap's bits and the kept blocks' weights permuted alike (an odd
+    pair's filler block still last). The same bytes and blocks, so the same masks and products; only the order in
+    flash differs from the DSP kernel's."""
+    if len(shape) != 4 or int(shape[1]) * int(shape[2]) == 1:
+        return st  # one kernel position (or a fully connected row): the orders agree
+    order = mve_window_order(shape)
+    rb = int(st.meta["row_bytes"])
+    vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
+    n = _pair_counts(st)
+    bits = np.zeros((n.size, 8 * rb), np.uint8)
+    out, b = [], 0
+    for p, (cols, c) in enumerate(zip(block_positions(st), n)):
+        new = order[cols]
+        bits[p, new] = 1
+        out += [vals[b:b + cols.size][np.argsort(new, kind="stable")], vals[b + cols.size:b + int(c)]]
+        b += int(c)
+    permuted = copy.copy(st)
+    permuted.arrays = {**st.arrays, "bitmap": np.packbits(bits, axis=1, bitorder="little").reshape(-1),
+                       "values": (np.concatenate(out) if out else np.zeros((0, 2), np.int8)).reshape(-1)}
+    return permuted
+
+
 def _mve_block2x1_segmented(st, vals, n) -> tuple[np.ndarray, int]:
     segs = -(-int(st.meta["row_bytes"]) // 32)
     out, b, decoded, fillers = [], 0, 20, []
@@ -304,6 +337,7 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
                                   layer["mult"], layer["shift"])
         seg = mve_2x1_segmented(tensor)  # rows past 256 positions: segments, the _long entry
         kernel = "tinyaot_convolve_s8_block2x1_mve" + ("_long" if seg else "")
+        st = mve_block2x1_storage(st, tensor.shape)  # the kernel's window order (kernel-column-major)
         values, decoded = mve_block2x1_values(st, seg)
         consts = [ConstArray("int8_t", f"{name}_values", values),
                   ConstArray("uint8_t", f"{name}_bitmap", st.arrays["bitmap"]),
@@ -388,6 +422,6 @@ def mve_block_cost(tensor, pixels: int, column: bool) -> float:
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
            "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_values", "block2x1_arrays",
-           "mve_2x1_segmented",
+           "mve_2x1_segmented", "mve_block2x1_storage", "mve_window_order",
            "block2x1_scratch_bytes", "block_shape", "block_positions", "conv_estimate",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]
