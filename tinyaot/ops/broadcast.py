@@ -18,7 +18,7 @@ from onnx import helper
 
 from tinyaot.core.quant import activation_qparams, quantize_values
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import activation_nodes, oracle_operands, out_params, set_const
+from tinyaot.ops.common import activation_nodes, batch_reshape, oracle_operands, out_params, set_const
 from tinyaot.ops.registry import BufferRef, ConstArray, KernelCall, OpSpec, OracleLayer
 
 BINARY_OP_CODES = {"Add": 0, "Sub": 1, "Mul": 2}  # TINYAOT_BINARY_ADD/_SUB/_MUL in tinyaot_nn_types.h
@@ -102,7 +102,10 @@ class BinaryOp(OpSpec):
 
     def reference(self, node, graph, inputs):
         out = self.reference_fn(inputs[0], inputs[1], **{k: node.attrs[k] for k in self._KEYS})
-        return [out.reshape(graph.tensors[node.outputs[0]].shape)]
+        return [batch_reshape(out, graph.tensors[node.outputs[0]].shape)]
+
+    def batches_reference(self, node, graph):
+        return True  # numpy broadcasting: activations of a batch of one each, stacked alike; constants broadcast
 
     def _operands(self, node, graph, cname) -> tuple[list[str], list[str]]:
         """C expressions of both inputs ({inK} placeholders count the activation inputs, duplicates included, as

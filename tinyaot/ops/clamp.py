@@ -37,6 +37,9 @@ class _Clamp(OpSpec):
     def reference(self, node, graph, inputs):
         return [np.clip(inputs[0], node.attrs["act_min"], node.attrs["act_max"]).astype(np.int8)]
 
+    def batches_reference(self, node, graph):
+        return True  # element by element
+
     def render(self, node, graph, cname):
         n = graph.tensors[node.inputs[0]].size
         return KernelCall("tinyaot_clamp_s8", [IN0, OUT0, n, node.attrs["act_min"], node.attrs["act_max"]],

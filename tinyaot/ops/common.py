@@ -260,6 +260,16 @@ def tap_scatter(n: int, in_hw, c: int, kernel_hw, stride_hw, pad_top_left, dilat
 NHWC = (0, 2, 3, 1)  # the physical permutation of an NCHW image
 
 
+def batch_reshape(x: np.ndarray, shape) -> np.ndarray:
+    """`x` reshaped to the graph's `shape`, or, when `x` holds a batch of several samples stacked along axis 0
+    (OpSpec.batches_reference), to each sample's shape stacked the same way."""
+    x = np.asarray(x)
+    shape = tuple(shape)
+    if not shape or x.size == int(np.prod(shape)):
+        return x.reshape(shape)
+    return x.reshape((-1, *shape[1:]))
+
+
 def identity_perm(rank: int) -> tuple[int, ...]:
     return tuple(range(rank))
 

@@ -355,6 +355,9 @@ class Conv(OpSpec):
         return [conv2d_s8(x, w, b, a["output_mult"], a["output_shift"], groups=x.shape[3] // w.shape[3],
                           **self._kw(node, graph))]
 
+    def batches_reference(self, node, graph):
+        return True  # conv2d_s8 / depthwise_conv2d_s8 take [N, H, W, C]
+
     def macs(self, node, graph):
         w = graph.tensors[node.inputs[1]].shape
         out = graph.tensors[node.outputs[0]].shape

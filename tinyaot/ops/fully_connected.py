@@ -140,6 +140,9 @@ class FullyConnected(OpSpec):
                                    output_offset=a["output_offset"],
                                    act_min=a["act_min"], act_max=a["act_max"])]
 
+    def batches_reference(self, node, graph):
+        return True  # fully_connected_s8 takes [batches, depth], one row at a time
+
     def macs(self, node, graph):
         m = graph.tensors[node.inputs[0]].shape[0]
         return int(m * graph.tensors[node.inputs[1]].size)

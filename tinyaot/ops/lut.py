@@ -71,6 +71,9 @@ class LutOp(OpSpec):
     def reference(self, node, graph, inputs):
         return [lut_s8(inputs[0], node.attrs["table"])]
 
+    def batches_reference(self, node, graph):
+        return True  # element by element
+
     def render(self, node, graph, cname):
         n = graph.tensors[node.inputs[0]].size
         return KernelCall("tinyaot_lut_s8", [IN0, OUT0, n, f"{cname}_table"], ["tinyaot_lut_s8.c"],

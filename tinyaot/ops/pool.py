@@ -204,6 +204,9 @@ class _Pool(OpSpec):
         return [fn(inputs[0], kernel_hw=k, stride_hw=s, pad_top_left=(p[0], p[1]), output_hw=out[1:3],
                    act_min=node.attrs["act_min"], act_max=node.attrs["act_max"])]
 
+    def batches_reference(self, node, graph):
+        return True  # every pooling function takes [N, H, W, C]
+
     def scratch_bytes(self, node, graph):
         return int(node.attrs.get("scratch_bytes", 0))
 

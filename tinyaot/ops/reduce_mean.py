@@ -17,7 +17,7 @@ import numpy as np
 from onnx import helper
 
 from tinyaot.core.errors import TinyaotError
-from tinyaot.ops.common import NHWC, activation_nodes, identity_perm, nhwc_oracle, out_params
+from tinyaot.ops.common import NHWC, activation_nodes, batch_reshape, identity_perm, nhwc_oracle, out_params
 from tinyaot.core.fixedpoint import quantize_multiplier
 from tinyaot.core.quant import input_magnitude
 from tinyaot.ops.intbounds import epilogue
@@ -103,7 +103,10 @@ class ReduceMean(OpSpec):
                                input_offset=a["input_offset"], output_offset=a["output_offset"],
                                mult=a["output_mult"], shift=a["output_shift"], act_min=a["act_min"],
                                act_max=a["act_max"])
-        return [y.reshape(graph.tensors[node.outputs[0]].shape)]
+        return [batch_reshape(y, graph.tensors[node.outputs[0]].shape)]
+
+    def batches_reference(self, node, graph):
+        return True  # the pool over H, W of [N, H, W, C]
 
     def macs(self, node, graph):
         return graph.tensors[node.inputs[0]].size

@@ -224,6 +224,14 @@ class OpSpec:
     def reference(self, node: "Node", graph: "Graph", inputs: list[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError(f"{self.op_type} has no int8 reference")
 
+    def batches_reference(self, node: "Node", graph: "Graph") -> bool:
+        """Whether `reference` also takes several samples at once, stacked along axis 0 of every activation input
+        and output (each a batch of one in the graph), and gives each sample exactly what a call of its own gives
+        (compress/hessian.SampleRunner then runs the node once for a block of samples instead of once per sample:
+        the per-call cost of the small numpy arrays is most of the reference's time). Declared per op, where its
+        reference was read for it; tests/compress/test_hessian.py checks it on every op the test models hold."""
+        return False
+
     def variants(self, node: "Node", graph: "Graph", target: "Target") -> tuple[Variant, ...]:
         """The kernel variants valid for this layer (its shapes, parameters and storage) on `target`, "generic"
         always among them. `render`, `scratch_bytes` and `inplace_offset` then follow `variant_of(node)`."""

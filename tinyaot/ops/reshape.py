@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .common import batch_reshape
 from .registry import FloatUnsupported, KernelCall, OpSpec, register, RowWindow, Traits
 
 
@@ -34,7 +35,10 @@ class Reshape(OpSpec):
         graph.tensors[node.outputs[0]].quant = graph.tensors[node.inputs[0]].quant
 
     def reference(self, node, graph, inputs):
-        return [inputs[0].reshape(graph.tensors[node.outputs[0]].shape)]
+        return [batch_reshape(inputs[0], graph.tensors[node.outputs[0]].shape)]
+
+    def batches_reference(self, node, graph):
+        return True  # (SampleRunner batches only where input and output are one sample: the values keep their order)
 
     def render(self, node, graph, cname):
         return KernelCall("")  # never emitted: a reshape is an alias

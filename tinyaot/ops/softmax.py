@@ -88,12 +88,17 @@ class Softmax(OpSpec):
         return int(np.prod(x[:axis])), int(x[axis]), int(np.prod(x[axis + 1:]))
 
     def reference(self, node, graph, inputs):
-        outer, n, inner = self._rows(node, graph)
+        _, n, inner = self._rows(node, graph)
+        outer = inputs[0].size // (n * inner)  # the graph's, or that times the samples of a batch
         a = node.attrs
         rows = inputs[0].reshape(outer, n, inner).transpose(0, 2, 1).reshape(-1, n)
         y = softmax_s8(rows, input_mult=a["input_mult"], input_left_shift=a["input_left_shift"],
                        diff_min=a["diff_min"])
         return [y.reshape(outer, inner, n).transpose(0, 2, 1).reshape(inputs[0].shape)]
+
+    def batches_reference(self, node, graph):
+        # rows along any axis but the batch's
+        return int(node.attrs.get("axis", -1)) % len(graph.tensors[node.inputs[0]].shape) != 0
 
     def layout(self, node, ctx):
         """Its input's layout, whatever it is: the axis made physical (the strided kernel needs no transpose)."""
