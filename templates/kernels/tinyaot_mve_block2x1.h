@@ -32,6 +32,125 @@
 #include "tinyaot_mve_block.h"
 #include "tinyaot_block2x1_decode.h"
 
+/* Per bitmap byte v the positions of its set bits (one byte each, lowest first, 0 past them) in words 2v, 2v + 1,
+   and their count: the Helium kernel's decoder takes a byte at a time (~10 instructions against ~16 by nibbles;
+   2 KB of flash on the M55, whose 2x1 layers decode thousands of bitmap bytes a call: ic_resnet8 4,176). */
+static const uint32_t tinyaot_mve_b2x1_byte_pos[512] = {
+    0x0u, 0x0u, 0x0u, 0x0u, 0x1u, 0x0u, 0x100u, 0x0u, 0x2u, 0x0u, 0x200u, 0x0u, 0x201u, 0x0u, 0x20100u, 0x0u,
+    0x3u, 0x0u, 0x300u, 0x0u, 0x301u, 0x0u, 0x30100u, 0x0u, 0x302u, 0x0u, 0x30200u, 0x0u, 0x30201u, 0x0u,
+    0x3020100u, 0x0u, 0x4u, 0x0u, 0x400u, 0x0u, 0x401u, 0x0u, 0x40100u, 0x0u, 0x402u, 0x0u, 0x40200u, 0x0u,
+    0x40201u, 0x0u, 0x4020100u, 0x0u, 0x403u, 0x0u, 0x40300u, 0x0u, 0x40301u, 0x0u, 0x4030100u, 0x0u, 0x40302u, 0x0u,
+    0x4030200u, 0x0u, 0x4030201u, 0x0u, 0x3020100u, 0x4u, 0x5u, 0x0u, 0x500u, 0x0u, 0x501u, 0x0u, 0x50100u, 0x0u,
+    0x502u, 0x0u, 0x50200u, 0x0u, 0x50201u, 0x0u, 0x5020100u, 0x0u, 0x503u, 0x0u, 0x50300u, 0x0u, 0x50301u, 0x0u,
+    0x5030100u, 0x0u, 0x50302u, 0x0u, 0x5030200u, 0x0u, 0x5030201u, 0x0u, 0x3020100u, 0x5u, 0x504u, 0x0u,
+    0x50400u, 0x0u, 0x50401u, 0x0u, 0x5040100u, 0x0u, 0x50402u, 0x0u, 0x5040200u, 0x0u, 0x5040201u, 0x0u,
+    0x4020100u, 0x5u, 0x50403u, 0x0u, 0x5040300u, 0x0u, 0x5040301u, 0x0u, 0x4030100u, 0x5u, 0x5040302u, 0x0u,
+    0x4030200u, 0x5u, 0x4030201u, 0x5u, 0x3020100u, 0x504u, 0x6u, 0x0u, 0x600u, 0x0u, 0x601u, 0x0u, 0x60100u, 0x0u,
+    0x602u, 0x0u, 0x60200u, 0x0u, 0x60201u, 0x0u, 0x6020100u, 0x0u, 0x603u, 0x0u, 0x60300u, 0x0u, 0x60301u, 0x0u,
+    0x6030100u, 0x0u, 0x60302u, 0x0u, 0x6030200u, 0x0u, 0x6030201u, 0x0u, 0x3020100u, 0x6u, 0x604u, 0x0u,
+    0x60400u, 0x0u, 0x60401u, 0x0u, 0x6040100u, 0x0u, 0x60402u, 0x0u, 0x6040200u, 0x0u, 0x6040201u, 0x0u,
+    0x4020100u, 0x6u, 0x60403u, 0x0u, 0x6040300u, 0x0u, 0x6040301u, 0x0u, 0x4030100u, 0x6u, 0x6040302u, 0x0u,
+    0x4030200u, 0x6u, 0x4030201u, 0x6u, 0x3020100u, 0x604u, 0x605u, 0x0u, 0x60500u, 0x0u, 0x60501u, 0x0u,
+    0x6050100u, 0x0u, 0x60502u, 0x0u, 0x6050200u, 0x0u, 0x6050201u, 0x0u, 0x5020100u, 0x6u, 0x60503u, 0x0u,
+    0x6050300u, 0x0u, 0x6050301u, 0x0u, 0x5030100u, 0x6u, 0x6050302u, 0x0u, 0x5030200u, 0x6u, 0x5030201u, 0x6u,
+    0x3020100u, 0x605u, 0x60504u, 0x0u, 0x6050400u, 0x0u, 0x6050401u, 0x0u, 0x5040100u, 0x6u, 0x6050402u, 0x0u,
+    0x5040200u, 0x6u, 0x5040201u, 0x6u, 0x4020100u, 0x605u, 0x6050403u, 0x0u, 0x5040300u, 0x6u, 0x5040301u, 0x6u,
+    0x4030100u, 0x605u, 0x5040302u, 0x6u, 0x4030200u, 0x605u, 0x4030201u, 0x605u, 0x3020100u, 0x60504u, 0x7u, 0x0u,
+    0x700u, 0x0u, 0x701u, 0x0u, 0x70100u, 0x0u, 0x702u, 0x0u, 0x70200u, 0x0u, 0x70201u, 0x0u, 0x7020100u, 0x0u,
+    0x703u, 0x0u, 0x70300u, 0x0u, 0x70301u, 0x0u, 0x7030100u, 0x0u, 0x70302u, 0x0u, 0x7030200u, 0x0u,
+    0x7030201u, 0x0u, 0x3020100u, 0x7u, 0x704u, 0x0u, 0x70400u, 0x0u, 0x70401u, 0x0u, 0x7040100u, 0x0u,
+    0x70402u, 0x0u, 0x7040200u, 0x0u, 0x7040201u, 0x0u, 0x4020100u, 0x7u, 0x70403u, 0x0u, 0x7040300u, 0x0u,
+    0x7040301u, 0x0u, 0x4030100u, 0x7u, 0x7040302u, 0x0u, 0x4030200u, 0x7u, 0x4030201u, 0x7u, 0x3020100u, 0x704u,
+    0x705u, 0x0u, 0x70500u, 0x0u, 0x70501u, 0x0u, 0x7050100u, 0x0u, 0x70502u, 0x0u, 0x7050200u, 0x0u,
+    0x7050201u, 0x0u, 0x5020100u, 0x7u, 0x70503u, 0x0u, 0x7050300u, 0x0u, 0x7050301u, 0x0u, 0x5030100u, 0x7u,
+    0x7050302u, 0x0u, 0x5030200u, 0x7u, 0x5030201u, 0x7u, 0x3020100u, 0x705u, 0x70504u, 0x0u, 0x7050400u, 0x0u,
+    0x7050401u, 0x0u, 0x5040100u, 0x7u, 0x7050402u, 0x0u, 0x5040200u, 0x7u, 0x5040201u, 0x7u, 0x4020100u, 0x705u,
+    0x7050403u, 0x0u, 0x5040300u, 0x7u, 0x5040301u, 0x7u, 0x4030100u, 0x705u, 0x5040302u, 0x7u, 0x4030200u, 0x705u,
+    0x4030201u, 0x705u, 0x3020100u, 0x70504u, 0x706u, 0x0u, 0x70600u, 0x0u, 0x70601u, 0x0u, 0x7060100u, 0x0u,
+    0x70602u, 0x0u, 0x7060200u, 0x0u, 0x7060201u, 0x0u, 0x6020100u, 0x7u, 0x70603u, 0x0u, 0x7060300u, 0x0u,
+    0x7060301u, 0x0u, 0x6030100u, 0x7u, 0x7060302u, 0x0u, 0x6030200u, 0x7u, 0x6030201u, 0x7u, 0x3020100u, 0x706u,
+    0x70604u, 0x0u, 0x7060400u, 0x0u, 0x7060401u, 0x0u, 0x6040100u, 0x7u, 0x7060402u, 0x0u, 0x6040200u, 0x7u,
+    0x6040201u, 0x7u, 0x4020100u, 0x706u, 0x7060403u, 0x0u, 0x6040300u, 0x7u, 0x6040301u, 0x7u, 0x4030100u, 0x706u,
+    0x6040302u, 0x7u, 0x4030200u, 0x706u, 0x4030201u, 0x706u, 0x3020100u, 0x70604u, 0x70605u, 0x0u, 0x7060500u, 0x0u,
+    0x7060501u, 0x0u, 0x6050100u, 0x7u, 0x7060502u, 0x0u, 0x6050200u, 0x7u, 0x6050201u, 0x7u, 0x5020100u, 0x706u,
+    0x7060503u, 0x0u, 0x6050300u, 0x7u, 0x6050301u, 0x7u, 0x5030100u, 0x706u, 0x6050302u, 0x7u, 0x5030200u, 0x706u,
+    0x5030201u, 0x706u, 0x3020100u, 0x70605u, 0x7060504u, 0x0u, 0x6050400u, 0x7u, 0x6050401u, 0x7u,
+    0x5040100u, 0x706u, 0x6050402u, 0x7u, 0x5040200u, 0x706u, 0x5040201u, 0x706u, 0x4020100u, 0x70605u,
+    0x6050403u, 0x7u, 0x5040300u, 0x706u, 0x5040301u, 0x706u, 0x4030100u, 0x70605u, 0x5040302u, 0x706u,
+    0x4030200u, 0x70605u, 0x4030201u, 0x70605u, 0x3020100u, 0x7060504u
+};
+static const uint8_t tinyaot_mve_b2x1_byte_count[256] = {
+    0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 1, 2, 2, 3, 2, 3,
+    3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4,
+    3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4,
+    4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 1, 2, 2, 3, 2, 3, 3, 4, 2, 3, 3, 4, 3, 4, 4, 5, 2, 3, 3, 4, 3, 4, 4, 5,
+    3, 4, 4, 5, 4, 5, 5, 6, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6,
+    6, 7, 2, 3, 3, 4, 3, 4, 4, 5, 3, 4, 4, 5, 4, 5, 5, 6, 3, 4, 4, 5, 4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 3, 4, 4, 5,
+    4, 5, 5, 6, 4, 5, 5, 6, 5, 6, 6, 7, 4, 5, 5, 6, 5, 6, 6, 7, 5, 6, 6, 7, 6, 7, 7, 8
+};
+
+/* One bitmap byte v at base (its first position in every byte): its set bits' positions at ix (8 bytes written);
+   returns ix past them. */
+static TINYAOT_ALWAYS_INLINE uint8_t *tinyaot_mve_b2x1_byte(uint8_t *ix, uint32_t v, uint32_t base)
+{
+    const uint32_t t0 = tinyaot_mve_b2x1_byte_pos[2 * v] + base;
+    const uint32_t t1 = tinyaot_mve_b2x1_byte_pos[2 * v + 1] + base;
+    memcpy(ix, &t0, 4);
+    memcpy(ix + 4, &t1, 4);
+    return ix + tinyaot_mve_b2x1_byte_count[v];
+}
+
+/* The set bits' positions of rb bitmap bytes (at most 32: positions below 256) into ix, one byte each; returns their
+   count. Writes up to 7 bytes past them. */
+static inline int32_t tinyaot_mve_b2x1_bits_dense(const uint8_t *bm, int32_t rb, uint8_t *ix)
+{
+    uint8_t *const start = ix;
+    const uint8_t *const end = bm + rb;
+    uint32_t base = 0; /* the byte's first position, in every byte of the word */
+    while (bm < end) {
+        ix = tinyaot_mve_b2x1_byte(ix, *bm++, base);
+        base += 0x08080808u;
+    }
+    return (int32_t)(ix - start);
+}
+
+/* The same for sparse bitmaps: a zero word (32 positions, none kept) costs ~6 instructions, a zero byte ~3 (vww's
+   1x1 layers keep 1-10 % of their blocks: there the per-call decode was a third of their instructions). */
+static inline int32_t tinyaot_mve_b2x1_bits_sparse(const uint8_t *bm, int32_t rb, uint8_t *ix)
+{
+    uint8_t *const start = ix;
+    const uint8_t *const end = bm + rb;
+    const uint8_t *const end4 = bm + (rb & ~3);
+    uint32_t base = 0; /* the byte's first position, in every byte of the word */
+    uint32_t w, v;
+    int32_t b;
+    while (bm < end4) {
+        memcpy(&w, bm, 4);
+        bm += 4;
+        if (w == 0u) {
+            base += 0x20202020u;
+            continue;
+        }
+        for (b = 0; b < 4; b++, w >>= 8, base += 0x08080808u) {
+            v = w & 255u;
+            if (v != 0u) {
+                ix = tinyaot_mve_b2x1_byte(ix, v, base);
+            }
+        }
+    }
+    for (; bm < end; bm++, base += 0x08080808u) {
+        ix = tinyaot_mve_b2x1_byte(ix, *bm, base);
+    }
+    return (int32_t)(ix - start);
+}
+
+/* A channel pair's kept positions from rb bitmap bytes (at most 32) into ix: the sparse decoder when the previous
+   pair kept fewer than one position in 8 (the two give the same bytes; the dense one has no zero tests). */
+static TINYAOT_ALWAYS_INLINE int32_t tinyaot_mve_b2x1_bits(const uint8_t *bm, int32_t rb, uint8_t *ix, int sparse)
+{
+    return sparse ? tinyaot_mve_b2x1_bits_sparse(bm, rb, ix) : tinyaot_mve_b2x1_bits_dense(bm, rb, ix);
+}
+
 /* The stream (above) of out_c channels' bitmaps (ceil(k / 8) bytes per channel pair) into dst; returns its bytes:
    per channel pair (a last block-row's missing one included) 2 + its kept positions (an odd count's filler
    included); the 16 bytes after them are zeroed (the last first group's offsets are read whole), up to 20 written. */
@@ -41,12 +160,18 @@ static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_
     const int32_t pairs = (out_c + 1) / 2;
     const int32_t padded = 2 * ((out_c + 3) / 4);
     uint8_t *const start = dst;
-    int32_t p, i;
+    int32_t p, i, n, f, m;
+    int sparse = 0; /* decode the next pair with the sparse decoder (tinyaot_mve_b2x1_bits) */
     for (p = 0; p < padded; p++) {
         /* the positions two bytes on; the first m of them then move back one, before F */
-        const int32_t n = p < pairs ? tinyaot_block2x1_positions8(bm + p * rb, rb, dst + 2) : 0;
-        const int32_t f = n > 0 ? (n - 1) >> 4 : 0;
-        const int32_t m = n - 16 * f;
+        n = p < pairs ? tinyaot_mve_b2x1_bits(bm + p * rb, rb, dst + 2, sparse) : 0;
+        sparse = 8 * n < k;
+        if (n & 1) { /* an odd count: its filler block, the last position again (weights 0) */
+            dst[2 + n] = dst[1 + n];
+            n++;
+        }
+        f = n > 0 ? (n - 1) >> 4 : 0;
+        m = n - 16 * f;
         dst[0] = (uint8_t)m;
 #if TINYAOT_USE_MVE
         vstrbq_p_u8(dst + 1, vld1q_u8(dst + 2), vctp8q((uint32_t)m)); /* (16 read, m written) */
@@ -74,15 +199,22 @@ static inline int32_t tinyaot_mve_b2x1_positions_long(const uint8_t *bm, int32_t
     const int32_t padded = 2 * ((out_c + 3) / 4);
     uint8_t *const start = dst;
     int32_t p, s, i;
+    int sparse = 0;
     for (p = 0; p < padded; p++) {
         for (s = 0; s < segs; s++) {
             const int32_t bytes = rb - 32 * s < 32 ? rb - 32 * s : 32;
-            const int32_t n = p < pairs ? tinyaot_block2x1_bits8(bm + p * rb + 32 * s, bytes, dst + 2) : 0;
+            const int32_t n = p < pairs ? tinyaot_mve_b2x1_bits(bm + p * rb + 32 * s, bytes, dst + 2, sparse) : 0;
             const int32_t m = n > 0 ? n - 16 * ((n - 1) >> 4) : 0;
+            sparse = n < bytes; /* (fewer than one position in 8 kept) */
             dst[0] = (uint8_t)m;
+#if TINYAOT_USE_MVE
+            vstrbq_p_u8(dst + 1, vld1q_u8(dst + 2), vctp8q((uint32_t)m)); /* (16 read, m written) */
+            (void)i;
+#else
             for (i = 1; i <= m; i++) {
                 dst[i] = dst[i + 1];
             }
+#endif
             dst[1 + m] = (uint8_t)((n - m) >> 4);
             dst += 2 + n;
             *dst++ = (uint8_t)(s + 1 < segs ? 0 : segs);
@@ -152,10 +284,7 @@ static inline int32_t tinyaot_mve_b2x1_positions_long(const uint8_t *bm, int32_t
     "bne 14f\n\t"                                                                                                      \
     "add r3, r3, #256\n\t"                                                                                             \
     "add r1, r1, #256\n\t" TA(a0, b0, a1, b1) "ldrb r11, [r5], #1\n\t"                                                \
-    "cmp r11, #0\n\t"                                                                                                  \
-    "beq 11b\n\t"                                                                                                      \
-    "12:\n\t" G("vmladava.s8", "r9", a0, b0, a1, b1) "subs r11, r11, #1\n\t"                                           \
-    "bne 12b\n\t"                                                                                                      \
+    TINYAOT_MVE_B2X1_GROUPS(G, a0, b0, a1, b1, "12", "11b")                                                             \
     "b 11b\n\t"                                                                                                        \
     "14:\n\t"                                                                                                          \
     "sub r11, r11, #1\n\t"                                                                                             \
@@ -164,12 +293,17 @@ static inline int32_t tinyaot_mve_b2x1_positions_long(const uint8_t *bm, int32_t
 #define TINYAOT_MVE_B2X1_DEFINE_LONG(name, G, T, TA)                                                                   \
     ".macro " name " a0, b0, a1, b1\n\t"                                                                               \
     TINYAOT_MVE_B2X1_PAIR_LONG(G, T, TA, "\\a0", "\\b0", "\\a1", "\\b1") ".endm\n\t"
-/* A channel pair: its first group, then its F whole groups (labels l: loop, e: end). */
+/* F whole groups (F = r11), two per loop pass: LSRS puts F's low bit in C (an odd group first) and Z says no pair
+   is left (the groups do not touch the flags); labels l: loop, 15: the pairs; end: where to go after them. */
+#define TINYAOT_MVE_B2X1_GROUPS(G, a0, b0, a1, b1, l, end)                                                             \
+    "lsrs r11, r11, #1\n\t"                                                                                            \
+    "bcc 15f\n\t" G("vmladava.s8", "r9", a0, b0, a1, b1) "15:\n\t"                                                     \
+    "beq " end "\n\t" l ":\n\t" G("vmladava.s8", "r9", a0, b0, a1, b1) G("vmladava.s8", "r9", a0, b0, a1, b1)            \
+    "subs r11, r11, #1\n\t"                                                                                            \
+    "bne " l "b\n\t"
+/* A channel pair: its first group, then its F whole groups. */
 #define TINYAOT_MVE_B2X1_PAIR(G, T, a0, b0, a1, b1, l, e)                                                              \
-    T(a0, b0, a1, b1) "ldrb r11, [r5], #1\n\t"                                                                         \
-    "cmp r11, #0\n\t"                                                                                                  \
-    "beq " e "f\n\t" l ":\n\t" G("vmladava.s8", "r9", a0, b0, a1, b1) "subs r11, r11, #1\n\t"                          \
-    "bne " l "b\n\t" e ":\n\t"
+    T(a0, b0, a1, b1) "ldrb r11, [r5], #1\n\t" TINYAOT_MVE_B2X1_GROUPS(G, a0, b0, a1, b1, l, e "f") e ":\n\t"
 /* A channel pair as an assembler macro `name a0, b0, a1, b1` (defined once per function, expanded four times: the
    string stays within the 4095 characters C99 promises). */
 #define TINYAOT_MVE_B2X1_DEFINE(name, G, T)                                                                            \

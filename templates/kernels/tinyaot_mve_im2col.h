@@ -151,8 +151,8 @@ static inline void col_fill(int8_t *col, const conv_geom *g, const int8_t *input
    chunk i on, so horizontally adjacent pixels share all but stride_w of their chunks; with step = dil_w and n = k_w
    it is one pixel's window. Each chunk is copied once (whole vectors, the last one of an in_c not a multiple of 16
    predicated: nothing is read or written past it). */
-static inline void band_fill(int8_t *dst, const conv_geom *g, const int8_t *in_b, int32_t oy, int32_t ix0, int32_t n,
-                             int32_t step)
+static TINYAOT_ALWAYS_INLINE void band_fill(int8_t *dst, const conv_geom *g, const int8_t *in_b, int32_t oy,
+                                             int32_t ix0, int32_t n, int32_t step)
 {
     const int32_t in_h = g->in_h;
     const int32_t in_w = g->in_w;
@@ -182,7 +182,18 @@ static inline void band_fill(int8_t *dst, const conv_geom *g, const int8_t *in_b
         {
             const int8_t *s = in_b + (iy * in_w + ix0 + i0 * step) * in_c;
 #if TINYAOT_USE_MVE
-            if (in_c <= 16) { /* one (predicated) vector per chunk */
+            if (in_c == 16) { /* one vector per chunk (ic's first stage) */
+                for (; i < i1; i++, d += chunk, s += src_step) {
+                    vst1q_s8(d, vld1q_s8(s));
+                }
+            } else if ((in_c & 15) == 0) { /* whole vectors */
+                for (; i < i1; i++, d += chunk, s += src_step) {
+                    int32_t v;
+                    for (v = 0; v < in_c; v += 16) {
+                        vst1q_s8(d + v, vld1q_s8(s + v));
+                    }
+                }
+            } else if (in_c < 16) { /* one predicated vector per chunk */
                 const mve_pred16_t pc = vctp8q((uint32_t)in_c);
                 for (; i < i1; i++, d += chunk, s += src_step) {
                     vstrbq_p_s8(d, vldrbq_z_s8(s, pc), pc);

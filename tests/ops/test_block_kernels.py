@@ -138,6 +138,14 @@ def _cases():
     segs[0, 600:610] = segs[1, [3, 700]] = segs[2, 300] = segs[4, 790:800] = True  # empty middle one, only a
     segs[5] = rng.random(800) < 0.3  # middle one, nothing kept, only the last
     cs.append(_case(rng, conv=True, out_c=12, density=0.0, h=3, w=1, cin=800, block=(2, 1), mask=segs))
+    # Helium: a sparse pair (fewer than one position in 8: the next pair takes the zero-skipping decoder) before a
+    # dense one, an empty one and one kept only in the last bitmap byte (K = 144: 4 words and 2 bytes); in_c 16 (one
+    # vector a band chunk), a row of 6: bands of 4 pixels then 2
+    sp = np.zeros((5, 144), bool)
+    sp[0, [3, 40, 77]] = sp[3, 143] = True
+    sp[1], sp[4] = rng.random(144) < 0.6, rng.random(144) < 0.1
+    cs.append(_case(rng, conv=True, out_c=10, density=0.0, h=5, w=6, cin=16, kh=3, kw=3, pads=(1, 1, 1, 1),
+                    block=(2, 1), mask=sp))
     cs.append(_case(rng, conv=True, out_c=9, density=0.5, h=4, w=4, cin=8, positive=True, act=(-20, 90),
                     block=(2, 1)))
     for extreme, zp in [(127, -128), (-128, 127)]:
