@@ -6,9 +6,9 @@ garbage) is rebuilt or measured again, with one warning line on stderr, never a 
 - Built files (the QEMU instruction-count plugin, host JIT libraries): `NAME` with a sidecar `NAME.sha256` holding
   the sha256 of its bytes, written when it was built. A file whose bytes do not hash to its sidecar (or that has
   none) is built again and renamed over it (never deleted first: another process may be loading it).
-- Records (sweep results, tuning records, a sweep's `--out/configs/*.json`): JSON objects sealed with a `checksum`
-  key, the sha256 of the rest of the object in canonical form. A record that is not UTF-8 JSON, or whose checksum
-  does not match, is not used.
+- Records (sweep results, tuning records, repeated QEMU runs, a sweep's `--out/configs/*.json`): JSON objects
+  sealed with a `checksum` key, the sha256 of the rest of the object in canonical form. A record that is not UTF-8
+  JSON, or whose checksum does not match, is not used.
 - The cache folder itself must be a writable folder: a file in its place or an unwritable home is one `Error:` line
   naming the path and `TINYAOT_CACHE`, not a traceback.
 """

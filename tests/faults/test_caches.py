@@ -120,3 +120,42 @@ def test_damaged_tuning_records_and_a_binary_log(cache, tmp_path, capfd):
     # only reading the binary log (no --tune): a hint that cannot be read is ignored with a warning
     assert read_log(log) == {} and "is not a tuning log" in capfd.readouterr().err
     shutil.rmtree(cache)
+
+
+def test_qemu_run_records_are_taken_and_damaged_ones_run_again(cache, clean_deploy, tmp_path, capfd, monkeypatch):
+    """The QEMU run cache (toolchain/qemu.run_qemu(cached=True): the debug build's stack run and the uncompressed
+    model's run): the same ELF on the same input is taken from its record, files and counts equal to the real
+    run's and QEMU not started; another input is a miss; a damaged record is one warning and a real run."""
+    from tinyaot.boards import load_board
+    from tinyaot.toolchain import qemu
+
+    fw = clean_deploy[1] / "firmware"
+    board = load_board("stm32")
+
+    def run(name, data=None):
+        work = tmp_path / name
+        work.mkdir()
+        (work / "input.bin").write_bytes(data if data is not None else (fw / "input.bin").read_bytes())
+        result = qemu.run_qemu(fw / "firmware.elf", board, work, cached=True)
+        return result, {f: (work / f).read_bytes() for f in qemu.RUN_FILES}
+
+    first, files = run("first")
+    assert first.exit_code == 0 and first.segments and files["output.bin"]
+    (record,) = (cache / qemu.RUN_CACHE).glob("*.json")
+    real_tool = qemu.run_tool
+
+    def no_qemu(*a, **k):
+        raise AssertionError("QEMU ran on a recorded run")
+
+    monkeypatch.setattr(qemu, "run_tool", no_qemu)
+    again, again_files = run("again")
+    assert again == first and again_files == files
+    with pytest.raises(AssertionError, match="QEMU ran"):  # another input: a miss
+        run("other", bytes(len((fw / "input.bin").read_bytes())))
+    monkeypatch.setattr(qemu, "run_tool", real_tool)
+    _damage(record, "digit")
+    capfd.readouterr()
+    third, third_files = run("third")
+    err = capfd.readouterr().err
+    assert "cached QEMU run" in err and "is damaged (checksum mismatch)" in err and err.count("Warning:") == 1
+    assert third == first and third_files == files

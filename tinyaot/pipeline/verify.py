@@ -164,7 +164,8 @@ def measure_debug_stack(compiled: Compiled, emitted, b: Board, folder: Path, siz
     product build's, which equalled the reference (the same integers at every level; a difference is a tinyaot bug).
     The stack reservation is all the RAM the firmware leaves (a debug build may need more than the board's
     default), the board's own if that does not link. Fills `section`'s *_o0 fields, or `stack_o0_note` when the
-    debug build does not fit the board. Costs one -O0 build and one QEMU run without instruction counting."""
+    debug build does not fit the board. Costs one -O0 build and one QEMU run without instruction counting (taken
+    from the QEMU run cache when the same debug build ran on the same sample before: toolchain/qemu.run_qemu)."""
     g = compiled.graph
     fw = Path(folder) / FIRMWARE_DIR
     in_bytes = sum(g.tensors[n].size for n in g.inputs)
@@ -185,7 +186,7 @@ def measure_debug_stack(compiled: Compiled, emitted, b: Board, folder: Path, siz
         run = tmp / "run"
         run.mkdir()
         (run / "input.bin").write_bytes((fw / "input.bin").read_bytes()[:in_bytes])
-        result = run_qemu(elf, b, run, timeout_s=timeout, count_instructions=False)
+        result = run_qemu(elf, b, run, timeout_s=timeout, count_instructions=False, cached=True)
         stats = read_stats(run) if (run / "stats.txt").is_file() else {}
         if result.exit_code in (22, 23) or overrun(stats):
             why = overrun(stats) or EXIT_MEANINGS[result.exit_code]
@@ -255,7 +256,7 @@ def uncompressed_costs(model: ImportedModel, calibration, b: Board, options: Opt
         fw = tmp / FIRMWARE_DIR
         q0 = base.quantize_inputs(base.feed(0))
         (fw / "input.bin").write_bytes(b"".join(q0[name].tobytes() for name in base.inputs))
-        result = run_qemu(elf, b, fw, timeout_s=options.verification.qemu_timeout_s)
+        result = run_qemu(elf, b, fw, timeout_s=options.verification.qemu_timeout_s, cached=True)
     if result.exit_code != 0 or not result.segments:
         raise VerificationError(f"the uncompressed model's firmware failed under QEMU {b.qemu_machine} "
                            f"(exit code {result.exit_code}; a tinyaot bug)")

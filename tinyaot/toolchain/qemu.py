@@ -5,6 +5,7 @@ reports: in total, and per segment between consecutive calls of the firmware's `
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import tempfile
@@ -12,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyaot.boards import Board
-from tinyaot.cache import cache_folder, env_error, install, verified
+from tinyaot.cache import cache_folder, env_error, evict, install, read_record, verified, warn, write_record
 from tinyaot.toolchain.firmware import find_tool, symbol_address
 from tinyaot.toolchain.proc import COMPILE_TIMEOUT_S, run_tool
+from tinyaot.toolchain.versions import versions
 from tinyaot.errors import TinyaotError
 
 PLUGIN_SOURCE = Path(__file__).with_name("insn_plugin.c")
@@ -115,13 +117,25 @@ def _read_counts(path: Path) -> tuple[int | None, list[int]]:
 
 
 def run_qemu(elf: Path, board: Board, workdir: Path, timeout_s: float = 60,
-             count_instructions: bool = True) -> QemuResult:
+             count_instructions: bool = True, cached: bool = False) -> QemuResult:
     """Run `elf` on the board's QEMU machine with semihosting, in `workdir` (where the firmware's host files are
-    read and written). A run longer than timeout_s is killed and raises TinyaotError."""
+    read and written). A run longer than timeout_s is killed and raises TinyaotError. `cached`: a successful run of
+    the same ELF bytes on the same input.bin, machine and QEMU is taken from the run cache (`RUN_FILES` written
+    back into `workdir`) instead of run again; for a measurement that only repeats one (the debug build's stack,
+    the uncompressed model's costs), never for a verification the user asked for."""
     qemu = find_tool("qemu-system-arm")
     elf = Path(elf).resolve()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    if cached and not any((workdir / name).exists() for name in RUN_FILES):  # (else a run's files are unclear)
+        key = _run_key(qemu, elf, board, workdir, count_instructions)
+        hit = _cached_run(key, workdir)
+        if hit is not None:
+            return hit
+        result = run_qemu(elf, board, workdir, timeout_s, count_instructions)
+        if result.exit_code == 0:
+            _store_run(key, result, workdir)
+        return result
     cmd = [qemu, "-M", board.qemu_machine, "-nographic", "-monitor", "none",
            "-semihosting-config", "enable=on,target=native", "-kernel", str(elf)]
     with tempfile.TemporaryDirectory(prefix="tinyaot-qemu-") as tmp:
@@ -139,6 +153,54 @@ def run_qemu(elf: Path, board: Board, workdir: Path, timeout_s: float = 60,
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     return QemuResult(exit_code=code, stdout=proc.stdout, stderr=proc.stderr,
                       instructions_total=total, segments=segments)
+
+
+# ---- the run cache: QEMU is deterministic (same ELF, input and QEMU -> same outputs and instruction counts) -------
+RUN_FILES = ("output.bin", "stats.txt")  # what the verification harness writes into its working folder
+RUN_CACHE = "qemu-runs"
+RUN_CACHE_ENTRIES = 4000  # records of a few hundred bytes each: the least recently used go past this
+
+
+def _run_key(qemu: str, elf: Path, board: Board, workdir: Path, count_instructions: bool) -> str:
+    h = hashlib.sha256(b"tinyaot qemu run 1\0")
+    for part in (versions()["qemu"], Path(qemu).name, board.qemu_machine, str(count_instructions),
+                 hashlib.sha256(PLUGIN_SOURCE.read_bytes()).hexdigest() if count_instructions else ""):
+        h.update(part.encode() + b"\0")
+    h.update(hashlib.sha256(elf.read_bytes()).digest())
+    inp = workdir / "input.bin"
+    h.update(hashlib.sha256(inp.read_bytes()).digest() if inp.is_file() else b"no input")
+    return h.hexdigest()
+
+
+def _cached_run(key: str, workdir: Path) -> QemuResult | None:
+    """The recorded run of `key` with its files written into `workdir`, or None (no record; a damaged one: a
+    warning)."""
+    path = cache_folder(RUN_CACHE) / f"{key}.json"
+    rec, why = read_record(path)
+    if why is not None:
+        warn(f"cached QEMU run {path} is damaged ({why}); running it again")
+        return None
+    if rec is None:
+        return None
+    for name, data in rec["files"].items():
+        (workdir / name).write_bytes(base64.b64decode(data))
+    os.utime(path)  # recently used
+    return QemuResult(exit_code=rec["exit_code"], stdout=rec["stdout"], stderr=rec["stderr"],
+                      instructions_total=rec["instructions_total"], segments=list(rec["segments"]))
+
+
+def _store_run(key: str, result: QemuResult, workdir: Path) -> None:
+    files = {name: base64.b64encode((workdir / name).read_bytes()).decode()
+             for name in RUN_FILES if (workdir / name).is_file()}
+    try:
+        folder = cache_folder(RUN_CACHE)
+    except TinyaotError:
+        return  # a cache that cannot be written only costs time
+    path = folder / f"{key}.json"
+    write_record(path, {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
+                        "instructions_total": result.instructions_total, "segments": result.segments,
+                        "files": files})
+    evict(folder, ".json", RUN_CACHE_ENTRIES, keep=path)
 
 
 def read_stats(workdir: Path) -> dict[str, int]:
