@@ -142,3 +142,18 @@ def test_layers_import_only_below():
             if _layer(d) != layer and _layer(d) not in LAYERS[layer] and d != "tinyaot":
                 bad.append(f"{mod} imports {d}")
     assert not bad, "\n".join(sorted(bad))
+
+
+
+def test_every_onnxruntime_session_takes_tinyaot_session_options():
+    """tinyaot's onnxruntime sessions run with one thread (tinyaot/oracle/sessions.py says why): only that module
+    makes SessionOptions, and every module that opens a session takes them from it."""
+    own = PKG / "oracle" / "sessions.py"
+    found = []
+    for path in PKG.rglob("*.py"):
+        text = path.read_text()
+        if path != own and "SessionOptions(" in text:
+            found.append(f"{path.relative_to(PKG)} makes its own SessionOptions")
+        if "InferenceSession(" in text and path != own and "session_options()" not in text:
+            found.append(f"{path.relative_to(PKG)} opens a session without session_options()")
+    assert not found, found

@@ -67,6 +67,7 @@ from tinyaot.toolchain.hostjit import HostModel
 from tinyaot.errors import TinyaotError
 from tinyaot.ops.registry import get_op
 from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle.sessions import session_options  # one thread: the cases are tiny, a second one only spins
 
 # Documented tinyaot limitations: (case id regex, TinyaotError message regex, reason), matched with re.search.
 # Both must match, so a case that starts failing for another reason fails the test.
@@ -155,7 +156,7 @@ def _span(a: np.ndarray) -> float:
 
 
 def _float_session(model: onnx.ModelProto) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
+    opts = session_options()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])

@@ -14,6 +14,7 @@ import onnxruntime as ort
 
 from tinyaot.compress.output_ranges import choose_by_output
 from tinyaot.oracle.fake_quant import fake_quant_model
+from tinyaot.oracle.sessions import session_options
 from tinyaot.compress.ranges import Histogram, candidate_ranges, choose_range, parse_method
 from tinyaot.errors import TinyaotError
 
@@ -81,7 +82,7 @@ def float_session(model: onnx.ModelProto, extra_outputs: list[str] = ()) -> ort.
         if name not in have:
             m.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
             have.add(name)
-    opts = ort.SessionOptions()
+    opts = session_options()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
     return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])

@@ -30,6 +30,7 @@ from onnxruntime.quantization import (
 
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend.normalize import flatten_gemm_biases
+from tinyaot.oracle.sessions import session_options
 
 __all__ = ["float_predictions", "float_session", "ort_quantize_static", "ort_int8_predictions", "int8_session",
            "is_probability", "predicted_class", "top1"]
@@ -51,7 +52,7 @@ _ORT_DTYPES = {
 
 
 def float_session(model_path: str | Path) -> ort.InferenceSession:
-    return ort.InferenceSession(str(model_path), providers=_PROVIDERS)
+    return ort.InferenceSession(str(model_path), session_options(), providers=_PROVIDERS)
 
 
 def int8_session(qdq_model_path: str | Path) -> ort.InferenceSession:
@@ -60,7 +61,7 @@ def int8_session(qdq_model_path: str | Path) -> ort.InferenceSession:
     On x86 onnxruntime otherwise keeps DQ -> Conv -> Q as a float Conv between (de)quantizers for int8 (it only
     fuses uint8 by default), which would measure float arithmetic on quantized values, not onnxruntime's int8 path.
     """
-    so = ort.SessionOptions()
+    so = session_options()
     so.add_session_config_entry("session.qdqisint8allowed", "1")
     return ort.InferenceSession(str(qdq_model_path), sess_options=so, providers=_PROVIDERS)
 

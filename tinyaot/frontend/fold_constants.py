@@ -25,6 +25,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from tinyaot.errors import TinyaotError
+from tinyaot.oracle.sessions import session_options
 
 KEEP = {"QuantizeLinear", "DequantizeLinear", "RandomNormal", "RandomUniform", "RandomNormalLike",
         "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout", "If", "Loop", "Scan"}
@@ -73,7 +74,7 @@ def evaluate(nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto], 
     kw = {} if ir_version is None else {"ir_version": ir_version}
     sub = helper.make_model(g, opset_imports=list(opset_imports), **kw)
     try:
-        opts = ort.SessionOptions()
+        opts = session_options()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         opts.log_severity_level = 4
         values = ort.InferenceSession(sub.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(

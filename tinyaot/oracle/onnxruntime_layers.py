@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 
 from tinyaot.ir import Graph, QuantParams
 from tinyaot.ops.registry import get_op
+from tinyaot.oracle.sessions import session_options
 
 
 @dataclass
@@ -62,7 +63,7 @@ def _elem(t) -> int:
 
 
 def _session(model: onnx.ModelProto, fused: bool = True) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
+    opts = session_options()
     opts.log_severity_level = 4  # fatal only: a failed run raises, and _run may recover from it quietly
     # Lets int8 DQ->Conv->Q fuse into QLinearConv on x86, the path a deployed QDQ model takes.
     opts.add_session_config_entry("session.qdqisint8allowed", "1")
