@@ -155,6 +155,7 @@ def test_cli_deploy_reports_compression(small, tmp_path):
     # each weight once gets (cluster_fc "grid"): stored as int4, its 64 weights in 32 bytes
     assert rows["dense"]["storage"] == "int4" and rows["dense"]["weights_bytes"] == 64 // 2
     assert rows["dense"]["clusters"] == {"form": "grid", "k": 16, "levels": 15, "bits": 4}
+    assert c["grid_layers"] == ["dense"] and "1 single-use layer on a grid (int4)" in res.output
     assert rows["conv2"]["storage"] in ("clustered", "sparse_bitmap")
     # weights_bytes counts every stored byte (codebooks, indices, bitmaps); biases and requantization apart
     assert m["weights_bytes"] == sum(l["weights_bytes"] for l in r["layers"]) == c["weights_bytes"]

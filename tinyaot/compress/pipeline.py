@@ -1023,6 +1023,8 @@ def compression_report(graph: Graph) -> dict:
         # NSRs (uniform, allocated); or why not; None when not asked or without calibration data
         "channel_allocation": info.get("channel_allocation"),
         "unmatched_patterns": list(info["unmatched_patterns"]),
+        # the layers --clusters put on an evenly spaced grid, stored and run as int4 (grid_layers)
+        "grid_layers": sorted(info.get("grid", {})),
         "options": opts.to_json(),
     })
     return out

@@ -155,6 +155,9 @@ def compression_line(c: dict) -> str:
              f"{c['weight_bits']:g} bits/weight", f"storage {'/'.join(c['storage_kinds'])}"]
     if c.get("clusters"):
         parts.append(f"{c['clusters']} clusters")
+    if c.get("grid_layers"):  # --clusters on layers that use each weight once: evenly spaced levels, run as int4
+        n = len(c["grid_layers"])
+        parts.append(f"{n} single-use layer{'' if n == 1 else 's'} on a grid (int4)")
     removed = sum(c.get("channels_removed", {}).values())
     if removed:
         parts.append(f"{removed} channels removed in {len(c['channels_removed'])} layers")
