@@ -144,6 +144,11 @@ static inline void col_fill(int8_t *col, const conv_geom *g, const int8_t *input
     }
 }
 
+/* Bands (below) from this many input channels on: thinner inputs copy a byte or a few per chunk (kws_dscnn's first
+   layer, in_c 1, ran 0.841x -> 0.860x int8's instructions with bands) and keep the OHWI columns; the compiler
+   permutes the 2x1 weights for bands from the same count on (ops/compressed.py MVE_BAND_MIN_IN_C). */
+#define TINYAOT_MVE_BAND_MIN_IN_C 8
+
 /* A band of windows in kernel-column-major order (the Helium 2x1 kernel's window order, tinyaot_mve_block2x1.h):
    n input columns ix0, ix0 + step, ... of output row oy of image in_b, each as its k_h kernel rows' in_c values
    (chunk i, kernel row ky at dst + (i * k_h + ky) * in_c), padding the zero point. With step 1 (no horizontal

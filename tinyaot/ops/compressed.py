@@ -206,6 +206,9 @@ def mve_block2x1_values(st, segmented: bool = False) -> tuple[np.ndarray, int]:
     return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
 
 
+MVE_BAND_MIN_IN_C = 8  # = TINYAOT_MVE_BAND_MIN_IN_C (tinyaot_mve_im2col.h): thinner inputs keep OHWI columns
+
+
 def mve_window_order(shape) -> np.ndarray:
     """Per OHWI window position (ky, kx, c) of a [out, kh, kw, in_c] filter its index in the Helium 2x1 kernel's
     kernel-column-major window order (kx, ky, c): tinyaot_mve_im2col.h band_fill lays windows out so."""
@@ -216,11 +219,11 @@ def mve_window_order(shape) -> np.ndarray:
 
 def mve_block2x1_storage(st, shape):
     """A 2x1 sparse_block storage of a [out, kh, kw, in_c] filter with its window positions in the Helium kernel's
-    order (mve_window_order): per channel pair the bitmap's bits and the kept blocks' weights permuted alike (an odd
-    pair's filler block still last). The same bytes and blocks, so the same masks and products; only the order in
-    flash differs from the DSP kernel's."""
-    if len(shape) != 4 or int(shape[1]) * int(shape[2]) == 1:
-        return st  # one kernel position (or a fully connected row): the orders agree
+    band order (mve_window_order; from MVE_BAND_MIN_IN_C input channels on, as the kernel reads bands): per channel
+    pair the bitmap's bits and the kept blocks' weights permuted alike (an odd pair's filler block still last). The
+    same bytes and blocks, so the same masks and products; only the order in flash differs from the DSP kernel's."""
+    if len(shape) != 4 or int(shape[1]) * int(shape[2]) == 1 or int(shape[3]) < MVE_BAND_MIN_IN_C:
+        return st  # one kernel position (the orders agree), or a thin input: OHWI columns
     order = mve_window_order(shape)
     rb = int(st.meta["row_bytes"])
     vals = np.asarray(st.arrays["values"], np.int8).reshape(-1, 2)
