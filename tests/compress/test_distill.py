@@ -5,7 +5,9 @@ bounds."""
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
+from tinyaot.compress import distill as distill_mod
 from tinyaot.api import compile_model
 from tinyaot.compress.distill import Target, distill
 from tinyaot.compress.prune import layer_nodes
@@ -50,6 +52,27 @@ def test_distillation_lowers_the_logits_error_of_the_same_masks(tmp_path):
     got = distill(g3, snapshot(_graph(path)), x, steps=20, keep={"conv2": keep})
     w3 = np.asarray(g3.tensors[c3.inputs[1]].data)
     assert np.array_equal(got["masks"]["conv2"], keep) and np.array_equal(w3 != 0, keep)
+
+
+def test_the_training_runs_on_one_blas_thread(tmp_path, monkeypatch):
+    """OpenBLAS sums a float32 product differently on one thread than on two, and the training amplifies it: the
+    compiled weights depended on OPENBLAS_NUM_THREADS (kws_dscnn, see compress/distill.py). Every forward pass of
+    the training must see a single BLAS thread, whatever the process was given (2 here)."""
+    path = conv_relu_conv_gap_gemm(tmp_path / "m.onnx", k2=3, c1=8, c2=8)
+    x = np.random.default_rng(3).uniform(-1, 1, (8, 1, 3, 8, 8))
+    seen = []
+    forward = distill_mod.forward
+
+    def counting(*args, **kwargs):
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(distill_mod, "forward", counting)
+    with threadpool_limits(limits=2, user_api="blas"):
+        g = _graph(path)
+        distill(g, snapshot(g), x, {"conv2": Target(0.5, Pattern(4, 4))}, steps=2)
+        assert all(p["num_threads"] == 2 for p in threadpool_info() if p["user_api"] == "blas")  # restored after
+    assert seen and set(seen) == {1}
 
 
 def test_prune_method_distill_compiles_block_sparse(tmp_path):
