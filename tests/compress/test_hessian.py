@@ -1,5 +1,6 @@
-"""compress/hessian.SampleRunner: the int8 reference run over many samples at once where an op says its reference
-takes a batch (OpSpec.batches_reference) gives every sample exactly what the graph's reference gives it alone."""
+"""The int8 reference run over many samples at once where an op says its reference takes a batch
+(OpSpec.batches_reference: oracle/reference.run_node, behind run_reference_many and compress/hessian.SampleRunner)
+gives every sample exactly what the graph's reference gives it alone."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,10 +9,9 @@ import numpy as np
 import pytest
 
 from tinyaot.api import compile_model
-from tinyaot.compress import hessian
 from tinyaot.compress.hessian import SampleRunner
-from tinyaot.ops.registry import get_op
-from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle import reference
+from tinyaot.oracle.reference import batches, run_reference, run_reference_many
 
 from shared_data import MODELS, few_calibration_samples
 
@@ -37,16 +37,19 @@ def test_batched_runner_equals_the_reference_sample_by_sample(model, cal_dir, mo
     c = compile_model(onnx_path, cal)
     g = c.graph
     feeds = [c.quantize_inputs(c.feed(k)) for k in range(5)]
-    monkeypatch.setattr(hessian, "RUN_BLOCK", 3)  # blocks of 3 and 2: a block boundary inside the samples
+    monkeypatch.setattr(reference, "RUN_BLOCK", 3)  # blocks of 3 and 2: a block boundary inside the samples
     runner = SampleRunner(g, feeds)
     batched = 0
     for node in g.nodes:
+        batched += batches(g, node, runner.values[0])
         runner.run(node)
-        batched += runner._batches(node, get_op(node.op))
     assert batched > 0
+    many = run_reference_many(g, feeds)
     for k, feed in enumerate(feeds):
-        want = run_reference(g, feed)
-        for name, value in want.items():
-            got = runner.values[k][name]
-            assert got.dtype == value.dtype and got.shape == value.shape, (name, got.shape, value.shape)
-            assert np.array_equal(got, value), (model, k, name)
+        want = run_reference(g, feed)  # one sample: every node called for it alone
+        for got_all in (runner.values[k], many[k]):
+            assert set(got_all) == set(want)
+            for name, value in want.items():
+                got = got_all[name]
+                assert got.dtype == value.dtype and got.shape == value.shape, (name, got.shape, value.shape)
+                assert np.array_equal(got, value), (model, k, name)

@@ -12,6 +12,7 @@ import numpy as np
 
 from tinyaot.ir import Graph, Node
 from tinyaot.ops.registry import get_op
+from tinyaot.oracle.reference import run_node
 
 # Calibration samples the fitting sees. Enough that H is well determined where rows are long and outputs small
 # (ic_resnet8's last convolutions: 576 inputs, 64 output pixels per sample, so 16 samples gave 1024 patches for a
@@ -55,9 +56,6 @@ def layer_statistics(node: Node, graph: Graph, xs: list[np.ndarray]) -> tuple[np
     return p.T @ p / p.shape[0], m / s_in
 
 
-# Samples per reference call where an op takes a block of them (SampleRunner.run): the calls' fixed cost shared,
-# the im2col patches of one block still small (ic_resnet8's first convolution: 16 x 147,456 int64 values).
-RUN_BLOCK = 16
 CHUNK = 8  # samples per block of patches when accumulating moments (bounds the im2col memory)
 
 
@@ -105,29 +103,7 @@ class SampleRunner:
         return [v[node.inputs[0]] for v in self.values]
 
     def run(self, node: Node) -> None:
-        spec = get_op(node.op)
-        if len(self.values) > 1 and self._batches(node, spec):
-            for s in range(0, len(self.values), RUN_BLOCK):
-                block = self.values[s:s + RUN_BLOCK]
-                args = [np.concatenate([v[i] for v in block]) if i in block[0] else
-                        self.graph.tensors[i].data if i else None for i in node.inputs]
-                for name, value in zip(node.outputs, spec.reference(node, self.graph, args)):
-                    value = np.asarray(value)
-                    for k, v in enumerate(block):
-                        v[name] = value[k:k + 1]
-            return
-        for v in self.values:
-            args = [v[i] if i in v else self.graph.tensors[i].data if i else None for i in node.inputs]
-            for name, value in zip(node.outputs, spec.reference(node, self.graph, args)):
-                v[name] = np.asarray(value)
-
-    def _batches(self, node: Node, spec) -> bool:
-        """Whether the node runs once for a block of samples: its op says its reference takes them
-        (OpSpec.batches_reference) and every activation it reads or writes is one sample (batch axis 1)."""
-        g = self.graph
-        acts = [i for i in node.inputs if i and i in self.values[0]] + list(node.outputs)
-        return all(g.tensors[t].shape and g.tensors[t].shape[0] == 1 for t in acts) and \
-            spec.batches_reference(node, g)
+        run_node(self.graph, node, self.values)
 
 
 __all__ = ["MAX_SAMPLES", "layer_patches", "layer_hessian", "layer_statistics", "cross_moments", "SampleRunner"]

@@ -33,7 +33,7 @@ from tinyaot.frontend import ImportedModel, import_model
 from tinyaot.options import Options, silent
 from tinyaot.toolchain.versions import versions
 from tinyaot.oracle.fake_quant import qdq_model
-from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle.reference import run_reference_many
 from tinyaot.passes import run_passes
 
 from .compile import compile_model
@@ -140,10 +140,9 @@ def analyze(model: str | Path | ImportedModel, calibration: str | Path, data: st
     n_sqnr = min(len(y), SQNR_SAMPLES)
     f_acc = {t: [] for t in names}
     q_acc = {t: [] for t in names}
-    for k in range(n_sqnr):
-        feed = compiled.feed(k, xs)
+    feeds = [compiled.feed(k, xs) for k in range(n_sqnr)]
+    for feed, qv in zip(feeds, run_reference_many(g, [compiled.quantize_inputs(f) for f in feeds])):
         fv = dict(zip(outs, sess.run(outs, feed)))
-        qv = run_reference(g, compiled.quantize_inputs(feed))
         for t in names:
             fval = np.asarray(fv[t], np.float64)
             ndims[t] = fval.ndim

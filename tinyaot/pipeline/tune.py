@@ -36,7 +36,7 @@ from tinyaot.boards import Board
 from tinyaot.core.target import Target
 from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.ir import Graph, Node
-from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle.reference import run_reference_many
 from tinyaot.ops.registry import get_op, variant_of
 from tinyaot.options import Options
 from tinyaot.paths import TEMPLATES
@@ -335,7 +335,7 @@ def tune_variants(compiled: Compiled, board: Board, target: Target, options: Opt
         count = min(ROUND_SAMPLES, len(compiled.samples[compiled.input]))
         feeds = [compiled.quantize_inputs(compiled.feed(k)) for k in range(count)]
         qs = [np.concatenate([f[name].reshape(-1) for name in g.inputs]) for f in feeds]
-        refs = [run_reference(g, f) for f in feeds]
+        refs = run_reference_many(g, feeds)
         return qs, np.concatenate([r[o].reshape(-1) for r in refs for o in g.outputs]).astype(np.int8)
 
     if missing and measure:

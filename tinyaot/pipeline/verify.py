@@ -18,7 +18,7 @@ from tinyaot.errors import TinyaotError, VerificationError
 from tinyaot.frontend import ImportedModel
 from tinyaot.options import Options
 from tinyaot.oracle.onnxruntime_layers import LayerCheck, check_layers, run_chain
-from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle.reference import run_reference_many
 from tinyaot.oracle.tflite_interpreter import INSTALL_HINT, interpreter_name, run_tflite
 from tinyaot.toolchain.qemu import EXIT_MEANINGS, overrun, read_stats, run_qemu, split_segments
 
@@ -112,7 +112,7 @@ def verify_under_qemu(compiled: Compiled, b: Board, elf: Path, workdir: Path, n:
     stats = read_stats(workdir)
     if overrun(stats):  # exit status 0 with a changed canary would be a harness bug; never report it as fine
         raise VerificationError(f"verification failed under QEMU {b.qemu_machine}: {overrun(stats)}")
-    refs = [run_reference(g, q) for q in q_inputs]
+    refs = run_reference_many(g, q_inputs)
     bounds = np.cumsum([0] + sizes)
     qemu = raw.reshape(n, sum(sizes))
     tflite = tflite_check(compiled, q_inputs, qemu)

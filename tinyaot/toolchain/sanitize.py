@@ -23,7 +23,7 @@ import numpy as np
 
 from tinyaot.codegen.emit import emit_model
 from tinyaot.codegen.project import render_sanitize_runner
-from tinyaot.oracle.reference import run_reference
+from tinyaot.oracle.reference import run_reference_many
 from tinyaot.toolchain.objects import Deadline, compile_objects
 from tinyaot.toolchain.proc import run_tool
 from tinyaot.errors import TinyaotError
@@ -165,8 +165,8 @@ def check_model(compiled, work_dir: Path, n_random: int = 3, seed: int = 0, extr
     model = build_sanitized(g, compiled.plan.offsets, compiled.plan.arena_bytes, compiled.lower_bound, work_dir)
     got = model.run([q[name] for name in g.inputs])
     count = len(q[g.inputs[0]])
-    for k in range(count):
-        want = run_reference(g, {name: q[name][k] for name in g.inputs})
+    wants = run_reference_many(g, [{name: q[name][k] for name in g.inputs} for k in range(count)])
+    for k, want in enumerate(wants):
         for out, values in zip(g.outputs, got):
             w = want[out].reshape(values[k].shape)
             if not np.array_equal(values[k], w):
