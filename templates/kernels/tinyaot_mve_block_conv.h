@@ -36,8 +36,8 @@ static TINYAOT_ALWAYS_INLINE int32_t tinyaot_mve_block_conv_buffer_size(const ti
 
 /* The convolution with row loops two_rows / one_row (called with constants: GCC calls them directly); values: the
    2x1 loop's weights (filter->values then holds its positions), else NULL; band: windows in kernel-column-major
-   order from bands of the next pixels of an output row (band_fill; the 2x1 kernel) where the input has at least
-   TINYAOT_MVE_BAND_MIN_IN_C channels, else OHWI im2col columns. */
+   order from bands of the next pixels of an output row (band_fill; the 2x1 kernel where the input has at least
+   TINYAOT_MVE_BAND_MIN_IN_C channels), else OHWI im2col columns. */
 static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_ARGS(tinyaot_block_weights),
                                                                  const int8_t *values, int band,
                                                                  tinyaot_mve_block_two_fn two_rows,
@@ -78,7 +78,6 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status tinyaot_mve_block_conv(TINYAOT_CONV_
                              conv_params->activation.min, conv_params->activation.max);
     job.values = values;
     n_pix = input_dims->n * g.out_h * g.out_w;
-    band = band && g.in_c >= TINYAOT_MVE_BAND_MIN_IN_C;
     if (band) {
         /* the pixels a band of 2 * k4 bytes holds: (band_px - 1) * stride_w + k_w chunks of k_h * in_c bytes */
         const int32_t chunks = 2 * k4 / (g.k_h * g.in_c);
