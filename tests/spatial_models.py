@@ -19,6 +19,7 @@ from tinyaot.api import compile_model
 from tinyaot.toolchain.host import compile_shared
 from tinyaot.oracle.reference import run_reference
 from tinyaot.paths import TEMPLATES
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 KERNELS_DIR = TEMPLATES / "kernels"
 
@@ -35,7 +36,7 @@ def float_model_gap(model: Path, cal: Path) -> float:
     the output scale."""
     compiled = compile_model(model, cal)
     g = compiled.graph
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model), session_options(), providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
     worst = 0.0
     for x in compiled.samples[compiled.input]:

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from tinyaot.cli.main import app
 from tinyaot.ops.registry import int16_forms
 from tinyaot.pipeline.precision_search import bits_line
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 
 def _mlp(d: Path, name: str, widen: float = 1.0) -> Path:
@@ -34,7 +35,7 @@ def _mlp(d: Path, name: str, widen: float = 1.0) -> Path:
     model = d / f"{name}.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
     x = rng.normal(0, 1, (140, 1, 12)).astype(np.float32)
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model), session_options(), providers=["CPUExecutionProvider"])
     y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])
     np.savez(d / "cal.npz", x=x[:60])
     np.savez(d / "data.npz", x=x[60:], y=y[60:])
@@ -206,7 +207,7 @@ def test_analyze_knows_nhwc_from_nchw_when_channels_equal_height_and_width(tmp_p
     model = tmp_path / "square.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
     x = rng.normal(0, 1, (90, 1, 4, 4, 4)).astype(np.float32)
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model), session_options(), providers=["CPUExecutionProvider"])
     y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])
     np.savez(tmp_path / "cal.npz", x=x[:50])
     np.savez(tmp_path / "data.npz", x=x[50:], y=y[50:])

@@ -14,6 +14,7 @@ import pytest
 from tinyaot.api import compile_model
 from tinyaot.oracle.reference import run_reference
 from tinyaot.toolchain.hostjit import HostModel
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 MODEL = MODELS / "pt_mbv3_se.onnx"
@@ -50,7 +51,7 @@ def _sqnr_db(f: np.ndarray, q: np.ndarray) -> float:
 
 def test_compiles_host_c_equals_reference_and_cle_repairs_the_depthwise_spread(cal):
     path, x = cal
-    sess = ort.InferenceSession(str(MODEL), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(MODEL), session_options(), providers=["CPUExecutionProvider"])
     f = np.concatenate([sess.run(None, {"x": x[k:k + 1]})[0] for k in range(len(x))])
     sqnr = {}
     for name, kw in (("default", {}), ("minmax", {"calibrate": "minmax", "cle": False, "bias_correction": False}),

@@ -18,6 +18,7 @@ from tinyaot.compress.ort_baseline import (
 )
 from tinyaot.errors import TinyaotError
 from tinyaot.frontend.normalize import flatten_gemm_biases
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 from shared_data import DATA, MODELS
 
@@ -51,7 +52,7 @@ def kws_eval(kws):
 
 def _plain_run(model_path, name, x):
     """The float model run without tinyaot's code: one plain session, one sample at a time."""
-    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model_path), session_options(), providers=["CPUExecutionProvider"])
     return np.stack([sess.run(None, {name: x[i:i + 1]})[0][0] for i in range(len(x))])
 
 

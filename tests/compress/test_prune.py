@@ -21,6 +21,7 @@ from tinyaot.errors import TinyaotError
 from tinyaot.ops.compressed import conv_estimate
 from tinyaot.frontend import import_model
 from tinyaot.passes import run_passes
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 from compress_models import calibration, conv_dw_conv, conv_relu_conv_gap_gemm, float_forward
 from shared_data import MODELS, few_calibration_samples
@@ -320,7 +321,7 @@ def test_float_runner_matches_onnxruntime(tmp_path):
     values = {"x": x.reshape(5, 3, 8, 8).astype(np.float64)}
     for node in g.nodes:
         run_node(g, node, values)
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
     want = np.concatenate([sess.run(None, {"x": s})[0] for s in x])
     assert np.allclose(values["y"], want, atol=1e-4)
 

@@ -21,6 +21,7 @@ from tinyaot.pipeline.compile import FIRMWARE_RAM_RESERVE
 from tinyaot.ops.conv import conv_inplace_offset
 from tinyaot.plan import plan
 from tinyaot.plan.liveness import graph_buffers
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 from shared_data import model_path, write_calibration, write_evaluation
 
@@ -163,7 +164,7 @@ def test_standalone_batchnorm_becomes_depthwise_conv(tmp_path):
     # and the conversion means what the BatchNormalizations meant: the int8 model's output, dequantized, follows
     # the float model in onnxruntime to within a few output steps
     c = compile_model(model, tmp_path / "cal.npz")
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model), session_options(), providers=["CPUExecutionProvider"])
     step = c.graph.tensors[c.output].quant.s
     for k in range(8):
         want = sess.run(None, {"x": x[k]})[0]
@@ -186,7 +187,7 @@ def test_batchnorm_on_3d_tensor_is_lowered_to_2d(tmp_path):
     x = cal[0]  # a calibration sample: inside the calibrated ranges, so no clipping
     got = compiled.dequantize_output(run_reference(compiled.graph, {compiled.input: compiled.quantize_input(x)})
                                      [compiled.output])
-    want = onnxruntime.InferenceSession(str(tmp_path / "m.onnx")).run(None, {"x": x})[0]
+    want = onnxruntime.InferenceSession(str(tmp_path / "m.onnx"), session_options()).run(None, {"x": x})[0]
     step = compiled.graph.tensors[compiled.output].quant.s
     assert got.shape == want.shape
     assert np.max(np.abs(got - want)) <= 2 * step  # input rounding (half an input step, scaled) + requantization

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 from tinyaot.api import compile_model
 from tinyaot.errors import TinyaotError
 from tinyaot.ops.pool import avgpool_count_pad_s8
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 from op_models import calibration, conv_node, deploy_verified, save_model
 from spatial_models import Activation, Dims, PoolParams, Tile, float_model_gap, host_kernels, layer_diff, ptr, ref
@@ -138,7 +139,8 @@ def _float_avgpool(x, nodes, inits=()):
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     model = helper.make_model(helper.make_graph(nodes, "g", [xi], [y], list(inits)),
                               opset_imports=[helper.make_opsetid("", 13)])
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    sess = ort.InferenceSession(model.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
 
 
 @pytest.mark.parametrize("k, s, pads", [([3, 3], [2, 2], [1, 1, 1, 1]), ([2, 3], [3, 2], [1, 0, 1, 1]),

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tinyaot.api import compile_model
 from tinyaot.errors import TinyaotError
 from tinyaot.ops.resize import COORDINATE_MODES, NEAREST_MODES, nearest_index_map, resize_nearest_s8
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 from op_models import calibration, conv_node, deploy_verified, save_model
 from spatial_models import Dims, float_model_gap, host_kernels, layer_diff, ptr, ref
@@ -36,7 +37,7 @@ def _ort_index_map(in_size, scale=None, size=None, opset=13, **attrs) -> np.ndar
         names = ["x", "", "", "z"]
     model = helper.make_model(helper.make_graph([helper.make_node("Resize", names, ["y"], mode="nearest", **attrs)],
                                                 "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", opset)])
-    opts = ort.SessionOptions()
+    opts = session_options()
     opts.log_severity_level = 3  # tf_half_pixel_for_nn is deprecated since opset 13: a warning per session
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return sess.run(None, {"x": np.arange(in_size, dtype=np.float32).reshape(1, 1, in_size, 1)})[0].ravel()

@@ -33,6 +33,7 @@ from tinyaot.oracle.reference import run_reference
 from tinyaot.passes import run_passes
 from tinyaot.api import compile_model
 from tinyaot.toolchain.hostjit import HostModel
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 FRAC = 0.3  # every weight but one per channel sits FRAC of a unit above an integer: rounding loses FRAC
 
@@ -175,7 +176,7 @@ def test_search_measures_with_channel_pruning_and_bias_correction(tmp_path):
     model = tmp_path / "mlp16.onnx"
     _mlp(model, rng)
     x = rng.normal(0, 1, (300, 1, 12)).astype(np.float32)
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model), session_options(), providers=["CPUExecutionProvider"])
     y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])  # float top-1 is 100 %
     np.savez(tmp_path / "cal.npz", x=x[:100])
     np.savez(tmp_path / "data.npz", x=x[100:], y=y[100:])

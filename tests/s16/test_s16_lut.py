@@ -14,6 +14,7 @@ import pytest
 from spatial_models import host_kernels
 from tinyaot.core.quant16 import activation_qparams16
 from tinyaot.ops.s16_lut import K_CAP, lut_interp_s16, make_table, position_scale
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 ALL16 = np.arange(-32768, 32768, dtype=np.int64)
 RANGES = (1e-4, 0.5, 3.0, 8.0, 12.0, 40.0, 1e5)
@@ -68,7 +69,7 @@ def _ort_int16(op_nodes, s_in, s_out):
     io = [helper.make_tensor_value_info(n, onnx.TensorProto.INT16, [ALL16.size]) for n in ("q", "qo")]
     model = helper.make_model(helper.make_graph(nodes, "qdq16", io[:1], io[1:], inits),
                               opset_imports=[helper.make_opsetid("", 21)])
-    opts = ort.SessionOptions()
+    opts = session_options()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return sess.run(None, {"q": ALL16.astype(np.int16)})[0].astype(np.int64)

@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 from tinyaot.api import compile_model, evaluate
 from tinyaot.options import Options
 from tinyaot.pipeline.precision_search import search_precision
+from tinyaot.oracle.sessions import session_options  # one thread, as tinyaot's own sessions
 
 
 def _model(path, rng):
@@ -29,7 +30,7 @@ def test_search_promotes_until_within_budget(tmp_path):
     model = tmp_path / "mlp16.onnx"
     _model(model, rng)
     x = rng.normal(0, 1, (300, 1, 12)).astype(np.float32)
-    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(str(model), session_options(), providers=["CPUExecutionProvider"])
     y = np.array([int(np.argmax(sess.run(None, {"x": s})[0])) for s in x])  # float top-1 is 100 %
     np.savez(tmp_path / "cal.npz", x=x[:100])
     np.savez(tmp_path / "data.npz", x=x[100:], y=y[100:])

@@ -22,9 +22,10 @@ def test_ray_executor_equals_process_pool(small_sweep, tmp_path, monkeypatch):
     # build) tripled the test's time; the process pool's figures for int8 come from the shared small sweep
     grid.write_text('[[config]]\nname = "int8"\nflags = {}\n')
     out = tmp_path / "ray"
+    # --workers 1: the local instance starts one worker process per CPU it is given (seconds each) and there is one job
     cal, data = small_sweep["calibration"], small_sweep["data"]
     r = CliRunner().invoke(app, ["sweep", str(MODEL), "-c", str(cal), "-d", str(data),
-                                 "--out", str(out), "--grid", str(grid), "--workers", "2", "--executor", "ray",
+                                 "--out", str(out), "--grid", str(grid), "--workers", "1", "--executor", "ray",
                                  "--no-cache"])
     assert r.exit_code == 0, r.output
     ray_report = json.loads((out / "report.json").read_text())
