@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from tinyaot.compress.pipeline import CHANNEL_DAMP
 from tinyaot.compress.reconstruct import (Pattern, augmented_moments, damped, gptq_round, greedy_prune,
                                           magnitude_keep, masked_solve, objective, obs_channels, refit_target)
 
@@ -179,6 +180,12 @@ def test_obs_channels_removes_what_the_others_can_rebuild():
     assert np.argmin(l1) == 3 and l1[1] > l1[3]
     gone = obs_channels([(r, hl[0])], c, 1)
     assert gone.tolist() in ([1], [4])
+    # damping trades the credit for what the others rebuild against the weights' size: damped without bound the
+    # choice is the L2 order of the weights (channel 3). --prune-channels damps by CHANNEL_DAMP, between the two;
+    # on these inputs, whose channel 1 holds most of the mean diagonal, that already picks the small channel 3
+    l2 = (w.reshape(3, taps, c) ** 2).sum(axis=(0, 1))
+    for damp in (1e3, CHANNEL_DAMP):
+        assert obs_channels([(r, damped(_moments(x, x).h, damp=damp)[0][0])], c, 1).tolist() == [np.argmin(l2)]
 
     def refit_error(ch):
         keep = np.ones((3, taps * c + 1), bool)
