@@ -151,6 +151,24 @@ static TINYAOT_ALWAYS_INLINE int32_t tinyaot_mve_b2x1_bits(const uint8_t *bm, in
     return sparse ? tinyaot_mve_b2x1_bits_sparse(bm, rb, ix) : tinyaot_mve_b2x1_bits_dense(bm, rb, ix);
 }
 
+/* A pair's (or segment's) header in place: its n positions were decoded at dst + 2; the first m of them move back
+   one byte to follow dst[0] = m, and dst[1 + m] = f, the count of whole groups after them. */
+static TINYAOT_ALWAYS_INLINE void tinyaot_mve_b2x1_header(uint8_t *dst, int32_t m, int32_t f)
+{
+#if !TINYAOT_USE_MVE
+    int32_t i;
+#endif
+    dst[0] = (uint8_t)m;
+#if TINYAOT_USE_MVE
+    vstrbq_p_u8(dst + 1, vld1q_u8(dst + 2), vctp8q((uint32_t)m)); /* (16 read, m written) */
+#else
+    for (i = 1; i <= m; i++) {
+        dst[i] = dst[i + 1];
+    }
+#endif
+    dst[1 + m] = (uint8_t)f;
+}
+
 /* The stream (above) of out_c channels' bitmaps (ceil(k / 8) bytes per channel pair) into dst; returns its bytes:
    per channel pair (a last block-row's missing one included) 2 + its kept positions (an odd count's filler
    included); the 16 bytes after them are zeroed (the last first group's offsets are read whole), up to 20 written. */
@@ -160,7 +178,7 @@ static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_
     const int32_t pairs = (out_c + 1) / 2;
     const int32_t padded = 2 * ((out_c + 3) / 4);
     uint8_t *const start = dst;
-    int32_t p, i, n, f, m;
+    int32_t p, n, f, m;
     int sparse = 0; /* decode the next pair with the sparse decoder (tinyaot_mve_b2x1_bits) */
     for (p = 0; p < padded; p++) {
         /* the positions two bytes on; the first m of them then move back one, before F */
@@ -172,16 +190,7 @@ static inline int32_t tinyaot_mve_b2x1_positions(const uint8_t *bm, int32_t out_
         }
         f = n > 0 ? (n - 1) >> 4 : 0;
         m = n - 16 * f;
-        dst[0] = (uint8_t)m;
-#if TINYAOT_USE_MVE
-        vstrbq_p_u8(dst + 1, vld1q_u8(dst + 2), vctp8q((uint32_t)m)); /* (16 read, m written) */
-        (void)i;
-#else
-        for (i = 1; i <= m; i++) {
-            dst[i] = dst[i + 1];
-        }
-#endif
-        dst[1 + m] = (uint8_t)f;
+        tinyaot_mve_b2x1_header(dst, m, f);
         dst += 2 + n;
     }
     memset(dst, 0, 16);
@@ -198,7 +207,7 @@ static inline int32_t tinyaot_mve_b2x1_positions_long(const uint8_t *bm, int32_t
     const int32_t pairs = (out_c + 1) / 2;
     const int32_t padded = 2 * ((out_c + 3) / 4);
     uint8_t *const start = dst;
-    int32_t p, s, i;
+    int32_t p, s;
     int sparse = 0;
     for (p = 0; p < padded; p++) {
         for (s = 0; s < segs; s++) {
@@ -206,16 +215,7 @@ static inline int32_t tinyaot_mve_b2x1_positions_long(const uint8_t *bm, int32_t
             const int32_t n = p < pairs ? tinyaot_mve_b2x1_bits(bm + p * rb + 32 * s, bytes, dst + 2, sparse) : 0;
             const int32_t m = n > 0 ? n - 16 * ((n - 1) >> 4) : 0;
             sparse = n < bytes; /* (fewer than one position in 8 kept) */
-            dst[0] = (uint8_t)m;
-#if TINYAOT_USE_MVE
-            vstrbq_p_u8(dst + 1, vld1q_u8(dst + 2), vctp8q((uint32_t)m)); /* (16 read, m written) */
-            (void)i;
-#else
-            for (i = 1; i <= m; i++) {
-                dst[i] = dst[i + 1];
-            }
-#endif
-            dst[1 + m] = (uint8_t)((n - m) >> 4);
+            tinyaot_mve_b2x1_header(dst, m, (n - m) >> 4);
             dst += 2 + n;
             *dst++ = (uint8_t)(s + 1 < segs ? 0 : segs);
         }
