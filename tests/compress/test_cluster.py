@@ -366,7 +366,15 @@ def test_compressed_model_deploys_bit_exact(kind, options, small, tmp_path):
     coded = [l for l in r["layers"] if l["instructions"] is not None]
     assert all(l["instructions_uncompressed"] > 0 for l in coded)
     assert sum(l["instructions_uncompressed"] for l in coded) < base["instructions"]  # + entry and copy-in/out
-    assert "## Without compression" in (tmp_path / "out" / "report.md").read_text()
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "## Without compression" in md
+    # report.md's layer table has a storage column: each compressed layer's row names its stored form
+    head = next(line for line in md.splitlines() if line.startswith("| # | layer |"))
+    col = [c.strip() for c in head.split("|")].index("storage")
+    cells = {c[2].strip("`"): c[col] for c in ([x.strip() for x in line.split("|")] for line in md.splitlines()
+                                              if line.startswith("| ") and line.count("`") == 2)}
+    assert all(cells[l["name"]].startswith(l["storage"]) for l in r["layers"]
+               if l.get("storage") not in (None, "dense"))
 
 
 # ---- the shared models: issue 4's byte targets ----------------------------------------------------------------
