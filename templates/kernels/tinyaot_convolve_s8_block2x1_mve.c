@@ -13,8 +13,10 @@
  * so: ops/compressed.py mve_block2x1_storage) from a band (tinyaot_mve_im2col.h band_fill) of the next pixels of an
  * output row: each input column's k_h * in_c values copied once for all the pixels whose windows hold it (ic's 3x3
  * stride-1 layers: 4 pixels from 6 columns instead of 2 windows of 9 taps), a pair across rows or a dilated width
- * one window per pixel. Scratch (required, 4-byte aligned): the band (2 * K4 bytes, K4 = K rounded up to a
- * multiple of 4; none in place), then filter->decoded bytes of position stream. A pair's windows are read before its outputs are written, so the output may overlap the input as
+ * one window per pixel. Scratch (4-byte aligned; none when both parts are 0): the band (2 * K4 bytes, K4 = K rounded
+ * up to a multiple of 4; none in place), then filter->decoded bytes of position stream. filter->decoded 0: the
+ * compiler put the stream itself in flash in place of the bitmaps (filter->bitmap; where it is no larger, very
+ * sparse layers: ops/compressed.py mve_block2x1_positions), read as it is, nothing decoded per call. A pair's windows are read before its outputs are written, so the output may overlap the input as
  * for the dense kernels.
  */
 #include "tinyaot_mve_block_conv.h"
@@ -52,16 +54,23 @@ static TINYAOT_ALWAYS_INLINE tinyaot_status block2x1_mve_conv(TINYAOT_CONV_ARGS(
     const int32_t k = filter_dims->h * filter_dims->w * filter_dims->c;
     const int32_t cols = tinyaot_mve_block_in_place(conv_params, input_dims, filter_dims)
                              ? 0 : tinyaot_mve_block_conv_buffer_size(filter_dims);
-    if (filter == NULL || ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
-        k > (seg ? 255 * 256 : 256) || filter->decoded < 0 || ctx->size < cols + filter->decoded) {
+    if (filter == NULL || filter->bitmap == NULL || k > (seg ? 255 * 256 : 256) || filter->decoded < 0) {
         return TINYAOT_ARG_ERROR;
     }
-    /* the positions, once per call, after the columns */
-    uint8_t *const pos = (uint8_t *)ctx->buf + cols;
-    if (seg) {
-        (void)tinyaot_mve_b2x1_positions_long(filter->bitmap, filter_dims->n, k, pos);
-    } else {
-        (void)tinyaot_mve_b2x1_positions(filter->bitmap, filter_dims->n, k, pos);
+    if (cols + filter->decoded > 0 && (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 ||
+                                       ctx->size < cols + filter->decoded)) {
+        return TINYAOT_ARG_ERROR;
+    }
+    /* the positions: decoded once per call after the columns, or (decoded 0) the stream itself in flash */
+    const uint8_t *pos = filter->bitmap;
+    if (filter->decoded > 0) {
+        uint8_t *const dst = (uint8_t *)ctx->buf + cols;
+        if (seg) {
+            (void)tinyaot_mve_b2x1_positions_long(filter->bitmap, filter_dims->n, k, dst);
+        } else {
+            (void)tinyaot_mve_b2x1_positions(filter->bitmap, filter_dims->n, k, dst);
+        }
+        pos = dst;
     }
     const tinyaot_block_weights stream = {(const int8_t *)pos, NULL, NULL, 0};
     const int band = input_dims->c >= TINYAOT_MVE_BAND_MIN_IN_C;

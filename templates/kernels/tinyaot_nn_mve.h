@@ -87,7 +87,8 @@ tinyaot_status tinyaot_convolve_s8_block_mve(const tinyaot_context *ctx, const t
 
 /* The same over 2x1 block-sparse weights (tinyaot_block2x1_weights, values in the order of tinyaot_mve_block2x1.h;
    rows of at most 256 positions). Scratch (required): the columns of tinyaot_convolve_s8_block_mve (none in place),
-   then filter->decoded bytes of positions decoded from the bitmaps once per call. */
+   then filter->decoded bytes of positions decoded from the bitmaps once per call (0: filter->bitmap holds the
+   kernel's position stream itself, read in place). */
 int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *input_dims, const tinyaot_dims *filter_dims);
 tinyaot_status tinyaot_convolve_s8_block2x1_mve(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
                                                 const tinyaot_per_channel_quant_params *quant_params,

@@ -133,7 +133,9 @@ typedef struct {
    increasing order, the pair's two weights in values; a pair with an odd number of kept positions is followed by
    one zero-weight block (the Helium kernel's values are in its own order: tinyaot_mve_block2x1.h). The kernels
    decode the positions into their scratch once per call: `decoded` bytes of it (the compiler's count for the
-   kernel's layout: tinyaot/ops/compressed.py). fold_table as tinyaot_block_weights'. */
+   kernel's layout: tinyaot/ops/compressed.py); for the Helium kernel `decoded` 0 says `bitmap` holds that
+   stream itself instead (very sparse layers, where it takes no more bytes). fold_table as
+   tinyaot_block_weights'. */
 typedef struct {
     const int8_t *values;
     const uint8_t *bitmap;

@@ -22,8 +22,9 @@ from mve.mve_harness import HOST_CC, KERNELS, needs_arm, run_program
 from tinyaot.compress.encode import decode, encode_sparse_block
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ir import Tensor
-from tinyaot.ops.compressed import (block2x1_arrays, block2x1_scratch_bytes, block_requant, mve_block2x1_storage,
-                                    mve_block2x1_values, mve_block_params, mve_block_stream)
+from tinyaot.ops.compressed import (block2x1_arrays, block2x1_scratch_bytes, block_requant, mve_block2x1_positions,
+                                    mve_block2x1_storage, mve_block2x1_stream, mve_block2x1_values, mve_block_params,
+                                    mve_block_stream)
 from tinyaot.ops.conv import conv2d_s8
 from tinyaot.ops.fully_connected import fully_connected_s8
 
@@ -160,13 +161,24 @@ def _cases():
 
 CASES = _cases()
 # the Helium variant is offered for rows of at most 1024 positions (one index byte per block; ops/compressed.py)
-# (2x1: any row; past 256 positions the segmented stream and the _long entry)
-HELIUM_CASES = [c for c in CASES if c["b2x1"] or -(-c["k"] // 4) <= 256]
+# (2x1: any row; past 256 positions the segmented stream and the _long entry); each 2x1 case twice: its bitmaps
+# decoded per call, and its position stream read from flash (mve_block2x1_positions, decoded 0)
+HELIUM_CASES = [c for c in CASES if c["b2x1"] or -(-c["k"] // 4) <= 256] + \
+    [{**c, "in_flash": True} for c in CASES if c["b2x1"]]
+
+
+def _positions(c, helium: bool):
+    """(positions array, decoded scratch bytes) of a 2x1 case as ops/compressed.py renders it (Helium: in the
+    kernel's window order, the bitmaps or, for the in_flash copies, the stream itself)."""
+    if not helium:
+        return block2x1_arrays(c["st"])[1:]
+    st = mve_block2x1_storage(c["st"], c["w"].shape)  # the kernel's window order (kernel-column-major)
+    return mve_block2x1_positions(st, c["k"] > 256, c.get("in_flash", False))
 
 
 def _decoded(c, helium: bool) -> int:
     """Scratch bytes a 2x1 case's kernel decodes its bitmaps into (as ops/conv.py plans them)."""
-    return mve_block2x1_values(c["st"], c["k"] > 256)[1] if helium else block2x1_arrays(c["st"])[2]  # (any order)
+    return _positions(c, helium)[1]
 
 
 def _program(cases, helium: bool) -> str:
@@ -193,8 +205,9 @@ def _program(cases, helium: bool) -> str:
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
             bias, mult, shift, table = params, [0], [0], 0
             st = mve_block2x1_storage(c["st"], c["w"].shape)  # the kernel's window order (kernel-column-major)
-            values, decoded = mve_block2x1_values(st, c["k"] > 256)
-            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", st.arrays["bitmap"], "uint8_t"))
+            values = mve_block2x1_values(st, c["k"] > 256)[0]
+            positions, decoded = _positions(c, helium)
+            parts.append(_arr(p + "v", values, "int8_t") + _arr(p + "d", positions, "uint8_t"))
             wtype, table = "tinyaot_block2x1_weights", 0
         elif helium:  # as ops/compressed.py renders the Helium variant
             params = mve_block_params(c["bias"], w2, c["in_off"], c["mult"], c["shift"])
@@ -329,3 +342,17 @@ def test_block2x1_storage_is_bitmaps_and_pairs_of_weights():
     values, decoded = mve_block2x1_values(st)  # Helium: the same bytes reordered (first group of m, channel by channel)
     assert sorted(values.tolist()) == sorted(st.arrays["values"].tolist()) and decoded == 2 * 2 + 4 + 2 + 20
     assert values.tolist() == [5, 0, -6, 0, 7, 8, 0, 0, 9, 0, 0, 0]
+    # the stream the Helium kernel decodes those bitmaps into (pair 0: m = 4 with its filler, F = 0; pair 1: 0, 0
+    # twice; 16 zero bytes), decoded - 4 bytes: more than the 4 bitmap bytes, so the bitmaps stay in flash
+    assert mve_block2x1_stream(st).tolist() == [4, 1, 4, 9, 9, 0, 2, 0, 0, 0] + [0] * 16
+    assert mve_block2x1_positions(st)[1] == decoded and mve_block2x1_positions(st, in_flash=True)[1] == 0
+    w = np.zeros((2, 300), np.int8)  # segmented (two segments): pair 0 keeps 5 | 260, 299; a missing pair 1
+    w[0, [5, 260]], w[1, [299]] = 3, -4
+    st = encode_sparse_block(w, block=(2, 1))
+    assert mve_block2x1_stream(st, True).tolist() == [1, 5, 0, 0, 2, 4, 43, 0, 2, 0, 0, 0, 0, 0, 2] + [0] * 16
+    assert mve_block2x1_stream(st, True).size == mve_block2x1_values(st, True)[1] - 4
+    w = np.zeros((4, 256), np.int8)  # 1 of 256 positions kept: 2 + 2 stream bytes a pair against 32 of bitmap
+    w[:, 7] = 1
+    st = encode_sparse_block(w, block=(2, 1))
+    stream, decoded = mve_block2x1_positions(st)
+    assert decoded == 0 and stream.tolist() == [2, 7, 7, 0] * 2 + [0] * 16 and stream.size < st.arrays["bitmap"].size

@@ -206,6 +206,48 @@ def mve_block2x1_values(st, segmented: bool = False) -> tuple[np.ndarray, int]:
     return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
 
 
+def mve_block2x1_stream(st, segmented: bool = False) -> np.ndarray:
+    """The position stream the Helium 2x1 kernel decodes a storage's bitmaps into (tinyaot_mve_b2x1_positions, or
+    _long when `segmented`; tinyaot_mve_block2x1.h), byte for byte, with the 16 zero bytes after it it reads: per
+    channel pair (a last block-row's missing one included) m, the first group's m positions, F and the 16 * F
+    others (short rows: an odd count's filler, the last position again); segmented, that per segment of 256
+    positions (relative to it, no filler) and a byte 0 before each later segment, S after the last. Its length is
+    mve_block2x1_values' decoded - 4."""
+    out_c = 2 * int(st.arrays["bitmap"].size // int(st.meta["row_bytes"]))  # (pairs, whole)
+    padded = 2 * -(-out_c // 4)
+    segs = -(-int(st.meta["row_bytes"]) // 32) if segmented else 1
+    pos = block_positions(st)
+    out: list[int] = []
+
+    def group(p: list[int]) -> None:
+        m = len(p) - 16 * ((len(p) - 1) // 16) if p else 0
+        out.extend([m, *p[:m], (len(p) - m) // 16, *p[m:]])
+
+    for i in range(padded):
+        cols = [int(c) for c in pos[i]] if i < len(pos) else []
+        if not segmented:
+            group(cols + cols[-1:] if len(cols) % 2 else cols)
+            continue
+        for sg in range(segs):
+            group([c - 256 * sg for c in cols if c // 256 == sg])
+            out.append(0 if sg + 1 < segs else segs)
+    return np.array(out + [0] * 16, np.uint8)
+
+
+def mve_block2x1_positions(st, segmented: bool = False, in_flash: bool | None = None) -> tuple[np.ndarray, int]:
+    """What the Helium 2x1 kernel's filter->bitmap holds, and its filter->decoded: the storage's bitmaps and the
+    scratch bytes they decode into once per call, or (decoded 0) the position stream itself (mve_block2x1_stream)
+    where that takes no more flash than the bitmaps (`in_flash` None; True / False force it): a layer keeping
+    fewer than about one position in 8 (vww_mobilenetv1_025's last 1x1 layers at 90-99 % sparsity), where the
+    per-call decode cost as much as a third of the layer (on mps3-an547 113K of the 7 layers' 459K instructions)."""
+    stream = mve_block2x1_stream(st, segmented)
+    if in_flash is None:
+        in_flash = stream.size <= st.arrays["bitmap"].size
+    if in_flash:
+        return stream, 0
+    return np.asarray(st.arrays["bitmap"], np.uint8), mve_block2x1_values(st, segmented)[1]
+
+
 MVE_BAND_MIN_IN_C = 8  # = TINYAOT_MVE_BAND_MIN_IN_C (tinyaot_mve_im2col.h): thinner inputs keep OHWI columns
 
 
@@ -341,9 +383,10 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
         seg = mve_2x1_segmented(tensor)  # rows past 256 positions: segments, the _long entry
         kernel = "tinyaot_convolve_s8_block2x1_mve" + ("_long" if seg else "")
         st = mve_block2x1_storage(st, tensor.shape)  # the kernel's window order (kernel-column-major)
-        values, decoded = mve_block2x1_values(st, seg)
+        values = mve_block2x1_values(st, seg)[0]
+        positions, decoded = mve_block2x1_positions(st, seg)  # the bitmaps, or the stream itself (decoded 0)
         consts = [ConstArray("int8_t", f"{name}_values", values),
-                  ConstArray("uint8_t", f"{name}_bitmap", st.arrays["bitmap"]),
+                  ConstArray("uint8_t", f"{name}_bitmap", positions),
                   ConstStruct("tinyaot_block2x1_weights", name, [f"{name}_values", f"{name}_bitmap", decoded, 0])]
         return CompressedFilter(kernel, ["tinyaot_convolve_s8_block2x1_mve.c", "tinyaot_mve_block2x1.h",
                                          "tinyaot_mve_block_conv.h", "tinyaot_mve_block.h", "tinyaot_nn_mve.h",
@@ -425,6 +468,7 @@ def mve_block_cost(tensor, pixels: int, column: bool) -> float:
 __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block_scratch_bytes", "block_requant",
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
            "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_values", "block2x1_arrays",
-           "mve_2x1_segmented", "mve_block2x1_storage", "mve_window_order",
+           "mve_2x1_segmented", "mve_block2x1_storage", "mve_window_order", "mve_block2x1_stream",
+           "mve_block2x1_positions",
            "block2x1_scratch_bytes", "block_shape", "block_positions", "conv_estimate",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]
