@@ -1,8 +1,8 @@
 """Issue 8's sanitizer sweep: every shared model with each weight storage setting (plain int8, --clusters 16,
---weight-bits 4, --prune 0.5), plus tests/sanitize's all-kernels graph, compiled, its generated C built for the
-host under AddressSanitizer + UndefinedBehaviorSanitizer (tinyaot/toolchain/sanitize.py), and run on extreme inputs
-(all -128, all 127, alternating), random and random-extreme inputs and calibration samples, each output required
-to equal the numpy reference and not to depend on the arena's previous contents.
+--weight-bits 4, --prune 0.5, 4x4 blocks, --clusters 32), plus tests/sanitize's all-kernels graph, compiled, its
+generated C built for the host under AddressSanitizer + UndefinedBehaviorSanitizer (tinyaot/toolchain/sanitize.py),
+and run on extreme inputs (all -128, all 127, alternating), random and random-extreme inputs and calibration
+samples, each output required to equal the numpy reference and not to depend on the arena's previous contents.
 
     .venv/bin/python ci/sanitize.py [--random N] [--targets-only] [MODEL ...]   # default: every shared model, N = 8
 
@@ -36,7 +36,9 @@ from tinyaot.toolchain.sanitize import check_model  # noqa: E402
 from tinyaot.errors import TinyaotError  # noqa: E402
 
 SETTINGS = {"plain": None, "clusters16": {"clusters": 16}, "int4": {"weight_bits": 4}, "prune0.5": {"prune": 0.5},
-            "prune0.5_block": {"prune": 0.5, "prune_pattern": "block"}}
+            "prune0.5_block": {"prune": 0.5, "prune_pattern": "block"},
+            # the 5-bit grid of the fully connected layers at batch 1 (int5 storage, tinyaot_fully_connected_s5*.c)
+            "clusters32": {"clusters": 32}}
 CAL_SAMPLES = 4
 
 

@@ -150,10 +150,24 @@ tinyaot_status tinyaot_fully_connected_s4_fold_rq(const tinyaot_context *ctx, co
                                                   const tinyaot_dims *filter_dims, const uint32_t *filter,
                                                   const tinyaot_dims *bias_dims, const int32_t *bias,
                                                   const tinyaot_dims *output_dims, int8_t *output);
+/* 5-bit grid fully connected on DSP cores (tinyaot_fully_connected_s5_fold.c: three lane pairs per word unpacked by
+   masks; the _rq form takes one multiplier and shift per channel). */
+tinyaot_status tinyaot_fully_connected_s5_fold(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                               const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                               const tinyaot_dims *input_dims, const int8_t *input,
+                                               const tinyaot_dims *filter_dims, const uint32_t *filter,
+                                               const tinyaot_dims *bias_dims, const int32_t *bias,
+                                               const tinyaot_dims *output_dims, int8_t *output);
+tinyaot_status tinyaot_fully_connected_s5_fold_rq(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                                  const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                                  const tinyaot_dims *input_dims, const int8_t *input,
+                                                  const tinyaot_dims *filter_dims, const uint32_t *filter,
+                                                  const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                  const tinyaot_dims *output_dims, int8_t *output);
 
 /* Conv, depthwise conv and fully connected over compressed weights (structs in tinyaot_nn_types.h, formats in
    tinyaot/compress/storage.py): _s4 packed nibbles, _s8_clustered codebook indices, _s8_sparse bitmap sparsity,
-   _s8_rle run-length sparsity. Same arguments and results as the dense kernels above, bit for bit, with the filter
+   _s8_rle run-length sparsity, and for fully connected layers _s5 (5-bit grid values, six per word). Same arguments and results as the dense kernels above, bit for bit, with the filter
    replaced by its compressed form, decoded on the fly from flash (tinyaot_nn_compressed.h says how). Conv scratch:
    8 * ceil_even(kh * kw * in_ch/groups) bytes (a four-pixel im2col column), optional. Order for the planner: conv
    produces output pixels four at a time, depthwise sixteen at a time, in raster order and aligned at multiples of
@@ -212,6 +226,11 @@ tinyaot_status tinyaot_fully_connected_s4(const tinyaot_context *ctx, const tiny
                                           const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
                                           const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
                                           const uint8_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
+                                          const tinyaot_dims *output_dims, int8_t *output);
+tinyaot_status tinyaot_fully_connected_s5(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                          const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                          const tinyaot_dims *input_dims, const int8_t *input, const tinyaot_dims *filter_dims,
+                                          const uint32_t *filter, const tinyaot_dims *bias_dims, const int32_t *bias,
                                           const tinyaot_dims *output_dims, int8_t *output);
 tinyaot_status tinyaot_fully_connected_s8_clustered(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
                                                     const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,

@@ -73,6 +73,15 @@ tinyaot_status tinyaot_fully_connected_s8_clustered5_mve(const tinyaot_context *
                                                          const tinyaot_dims *bias_dims, const int32_t *bias,
                                                          const tinyaot_dims *output_dims, int8_t *output);
 
+/* Fully connected on 5-bit grid weights (int5 storage), three rows in two bytes (tinyaot_fully_connected_s5_mve.c for
+   the layout). Conditions as tinyaot_fully_connected_s8_mve, depth at most 65536. No scratch. */
+tinyaot_status tinyaot_fully_connected_s5_mve(const tinyaot_context *ctx, const tinyaot_fc_params *fc_params,
+                                              const tinyaot_per_channel_quant_params *quant_params, int32_t per_channel,
+                                              const tinyaot_dims *input_dims, const int8_t *input,
+                                              const tinyaot_dims *filter_dims, const uint8_t *filter,
+                                              const tinyaot_dims *bias_dims, const int32_t *bias,
+                                              const tinyaot_dims *output_dims, int8_t *output);
+
 /* Block-sparse convolution (one group) and fully connected (filter_offset 0): the filter is a tinyaot_block_weights
    whose values are in the Helium layout and whose `deltas` hold each stored block's absolute block column (rows of
    at most 1024 positions; tinyaot_mve_block.h). Scratch: none for a 1x1 convolution without padding on a multiple

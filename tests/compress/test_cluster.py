@@ -285,6 +285,28 @@ def test_clustering_requantizes_consistently(small):
     assert fc["layers"]["dense"]["clusters"]["form"] == "codebook" and fc["layers"]["dense"]["storage"] == "clustered"
 
 
+def test_clusters_32_puts_fully_connected_layers_on_the_5_bit_grid(small):
+    """--clusters 17..32: a fully connected layer at batch 1 takes the 31-level (K = 32) or 2 * ((K - 1) // 2) + 1
+    level grid of its own scales, stored as int5 (six values per word) and counted so; the convolutions (several
+    output pixels) keep their codebooks; cluster_fc = "codebook" keeps the codebook in the fully connected layer."""
+    path, cal = small
+    for k, levels in ((32, 31), (20, 19)):
+        c = compile_model(path, cal, compression=dict(clusters=k))
+        g = c.graph
+        info = g.meta["compression"]["layers"]
+        w = g.tensors[_layers(c)["dense"].inputs[1]]
+        assert info["dense"]["storage"] == "int5" and w.storage.kind == "int5" and info["dense"]["weight_bits"] == 5
+        assert info["dense"]["clusters"] == {"form": "grid", "k": k, "levels": levels, "bits": 5}
+        q = (levels - 1) // 2
+        assert w.data.min() >= -q and w.data.max() <= q and len(np.unique(w.data)) > levels // 2
+        assert info["dense"]["weights_bytes"] == 4 * -(-w.size // 6)
+        assert {info[n]["storage"] for n in ("conv1", "conv2")} <= {"clustered", "dense"}
+        assert set(g.meta["compression"]["grid"]) == {"dense"}
+    # (a 32-entry codebook of this small layer takes no fewer bytes than dense int8: it may stay dense)
+    fc = compile_model(path, cal, compression=dict(clusters=32, cluster_fc="codebook")).graph.meta["compression"]
+    assert not fc["grid"] and fc["layers"]["dense"]["storage"] in ("clustered", "dense")
+
+
 def test_int4_weights(small):
     from tinyaot.frontend import import_model
     from tinyaot.passes import run_passes

@@ -139,7 +139,7 @@ def graph_specs(draw, max_layers: int = 4, extended: bool = True) -> dict:
                     "offset": draw(st.sampled_from((0.0, 0.5, -3.0)))}
     spec["seed"] = draw(st.integers(0, 2 ** 16))
     compress = draw(st.sampled_from((None, None, None, "clusters16", "int4", "prune0.5", "prune0.5_block",
-                                       "prune0.5_block2x1"))) \
+                                       "prune0.5_block2x1", "clusters32"))) \
         if extended else None
     if compress:  # compressed weight storage: the compressed kernels (their depthwise 3x3 path too), the block
         # kernels, and the dense variants on decoded int4 / clustered weights
@@ -152,7 +152,9 @@ def graph_specs(draw, max_layers: int = 4, extended: bool = True) -> dict:
 COMPRESSION = {"clusters16": {"clusters": 16, "cluster_fc": "codebook"}, "int4": {"weight_bits": 4},
                "prune0.5": {"prune": 0.5},
                "prune0.5_block": {"prune": 0.5, "prune_pattern": "block"},
-               "prune0.5_block2x1": {"prune": 0.5, "prune_pattern": "block2x1"}}
+               "prune0.5_block2x1": {"prune": 0.5, "prune_pattern": "block2x1"},
+               # the 5-bit grid (int5) of the fully connected layers at batch 1; codebooks of 32 elsewhere
+               "clusters32": {"clusters": 32}}
 
 
 def compression(spec: dict):

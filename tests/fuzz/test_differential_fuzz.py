@@ -148,6 +148,13 @@ VARIANT_EXAMPLES = [
         {"op": "avgpool", "wh": _win(2, 1, 1, 0), "ww": _win(2, 1, 0, 1), "count_include_pad": False}],
      "head": {"out": 4, "weights": _w(1e-4, 10.0), "softmax": False},
      "data": {"kind": "constant", "samples": 1, "offset": 0.0}, "seed": 14},
+    # --clusters 32: the fully connected head on the 5-bit grid (int5: the s5 fold, Helium and portable kernels),
+    # depth 13 (partial groups of 12 and 16), a dead output channel; the conv before it on 32-entry codebooks
+    {"input": (7, 4, 4), "layers": [
+        {"op": "conv", "out": 13, "wh": _win(3, 1, 1, 1), "ww": _win(3, 1, 1, 1), "weights": _w(), "act": "Relu"},
+        {"op": "gap"}],
+     "head": {"out": 5, "weights": _w(zero_channel=True), "softmax": False},
+     "data": {"kind": "normal", "samples": 3, "offset": 0.5}, "seed": 15, "compress": "clusters32"},
 ]
 
 

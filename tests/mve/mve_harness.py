@@ -51,7 +51,10 @@ from tinyaot.ops.common import fold_input_offset  # noqa: E402
 from tinyaot.ops.conv import conv2d_s8  # noqa: E402
 from tinyaot.ops.fully_connected import fully_connected_s8  # noqa: E402
 from tinyaot.ops.mve import (block_filter, conv_filter, int4_nibbles, nibble5_filter, nibble_filter,  # noqa: E402
-                             per_channel4)
+                             per_channel4, s5_filter)
+from tinyaot.compress.encode import encode_int5  # noqa: E402
+from tinyaot.ops.common import fold_requant_table  # noqa: E402
+from tinyaot.ops.decoded import s5_fold_layout  # noqa: E402
 
 SENTINEL = 0x5A
 HOST_CC = shutil.which("cc") or shutil.which("gcc")
@@ -157,10 +160,59 @@ def nibble_layer(rng, *, batches, depth, out, kind, k=16, group_size=1, zp=None,
     return Layer(kernel, x, wt, bias, mult, shift, -zp, out_zp, act, exp, geo)
 
 
+# the 5-bit grid kernels (int5 storage): Helium, the DSP fold kernel (fold table / one multiplier and shift per
+# channel) and the portable one over the storage's own words
+S5_KERNELS = ("tinyaot_fully_connected_s5_mve", "tinyaot_fully_connected_s5_fold",
+              "tinyaot_fully_connected_s5_fold_rq", "tinyaot_fully_connected_s5")
+
+
+def s5_layer(rng, *, batches, depth, out, kernel, zp=None, out_zp=None, extreme=None, act=(-128, 127),
+             per_channel=True) -> Layer:
+    """A fully connected layer for the 5-bit kernels: weights in [-15, 15] (`extreme`: all -15 or 15 against inputs
+    at the other end), scales that keep most outputs off the clamp."""
+    x = _ints(rng, (batches, depth), extreme)
+    if extreme:
+        wt = np.full((out, depth), -15 if extreme == "max" else 15, np.int8)
+    else:
+        wt = rng.integers(-15, 16, (out, depth)).astype(np.int8)
+    bias = rng.integers(-20000, 20000, out).astype(np.int32)
+    zp = int(rng.integers(-128, 128)) if zp is None else zp
+    out_zp = int(rng.integers(-128, 128)) if out_zp is None else out_zp
+    acc = (x.astype(np.int64) - zp) @ wt.astype(np.int64).T + bias
+    spread = np.maximum(acc.std(axis=0) if extreme is None else np.abs(acc).max(axis=0) / 60, 1)
+    mult, shift = quantize_multiplier_array(rng.uniform(20, 40, out) / spread)
+    if not per_channel:
+        mult, shift = mult[:1], shift[:1]
+    exp = fully_connected_s8(x, wt, bias, mult, shift, input_offset=-zp, output_offset=out_zp, act_min=act[0],
+                             act_max=act[1])
+    return Layer(kernel, x, wt, bias, mult, shift, -zp, out_zp, act, exp, dict(per_channel=int(per_channel)))
+
+
+def _s5_arrays(pre: str, c: Layer) -> str:
+    """The weights, bias and requantization arrays of an S5_KERNELS case, as tinyaot/ops renders them."""
+    cout = c.w.shape[0]
+    folded = fold_input_offset(c.bias, c.w, c.in_off)
+    if c.kernel == "tinyaot_fully_connected_s5_mve":
+        w = c_array(pre + "w", s5_filter(c.w), "uint8_t")
+        bias, mult, shift = (per_channel4(v, cout) for v in (folded, c.mult, c.shift))
+    elif c.kernel == "tinyaot_fully_connected_s5":  # the storage's words, the unfolded bias
+        w = c_array(pre + "w", encode_int5(c.w).arrays["packed"], "uint32_t")
+        bias, mult, shift = c.bias, c.mult, c.shift
+    else:
+        w = c_array(pre + "w", s5_fold_layout(c.w), "uint32_t")
+        bias, mult, shift = folded, c.mult, c.shift
+        if c.kernel == "tinyaot_fully_connected_s5_fold":
+            bias, mult, shift = fold_requant_table(c.bias, c.w, c.in_off, c.mult, c.shift, c.out_off)
+    return (w + c_array(pre + "b", bias, "int32_t") + c_array(pre + "m", mult, "int32_t")
+            + c_array(pre + "s", shift, "int32_t"))
+
+
 def _case_c(i: int, c: Layer) -> str:
     """File-scope arrays and a function `case_<i>` returning the number of wrong output bytes (1000: rejected)."""
     pre = f"c{i}_"
     cout = c.w.shape[0]
+    if c.kernel in S5_KERNELS:
+        return _s5_case_c(i, c, pre, cout)
     if c.kernel == "tinyaot_convolve_s8_mve":  # the direct path's padded kernel rows, or the plain rows
         wb = conv_filter(c.w, c.geo["dil"][1])
     else:
@@ -222,12 +274,32 @@ def _case_c(i: int, c: Layer) -> str:
     return s
 
 
+def _s5_case_c(i: int, c: Layer, pre: str, cout: int) -> str:
+    b, d = c.x.shape
+    n_out = c.expected.size
+    return (_s5_arrays(pre, c) + c_array(pre + "x", c.x, "int8_t") + c_array(pre + "e", c.expected, "int8_t")
+            + f"static int case_{i}(void)\n{{\n    int rc;\n"
+            f"    const tinyaot_per_channel_quant_params q = {{{pre}m, {pre}s}};\n"
+            f"    const tinyaot_fc_params prm = {{{c.in_off}, 0, {c.out_off}, {{{c.act[0]}, {c.act[1]}}}}};\n"
+            f"    const tinyaot_dims in_d = {{{b}, 1, 1, {d}}}, f_d = {{{d}, 1, 1, {cout}}}, "
+            f"b_d = {{1, 1, 1, {cout}}}, o_d = {{{b}, 1, 1, {cout}}};\n"
+            f"    const tinyaot_context ctx = {{NULL, 0}};\n"
+            f"    memset(out_buf, {SENTINEL}, sizeof out_buf);\n"
+            "    __asm__ volatile(\"\" : : \"r\"(out_buf) : \"memory\");\n"
+            f"    rc = {c.kernel}(&ctx, &prm, &q, {c.geo['per_channel']}, &in_d, {pre}x, &f_d, {pre}w, &b_d, {pre}b, "
+            f"&o_d, out_buf);\n"
+            f"    if (rc != 0) return 1000;\n"
+            f"    return mismatches(out_buf, {pre}e, {n_out}) + untouched(out_buf + {n_out}, "
+            f"(int)sizeof out_buf - {n_out});\n}}\n")
+
+
 def layers_program(cases: list[Layer]) -> str:
     out_size = max(c.expected.size for c in cases) + 16
     scratch = max([2 * int(np.prod(c.w.shape[1:])) for c in cases] + [16])
     inplace = max([c.geo["inplace"] + c.x.size + c.expected.size for c in cases if c.geo.get("inplace") is not None]
                   + [16])
-    parts = ['#include <stddef.h>\n#include <string.h>\n#include "tinyaot_nn_types.h"\n#include "tinyaot_nn_mve.h"\n',
+    parts = ['#include <stddef.h>\n#include <string.h>\n#include "tinyaot_nn_types.h"\n#include "tinyaot_nn_mve.h"\n'
+             '#include "tinyaot_nn.h"\n',
              "void report(int i, int bad);\n",
              f"static int8_t out_buf[{out_size}];\nstatic int8_t scratch_buf[{scratch}];\n",
              f"static int8_t inplace_buf[{inplace}];\n",
@@ -285,10 +357,14 @@ def run_host_cases(out_dir: Path, cases: list[Layer], kernel_files) -> tuple[int
     return run.returncode, run.stdout + run.stderr
 
 
-def run_arm_cases(out_dir: Path, cases: list[Layer], kernel_files, opt: str = "-O2") -> tuple[int, str]:
+def run_arm_cases(out_dir: Path, cases: list[Layer], kernel_files, opt: str = "-O2",
+                  board_name: str = "mps3-an547") -> tuple[int, str]:
     """The Helium path: the same program on mps3-an547 under QEMU, built at `opt` (at -O0 the kernels' C loops
-    replace their inline assembly)."""
+    replace their inline assembly); on another board (`board_name`, e.g. mps2-an386 for the DSP paths) without
+    the check that the Helium path is built."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "cases.c").write_text(layers_program(cases))
-    res = run_program(out_dir, ARM_MAIN, [*kernel_files, out_dir / "cases.c"], extra_cflags=[opt])
+    main = ARM_MAIN if board_name == "mps3-an547" else ARM_MAIN.replace("#if !TINYAOT_USE_MVE", "#if 0")
+    res = run_program(out_dir, main, [*kernel_files, out_dir / "cases.c"], board_name=board_name,
+                      extra_cflags=[opt])
     return res.exit_code, res.stdout + res.stderr

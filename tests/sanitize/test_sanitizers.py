@@ -74,10 +74,21 @@ def all_kernels(request, all_kernels_by_target):
     return all_kernels_by_target[request.param]
 
 
-def test_every_kernel_is_under_the_sanitizers(all_kernels_by_target, tmp_path: Path) -> None:
-    """The graph, over the three targets, reaches every kernel file, so a new kernel cannot escape the sanitizers."""
+@pytest.fixture(scope="module")
+def int5_by_target(cal_dir):
+    """The 5-bit grid kernels (int5 storage: --clusters 32 on fully connected layers at batch 1, which the
+    all-kernels graph keeps on codebooks with cluster_fc "codebook"): tflm_hello_world_sine, fully connected only
+    (depths 1 and 16, 16 and 1 outputs), compiled once and its variants chosen for each target."""
+    generic = compile_model(MODELS / "tflm_hello_world_sine.onnx",
+                            few_calibration_samples(cal_dir, "tflm_hello_world_sine"), compression={"clusters": 32})
+    return {name: with_variants(dataclasses.replace(generic, graph=copy.deepcopy(generic.graph)), t)
+            for name, t in TARGETS.items()}
+
+
+def test_every_kernel_is_under_the_sanitizers(all_kernels_by_target, int5_by_target, tmp_path: Path) -> None:
+    """The graphs, over the three targets, reach every kernel file, so a new kernel cannot escape the sanitizers."""
     used = set()
-    for name, c in all_kernels_by_target.items():
+    for name, c in [*all_kernels_by_target.items(), *((f"int5_{k}", v) for k, v in int5_by_target.items())]:
         used |= set(emit_model(c.graph, c.plan.offsets, c.plan.arena_bytes, c.lower_bound, "host",
                                tmp_path / name).kernels)
     # the 16x8 kernels need a 16-bit graph: tests/s16/test_s16_sanitize.py runs each of them under the sanitizers
@@ -89,6 +100,15 @@ def test_kernels_clean_under_sanitizers(all_kernels, tmp_path: Path) -> None:
     c = all_kernels
     samples = c.samples[c.input][:4]
     assert check_model(c, tmp_path, n_random=4, seed=1, extra_inputs=samples) == 16
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_int5_kernels_clean_under_sanitizers(int5_by_target, target: str, tmp_path: Path) -> None:
+    c = int5_by_target[target]
+    kinds = {c.graph.tensors[n.inputs[1]].storage.kind for n in c.graph.nodes if n.op == "FullyConnected"}
+    assert kinds == {"int5"}, kinds
+    samples = c.samples[c.input][:2]
+    assert check_model(c, tmp_path, n_random=3, seed=0, extra_inputs=samples) == 12
 
 
 @pytest.mark.parametrize("model,setting", SUITE_CASES)

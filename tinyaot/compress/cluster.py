@@ -46,7 +46,7 @@ wins later only where clustering would not save bytes). The budget is the cluste
 weights times `clusters_budget` bits per weight, by default the index bits ceil(log2 K) plus 10 % (codebooks may
 add a tenth to the indices: 4.4 bits, 0.55 of int8, for K = 16). A layer that --clusters puts on an evenly spaced
 grid instead (compress/pipeline.py `grid_layers`: each weight used once per inference) is in the budget too, at
-its fixed int4 bytes. The knapsack is solved by the Lagrangian greedy
+its fixed int4 (or, 5-bit grid, int5) bytes. The knapsack is solved by the Lagrangian greedy
 along each layer's lower convex hull of (bytes, ratio). The plan is made on the int8 model's activations
 (compress/pipeline.py `_plan_clusters`); the layers are then clustered in order against the inputs the
 already-compressed layers give them, at the planned grouping.

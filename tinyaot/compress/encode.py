@@ -21,7 +21,7 @@ import numpy as np
 from tinyaot.compress.storage import WeightStorage, rows
 from tinyaot.ops.compressed import block_positions, block_shape  # the kernels' reading of sparse_block
 
-KINDS = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
+KINDS = ("dense", "int4", "int5", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
 
 
 def _from_rows(r: np.ndarray, shape: tuple[int, ...], depthwise: bool) -> np.ndarray:
@@ -56,6 +56,39 @@ def _decode_int4(st: WeightStorage, shape, depthwise) -> np.ndarray:
     nib = np.where(nib >= 8, nib - 16, nib)  # two's complement nibble
     n = int(np.prod(shape, dtype=np.int64))
     return nib[:n].astype(np.int8).reshape(shape)
+
+
+# ---- int5 ------------------------------------------------------------------------------------------------------
+
+INT5_PER_WORD = 6  # three 5-bit fields in each 16-bit half of a word (bits 15 and 31 stay 0)
+
+
+def int5_shifts() -> np.ndarray:
+    """Bit offset of field j = 0..5 of an int5 word: 0, 5, 10 in the low half, 16, 21, 26 in the high one."""
+    j = np.arange(INT5_PER_WORD)
+    return 5 * (j % 3) + 16 * (j // 3)
+
+
+def encode_int5(values: np.ndarray, depthwise: bool = False) -> WeightStorage:
+    """Values in [-15, 15] (the 31-level grid of --clusters 17..32 on a single-use layer) -> int5 storage: biased
+    u = w + 16 in [1, 31], six per uint32 word, row-major over the whole tensor (the last word padded with u = 16,
+    w = 0)."""
+    flat = np.asarray(values).reshape(-1).astype(np.int64)
+    if flat.size and (flat.min() < -15 or flat.max() > 15):
+        raise ValueError("int5 storage holds values in [-15, 15]")
+    u = np.full(-(-flat.size // INT5_PER_WORD) * INT5_PER_WORD, 16, np.int64)
+    u[:flat.size] = flat + 16
+    words = (u.reshape(-1, INT5_PER_WORD) << int5_shifts()).sum(axis=1)
+    return WeightStorage("int5", {"packed": words.astype(np.uint32)}, {"depthwise": depthwise})
+
+
+def _decode_int5(st: WeightStorage, shape, depthwise) -> np.ndarray:
+    words = st.arrays["packed"].astype(np.int64)
+    u = (words[:, None] >> int5_shifts()) & 31
+    n = int(np.prod(shape, dtype=np.int64))
+    if u.size < n or (u.reshape(-1)[n:] != 16).any() or (words & 0x80008000).any() or (u == 0).any():
+        raise ValueError("int5 storage: the words do not fit the weights' shape")
+    return (u.reshape(-1)[:n] - 16).astype(np.int8).reshape(shape)
 
 
 # ---- clustered -------------------------------------------------------------------------------------------------
@@ -319,7 +352,8 @@ def _decode_sparse_block(st: WeightStorage, shape, depthwise) -> np.ndarray:
 
 # ---- any kind --------------------------------------------------------------------------------------------------
 
-_DECODERS = {"int4": _decode_int4, "clustered": _decode_clustered, "sparse_bitmap": _decode_sparse_bitmap,
+_DECODERS = {"int4": _decode_int4, "int5": _decode_int5, "clustered": _decode_clustered,
+             "sparse_bitmap": _decode_sparse_bitmap,
              "sparse_rle": _decode_sparse_rle, "sparse_block": _decode_sparse_block}
 
 
@@ -346,6 +380,7 @@ def assign_storage(tensor, storage: WeightStorage) -> None:
                              "(a tinyaot bug)")
 
 
-__all__ = ["KINDS", "index_bits", "pack_indices", "unpack_indices", "encode_int4", "encode_clustered",
+__all__ = ["KINDS", "index_bits", "pack_indices", "unpack_indices", "encode_int4", "encode_int5", "int5_shifts",
+           "encode_clustered",
            "encode_sparse_bitmap", "encode_sparse_rle", "sparse_rle_nbytes", "encode_sparse_block",
            "sparse_block_nbytes", "block_positions", "block_shape", "decode", "assign_storage"]

@@ -144,8 +144,9 @@ class CompressionOptions:
     # the index bits plus 10 % (compress/cluster.py, "Budget")
     cluster_fc: str = "grid"  # with clusters K <= 16, a layer that uses each weight once per inference (fully
     # connected at batch 1, a convolution with one output pixel): "grid", K evenly spaced levels of each channel's
-    # own scale stored and run as int4 (a codebook there costs a lookup per weight, never amortised); "codebook":
-    # clustered like the other layers (compress/pipeline.py, grid_layers)
+    # own scale stored and run as int4 (a codebook there costs a lookup per weight, never amortised); with
+    # 16 < K <= 32 the same for fully connected layers on a 5-bit grid stored as int5; "codebook": clustered like
+    # the other layers (compress/pipeline.py, grid_layers)
     rules: tuple[LayerRule, ...] = ()  # per-layer entries of a spec file, in order
     spec: str | None = None  # the spec file the defaults and rules came from, for the report
 

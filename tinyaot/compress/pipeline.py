@@ -21,7 +21,8 @@ reference, on calibration samples 64-99 (the fitting uses 0-63, hessian.MAX_SAMP
 
 Storage choice per layer, by measured bytes (WeightStorage.nbytes), among the kinds the layer's options make
 possible: dense always; int4 for a 4-bit layer (and for a layer --clusters K <= 16 puts on an evenly spaced grid,
-`grid_layers`: one that uses each weight once); clustered for a clustered layer (its values become the clustered
+`grid_layers`: one that uses each weight once); int5 for a fully connected layer --clusters 16 < K <= 32 puts on
+the 5-bit grid; clustered for a clustered layer (its values become the clustered
 ones only if this storage is chosen); sparse_bitmap, sparse_rle and (not depthwise) sparse_block for a pruned layer
 (not for a pre-quantized fully connected layer with a filter offset, whose zeros are not real zeros). Ties go to
 the simpler kind, in that order. Without compression options nothing here runs and weights stay dense (storage None).
@@ -40,7 +41,8 @@ from tinyaot.compress.channel_budget import allocate_channels
 from tinyaot.compress.distill import Target, distill
 from tinyaot.compress.cluster import InputHessian, allocate, cluster_layer, error_feedback_assign, output_energy
 from tinyaot.compress.encode import index_bits
-from tinyaot.compress.encode import (assign_storage, encode_clustered, encode_int4, encode_sparse_bitmap,
+from tinyaot.compress.encode import INT5_PER_WORD
+from tinyaot.compress.encode import (assign_storage, encode_clustered, encode_int4, encode_int5, encode_sparse_bitmap,
                                      encode_sparse_block, encode_sparse_rle, sparse_block_nbytes,
                                      sparse_rle_nbytes)
 from tinyaot.compress.hessian import MAX_SAMPLES, SampleRunner, cross_moments, layer_hessian, layer_statistics
@@ -57,7 +59,7 @@ from tinyaot.ir import Graph
 from tinyaot.ops.compressed import conv_estimate
 from tinyaot.ops.registry import FloatUnsupported, get_op, traits_of
 
-ORDER = ("dense", "int4", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
+ORDER = ("dense", "int4", "int5", "clustered", "sparse_bitmap", "sparse_rle", "sparse_block")
 
 
 def prune_step(graph: Graph, options: CompressionOptions, samples=None, start: dict | None = None) -> Graph:
@@ -70,8 +72,8 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None, start: d
     layers = layer_nodes(graph)
     settings = {n.name: options.for_layer(n.name, layer_kind(n)) for n in layers}
     grid = grid_layers(graph, layers, settings, options)
-    for name in grid:  # from here on such a layer is a 4-bit one (fit, reconstruction, storage): int4's path
-        settings[name] = replace(settings[name], clusters=None, weight_bits=4)
+    for name, g in grid.items():  # from here on such a layer is a 4-bit (or 5-bit) one: int4's path
+        settings[name] = replace(settings[name], clusters=None, weight_bits=g["bits"])
     info = {"options": options, "settings": settings, "grid": grid,
             "dense_before": {n.name: graph.tensors[n.inputs[1]].size for n in layers},
             "unmatched_patterns": options.unmatched([(n.name, layer_kind(n)) for n in layers]),
@@ -101,7 +103,7 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None, start: d
     # the float layers before magnitude pruning: what the int8 values approximate (storage_step)
     info["float_layers"] = {n.name: _float_layer(graph, n) for n in layer_nodes(graph) if _is_float(graph, n)}
     info["float_weights"] = {name: w for name, (w, _) in info["float_layers"].items()
-                             if settings[name].sparsity > 0 or settings[name].weight_bits == 4
+                             if settings[name].sparsity > 0 or settings[name].weight_bits < 8
                              or settings[name].clusters}
     sparsity = {name: s.sparsity for name, s in settings.items() if s.sparsity > 0}
     # obs, or distill where distillation could not run: masks chosen by storage_step on the calibration data
@@ -113,14 +115,16 @@ def prune_step(graph: Graph, options: CompressionOptions, samples=None, start: d
         if n.name in info["float_weights"] and settings[n.name].sparsity > 0 and not info["masks_by_data"] \
                 and n.name not in info["pruned_masks"]:
             info["pruned_masks"][n.name] = np.asarray(graph.tensors[n.inputs[1]].data) == 0
-        if settings[n.name].weight_bits == 4:
-            n.attrs["weight_bits"] = 4  # read by Conv/FullyConnected.quantize: symmetric scales with qmax 7
-        if n.name in grid and grid[n.name]["qmax"] < 7:
+        if settings[n.name].weight_bits < 8:
+            # read by Conv/FullyConnected.quantize: symmetric scales with qmax 7 (4-bit) or 15 (a 5-bit grid)
+            n.attrs["weight_bits"] = settings[n.name].weight_bits
+        if n.name in grid and grid[n.name]["qmax"] < 2 ** (grid[n.name]["bits"] - 1) - 1:
             n.attrs["weight_qmax"] = grid[n.name]["qmax"]  # K < 16 levels: a narrower symmetric grid (weight_qmax)
     return graph
 
 
 GRID_MAX_K = 16  # int4 holds the symmetric grid [-7, 7]: 15 levels, the most a 4-bit grid layer takes
+GRID5_MAX_K = 32  # int5 holds [-15, 15]: 31 levels, for fully connected layers (tinyaot_fully_connected_s5.c)
 
 
 def grid_layers(graph: Graph, layers, settings: dict[str, LayerSettings],
@@ -136,17 +140,24 @@ def grid_layers(graph: Graph, layers, settings: dict[str, LayerSettings],
     pixels; with one pixel nothing amortises it. Measured on ad_fc_autoencoder (fully connected only, int8
     423,042 / 77,709 instructions on mps2-an386 / mps3-an547): codebooks at K = 16 ran 2.622x / 1.445x int8, the
     grid runs as int4 does (see the README's compression table). K = 2 keeps its codebook (a symmetric grid has an
-    odd number of levels, and {-1, 0, 1} would be more than asked); K > 16 too (no 5-bit grid kernel).
-    Returns name -> {"k": K, "qmax": qmax}."""
+    odd number of levels, and {-1, 0, 1} would be more than asked). A fully connected layer asked 16 < K <= 32
+    takes the 5-bit grid, qmax = (K - 1) // 2 (K = 32: [-15, 15], 31 levels), fitted the same way (weight_bits 5)
+    and stored as int5 (three 16-bit lane pairs per word, unpacked by masks); a convolution with one output pixel
+    keeps its codebook there (no 5-bit convolution kernel), as does K > 32.
+    Returns name -> {"k": K, "qmax": qmax, "bits": 4 or 5}."""
     if options.cluster_fc != "grid":
         return {}
     out = {}
     for n in layers:
         s = settings[n.name]
-        if s.excluded or not s.clusters or not 3 <= s.clusters <= GRID_MAX_K or not _is_float(graph, n):
+        if s.excluded or not s.clusters or not 3 <= s.clusters <= GRID5_MAX_K or not _is_float(graph, n):
+            continue
+        if s.clusters > GRID_MAX_K and n.op != "FullyConnected":
             continue
         if int(np.prod(graph.tensors[n.outputs[0]].shape[:-1])) == 1:
-            out[n.name] = {"k": int(s.clusters), "qmax": min(7, (int(s.clusters) - 1) // 2)}
+            bits = 4 if s.clusters <= GRID_MAX_K else 5
+            out[n.name] = {"k": int(s.clusters), "qmax": min(2 ** (bits - 1) - 1, (int(s.clusters) - 1) // 2),
+                           "bits": bits}
     return out
 
 
@@ -354,6 +365,9 @@ def _candidates(w, s: LayerSettings, depthwise: bool, filter_offset: int, hessia
     if s.weight_bits == 4:
         st = encode_int4(q, depthwise)
         out.append(("int4", st, q, st.nbytes(q)))
+    if s.weight_bits == 5:  # a 5-bit grid layer (grid_layers)
+        st = encode_int5(q, depthwise)
+        out.append(("int5", st, q, st.nbytes(q)))
     if s.clusters:
         # a pruned layer keeps its zeros exact; elsewhere 0 is a value like any other
         best, _ = cluster_layer(q, np.asarray(w.quant.scale).reshape(-1), s.clusters, depthwise,
@@ -479,7 +493,7 @@ def _fit_old(graph: Graph, node, s: LayerSettings, runner, info: dict):
         return None, goal, None, None
     target = None
     if node.name in float_w:
-        if s.sparsity > 0 or s.weight_bits == 4:
+        if s.sparsity > 0 or s.weight_bits < 8:
             _reround(graph, node, stats[0], info)  # clustering then starts from these values
         else:
             target = goal
@@ -836,7 +850,7 @@ def _plan_clusters(graph: Graph, inputs, info: dict) -> dict[str, int]:
             hessian = layer_hessian(node, graph, runner.inputs_of(node)) if runner is not None else None
             target = None
             if hessian is not None and node.name in info.get("float_weights", {}) and not (
-                    s.sparsity > 0 or s.weight_bits == 4):
+                    s.sparsity > 0 or s.weight_bits < 8):
                 target = _float_rows(graph, node, info)
             _, cands = cluster_layer(q, scales, s.clusters, depthwise, keep_zero=s.sparsity > 0, hessian=hessian,
                                      target=target)
@@ -853,12 +867,13 @@ def _plan_clusters(graph: Graph, inputs, info: dict) -> dict[str, int]:
             coarse = min(range(len(cands)), key=lambda i: (cands[i].nbytes, -cands[i].group_size))
             probes.append((pos, cands[coarse].values, opt[coarse][1]))
         elif node.name in info.get("grid", {}):
-            # a grid layer's int4 bytes count in the budget: what its K's bits per weight allow beyond them
-            # goes to the codebook layers (or what it takes beyond them comes out of theirs)
+            # a grid layer's int4 (int5) bytes count in the budget: what its K's bits per weight allow beyond
+            # them goes to the codebook layers (or what it takes beyond them comes out of theirs)
             size = graph.tensors[node.inputs[1]].size
             k = info["grid"][node.name]["k"]
             bits = opts.clusters_budget if opts.clusters_budget else (1 + CLUSTERS_MARGIN) * index_bits(k)
-            budget += size * bits / 8 - (size + 1) // 2
+            stored = (size + 1) // 2 if info["grid"][node.name]["bits"] == 4 else 4 * -(-size // INT5_PER_WORD)
+            budget += size * bits / 8 - stored
         if runner is not None:
             runner.run(node)
     if runner is not None:
@@ -976,7 +991,7 @@ def _store_layer(graph: Graph, node, s: LayerSettings, hessian, info: dict, targ
                  "groups": int(st.arrays["codebooks"].shape[0])} if kind == "clustered" else None
     grid = info.get("grid", {}).get(node.name)
     if grid is not None:  # --clusters K on an evenly spaced grid (grid_layers): K asked, 2 * qmax + 1 levels
-        clustered = {"form": "grid", "k": grid["k"], "levels": 2 * grid["qmax"] + 1, "bits": 4}
+        clustered = {"form": "grid", "k": grid["k"], "levels": 2 * grid["qmax"] + 1, "bits": grid["bits"]}
     info["layers"][node.name] = {
         "storage": kind, "weights_bytes": w.storage.nbytes(w.data),
         "weights_bytes_dense": info["dense_before"].get(node.name, w.size),
@@ -1036,7 +1051,7 @@ def compression_report(graph: Graph) -> dict:
         # NSRs (uniform, allocated); or why not; None when not asked or without calibration data
         "channel_allocation": info.get("channel_allocation"),
         "unmatched_patterns": list(info["unmatched_patterns"]),
-        # the layers --clusters put on an evenly spaced grid, stored and run as int4 (grid_layers)
+        # the layers --clusters put on an evenly spaced grid, stored and run as int4 or int5 (grid_layers)
         "grid_layers": sorted(info.get("grid", {})),
         "options": opts.to_json(),
     })

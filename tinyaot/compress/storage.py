@@ -10,6 +10,11 @@ Kinds (all packings little-endian within a byte: the first value in the low bits
 - "dense":     one int8 per weight.                                  arrays: {}
 - "int4":      two's-complement 4-bit values in [-7, 7], two per byte, row-major over the whole tensor
                (an odd count pads the last high nibble with 0).      arrays: {"packed": uint8}
+- "int5":      values in [-15, 15] stored biased, u = w + 16 in [1, 31], six per little-endian uint32 word,
+               row-major over the whole tensor: value 6i + j in word i at bits 5 * (j % 3) + 16 * (j // 3) (three
+               fields per 16-bit half, bits 15 and 31 zero; the last word padded with u = 16). 5.33 bits per
+               weight: the fully connected kernels take three 16-bit lane pairs per word with one AND each
+               (tinyaot_fully_connected_s5.c).                       arrays: {"packed": uint32}
 - "clustered": per group of output channels a codebook of K int8 values; each weight is an index of
                `bits` = ceil(log2 K) bits, packed row-major per output channel, each channel starting on a byte
                boundary (so a kernel can seek to a channel).            arrays: {"codebooks": int8 [groups, K],

@@ -20,8 +20,8 @@ import numpy as np
 from tinyaot.ops.common import fold_input_offset, fold_requant_table
 from tinyaot.ops.registry import ConstArray, ConstStruct
 
-SUFFIX = {"int4": "s4", "clustered": "s8_clustered", "sparse_bitmap": "s8_sparse", "sparse_rle": "s8_rle",
-          "sparse_block": "s8_block"}
+SUFFIX = {"int4": "s4", "int5": "s5", "clustered": "s8_clustered", "sparse_bitmap": "s8_sparse",
+          "sparse_rle": "s8_rle", "sparse_block": "s8_block"}
 BASE = {"conv": "tinyaot_convolve", "depthwise": "tinyaot_depthwise_conv", "fc": "tinyaot_fully_connected"}
 HEADER = "tinyaot_nn_compressed.h"
 CONV_PIXELS_AT_ONCE = 4  # TINYAOT_MAC4's four column lanes
@@ -362,6 +362,11 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
     name = f"{cname}_weights"
     if st.kind == "int4":
         consts = [ConstArray("uint8_t", f"{name}_packed", a["packed"])]
+        arg = f"{name}_packed"
+    elif st.kind == "int5":  # fully connected only (compress/pipeline.py grid_layers)
+        if op != "fc":
+            raise ValueError(f"{tensor.name!r}: int5 storage has no {op} kernel (a compression bug)")
+        consts = [ConstArray("uint32_t", f"{name}_packed", a["packed"])]
         arg = f"{name}_packed"
     elif st.kind == "clustered":
         m = st.meta

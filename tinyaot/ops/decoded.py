@@ -196,6 +196,32 @@ def s4_fold_bound(values: np.ndarray, bias, input_offset: int) -> int:
     return int((b + v.sum(axis=1) * (128 + abs(int(input_offset))) + (8 + 15) * 128 * d8).max(initial=0))
 
 
+def s5_fold_layout(values: np.ndarray) -> np.ndarray:
+    """[out, depth] values in [-15, 15] -> tinyaot_fully_connected_s5_fold's words: per block of four output channels
+    (rows padded with 0 to a multiple of four), per group of twelve inputs (depth padded with 0), the four channels'
+    words A then their words B, each of three pairs of biased fields u = w + 16 (pair p at bits 5p and 16 + 5p):
+    word A pairs the inputs (0, 2), (1, 3), (4, 6), word B (5, 7), (8, 10), (9, 11), as SXTB16 unpacks them."""
+    v = np.asarray(values, np.int64)
+    out_c, depth = v.shape
+    padded = np.zeros((-(-out_c // 4) * 4, -(-depth // 12) * 12), np.int64)
+    padded[:out_c, :depth] = v
+    u = (padded + 16).reshape(padded.shape[0] // 4, 4, -1, 12)  # [block, channel, group, input]
+    # field j (bits 5 (j % 3) + 16 (j // 3)) of word A / B holds the weight of this input
+    shifts = 5 * (np.arange(6) % 3) + 16 * (np.arange(6) // 3)
+    word_a = (u[..., [0, 1, 4, 2, 3, 6]] << shifts).sum(axis=3)  # [block, channel, group]
+    word_b = (u[..., [5, 8, 9, 7, 10, 11]] << shifts).sum(axis=3)
+    words = np.stack([word_a, word_b], axis=1)  # [block, A/B, channel, group]
+    return words.transpose(0, 3, 1, 2).reshape(-1).astype(np.uint32)
+
+
+def s5_fold_bound(values: np.ndarray, bias, input_offset: int) -> int:
+    """The largest accumulator magnitude of tinyaot_fully_connected_s5_fold (see its header)."""
+    v = np.abs(np.asarray(values, np.int64))
+    d12 = -(-v.shape[1] // 12) * 12
+    b = np.zeros(v.shape[0], np.int64) if bias is None else np.abs(np.asarray(bias, np.int64).reshape(-1))
+    return int((b + v.sum(axis=1) * (128 + abs(int(input_offset))) + (16 + 31) * 128 * d12).max(initial=0))
+
+
 __all__ = ["FILES", "HEADER", "KINDS", "STACK_MIN", "STACK_TILE", "LayoutCodes", "block_layout", "block_regions",
            "decodable", "decode_cost", "group_size", "int4_words", "layout_codes", "on_stack", "s4_fold_bound",
-           "s4_fold_layout", "stack_ok"]
+           "s4_fold_layout", "s5_fold_bound", "s5_fold_layout", "stack_ok"]

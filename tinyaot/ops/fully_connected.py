@@ -36,6 +36,11 @@ FOLD = "fold"
 _FOLD_COST = {True: (1.40, 29.0), False: (2.66, 32.0)}
 _GENERIC_COST = {True: (1.88, 53.0), False: (4.76, 54.0)}
 _S4_FOLD_COST = {True: (1.50, 30.0), False: (3.0, 32.0)}  # tinyaot_fully_connected_s4_fold (int4 weights)
+# tinyaot_fully_connected_s5_fold (int5 weights): 68 instructions per 48 multiply-adds with the loop against int4's
+# 46 per 32, counted from the kernel's groups; on mps2-an386 ad_fc_autoencoder --clusters 32 ran 482,967 against
+# int4's 457,047 (1.057x: 1.58 per MAC at int4's per-output figure). Without DSP (the C path, not measured): int4's
+# figure with a shift and a mask more per pair of weights, estimated
+_S5_FOLD_COST = {True: (1.58, 30.0), False: (3.2, 32.0)}
 
 
 def interleave_quads(rows: np.ndarray) -> np.ndarray:
@@ -104,7 +109,8 @@ def fc_weight_row_inputs(node, graph, x: np.ndarray) -> np.ndarray:
 
 @register("FullyConnected", traits=Traits(fuses_activation=True, weighted_layer=True, absorbs_column_order=True,
                                             scratch=True, kernels=(
-                     "tinyaot_fully_connected_s8", "tinyaot_fully_connected_s4", "tinyaot_fully_connected_s8_clustered",
+                     "tinyaot_fully_connected_s8", "tinyaot_fully_connected_s4", "tinyaot_fully_connected_s5",
+                     "tinyaot_fully_connected_s8_clustered",
                      "tinyaot_fully_connected_s8_sparse", "tinyaot_fully_connected_s8_rle",
                      "tinyaot_fully_connected_s8_block")))
 class FullyConnected(OpSpec):
@@ -172,6 +178,15 @@ class FullyConnected(OpSpec):
             if mve_block_ok(w, target):
                 listed.append(Variant(MVE_BLOCK, mve_block_cost(w, rows, w.shape[1] % 4 != 0)))
             return tuple(listed)
+        if (target.core != "generic" and w.storage is not None and w.storage.kind == "int5"
+                and node.attrs.get("filter_offset", 0) == 0 and np.size(node.attrs["output_mult"]) == w.shape[0]
+                and decoded.s5_fold_bound(w.data, graph.tensors[node.inputs[2]].data, node.attrs["input_offset"])
+                < 2**31):
+            # int5 unpacked by masks, three lane pairs per word (tinyaot_fully_connected_s5_fold.c)
+            rows = graph.tensors[node.inputs[0]].shape[0]
+            per_mac, per_out = _S5_FOLD_COST[bool(target.has_dsp)]
+            return (Variant("generic"), Variant(FOLD, self.macs(node, graph) * per_mac + rows * w.shape[0] * per_out),
+                    *mve.nibble_variants(node, graph, target, self.macs(node, graph)))
         if (target.core != "generic" and w.storage is not None and w.storage.kind == "int4"
                 and node.attrs.get("filter_offset", 0) == 0 and np.size(node.attrs["output_mult"]) == w.shape[0]
                 and decoded.s4_fold_bound(w.data, graph.tensors[node.inputs[2]].data, node.attrs["input_offset"])
@@ -216,21 +231,26 @@ class FullyConnected(OpSpec):
         weights = cf.consts if cf is not None else [ConstArray("int8_t", f"{cname}_weights",
                                                                graph.tensors[node.inputs[1]].data)]
         bias = graph.tensors[node.inputs[2]].data
-        if variant_of(node) == FOLD and cf is not None:  # int4: biased nibbles in words, unpacked by masks
-            kernel = "tinyaot_fully_connected_s4_fold" + ("" if self._fold_table(node, graph) is not None else "_rq")
-            weights = [ConstArray("uint32_t", f"{cname}_weights",
-                                  decoded.s4_fold_layout(graph.tensors[node.inputs[1]].data))]
+        if variant_of(node) == FOLD and cf is not None:  # int4 / int5: biased fields in words, unpacked by masks
+            five = graph.tensors[node.inputs[1]].storage.kind == "int5"
+            kernel = f"tinyaot_fully_connected_s{5 if five else 4}_fold" + (
+                "" if self._fold_table(node, graph) is not None else "_rq")
+            layout = decoded.s5_fold_layout if five else decoded.s4_fold_layout
+            weights = [ConstArray("uint32_t", f"{cname}_weights", layout(graph.tensors[node.inputs[1]].data))]
             cf = None
-        if variant_of(node) == FOLD and cf is None and not kernel.startswith("tinyaot_fully_connected_s4_fold"):
+        if variant_of(node) == FOLD and cf is None and not kernel.startswith(("tinyaot_fully_connected_s4_fold",
+                                                                              "tinyaot_fully_connected_s5_fold")):
             # input offset folded into the bias, weights rearranged for the kernel's eight-channel block
             kernel = "tinyaot_fully_connected_s8_fold"
             wd = graph.tensors[node.inputs[1]].data
             # (bias: the folded one of _fold_table, below)
             weights = [ConstArray("int8_t", f"{cname}_weights", interleave_fc(wd))]
         mult, shift = a["output_mult"], a["output_shift"]
-        if kernel in ("tinyaot_fully_connected_s8_fold", "tinyaot_fully_connected_s4_fold"):  # fold_support.h table
+        if kernel in ("tinyaot_fully_connected_s8_fold", "tinyaot_fully_connected_s4_fold",
+                      "tinyaot_fully_connected_s5_fold"):  # fold_support.h table
             bias, mult, shift = self._fold_table(node, graph)
-        if kernel == "tinyaot_fully_connected_s4_fold_rq":  # folded bias, one multiplier and shift per channel
+        if kernel in ("tinyaot_fully_connected_s4_fold_rq", "tinyaot_fully_connected_s5_fold_rq"):
+            # folded bias, one multiplier and shift per channel
             bias = fold_input_offset(bias, graph.tensors[node.inputs[1]].data, a["input_offset"])
         if cf is not None and cf.requant is not None:  # block kernels: folded bias, their requantization
             bias, mult, shift = cf.requant
@@ -243,8 +263,8 @@ class FullyConnected(OpSpec):
                   "filter_dims": [k, 1, 1, n], "bias_dims": [1, 1, 1, n], "output_dims": [m, 1, 1, n],
                   "filter": cf.arg if cf is not None else f"{cname}_weights", "bias": f"{cname}_bias"}
         files = cf.files if cf is not None else [kernel + ".c"]
-        if kernel.startswith("tinyaot_fully_connected_s4_fold"):
-            files = ["tinyaot_fold_support.h", "tinyaot_fully_connected_s4_fold.c"]
+        if kernel.startswith(("tinyaot_fully_connected_s4_fold", "tinyaot_fully_connected_s5_fold")):
+            files = ["tinyaot_fold_support.h", kernel.removesuffix("_rq") + ".c"]
         elif kernel == "tinyaot_fully_connected_s8_fold":
             files = ["tinyaot_fold_support.h"] + files
         if variant_of(node) == mve.MVE_FC:

@@ -45,8 +45,9 @@ PER_MAC_FC = 0.2
 # the nibble kernels (tinyaot_fully_connected_s8_nibble_mve.c) per MAC, fitted like PER_MAC_FC (with PER_OUT per
 # output) to ad_fc_autoencoder on mps3-an547 (int8 77,709 instructions = 0.23 a MAC; int4 78,689, clusters16
 # 114,263, clusters32 178,863): int4 as many instructions per chunk as the dense kernel, 4-bit codes a mask and a
-# gather more per 16 weights, 5-bit codes the fifth bit's shift, insert and mask more again
-PER_MAC_NIBBLE = {"int4": 0.24, "clustered": 0.37, "clustered5": 0.62}
+# gather more per 16 weights, 5-bit codes the fifth bit's shift, insert and mask more again; int5
+# (tinyaot_fully_connected_s5_mve.c, blocks of three rows) 91,447 at clusters32
+PER_MAC_NIBBLE = {"int4": 0.24, "clustered": 0.37, "clustered5": 0.62, "int5": 0.28}
 # their accumulators' bound (see the kernel's header): depth at most this
 NIBBLE_MAX_DEPTH = 65536
 PER_OUT = 9.0
@@ -278,6 +279,25 @@ def render_fc(node, graph, cname: str, params: dict) -> KernelCall:
 
 
 NIBBLE_FILE = "tinyaot_fully_connected_s8_nibble_mve.c"
+S5_FILE = "tinyaot_fully_connected_s5_mve.c"
+
+
+def s5_filter(values: np.ndarray) -> np.ndarray:
+    """[out, k] values in [-15, 15] -> tinyaot_fully_connected_s5_mve.c's bytes: rows padded with 0 to a multiple of
+    three and columns to k16; per block of three rows (A, B, C), per chunk of 16 columns, the vectors
+    p = (wA + 16) + 32 * (wB >> 2) and r = (wC + 16) + 32 * (wB & 3), 16 bytes each."""
+    v = np.asarray(values, np.int64)
+    out_c, k = v.shape
+    if v.size and (v.min() < -15 or v.max() > 15):
+        raise ValueError("s5_filter: values outside [-15, 15]")
+    k16 = -(-k // 16) * 16
+    padded = np.zeros((-(-out_c // 3) * 3, k16), np.int64)
+    padded[:out_c, :k] = v
+    a, b, c = padded[0::3], padded[1::3], padded[2::3]  # [triples, k16]
+    p = ((a + 16) + 32 * (b >> 2)) & 0xFF
+    r = (c + 16) + 32 * (b & 3)
+    pr = np.stack([p, r], axis=1).reshape(-1, 2, k16 // 16, 16)  # [block, p/r, chunk, column]
+    return pr.transpose(0, 2, 1, 3).reshape(-1).astype(np.uint8)
 
 
 def int4_nibbles(values: np.ndarray) -> np.ndarray:
@@ -347,7 +367,8 @@ def nibble_variants(node, graph, target, macs: int) -> list[Variant]:
     """The Helium nibble variant of a fully connected layer with int4 or 16-entry clustered weights."""
     w = graph.tensors[node.inputs[1]]
     if (not target.has_mve or graph.tensors[node.inputs[0]].dtype != "int8" or w.storage is None
-            or node.attrs.get("filter_offset", 0) != 0 or w.shape[1] > NIBBLE_MAX_DEPTH or nibble_codes(w) is None):
+            or node.attrs.get("filter_offset", 0) != 0 or w.shape[1] > NIBBLE_MAX_DEPTH
+            or (w.storage.kind != "int5" and nibble_codes(w) is None)):
         return []
     outs = graph.tensors[node.inputs[0]].shape[0] * w.shape[0]
     kind = w.storage.kind + ("5" if w.storage.kind == "clustered" and int(w.storage.meta["bits"]) == 5 else "")
@@ -358,6 +379,8 @@ def render_fc_nibble(node, graph, cname: str, params: dict) -> KernelCall:
     a = node.attrs
     w = graph.tensors[node.inputs[1]]
     out_c = w.shape[0]
+    if w.storage.kind == "int5":
+        return _render_s5(node, graph, cname, params)
     bits = 5 if w.storage.kind == "clustered" and int(w.storage.meta["bits"]) == 5 else 4
     layout = nibble5_filter if bits == 5 else nibble_filter
     packed = ConstArray("uint8_t", f"{cname}_weights", layout(nibble_codes(w)))
@@ -379,3 +402,20 @@ def render_fc_nibble(node, graph, cname: str, params: dict) -> KernelCall:
     params = dict(params, filter=filt, bias=f"{cname}_bias", mult=f"{cname}_mult", shift=f"{cname}_shift")
     return KernelCall(kernel, files=[NIBBLE_FILE, *HEADERS], consts=consts, template="layers/fully_connected.c.j2",
                       params=params)
+
+
+def _render_s5(node, graph, cname: str, params: dict) -> KernelCall:
+    """The Helium call of an int5 fully connected layer (tinyaot_fully_connected_s5_mve.c)."""
+    a = node.attrs
+    w = graph.tensors[node.inputs[1]]
+    out_c = w.shape[0]
+    consts = [ConstArray("uint8_t", f"{cname}_weights", s5_filter(w.data)),
+              ConstArray("int32_t", f"{cname}_bias",
+                         per_channel4(fold_input_offset(graph.tensors[node.inputs[2]].data, w.data, a["input_offset"]),
+                                      out_c)),
+              ConstArray("int32_t", f"{cname}_mult", per_channel4(a["output_mult"], out_c)),
+              ConstArray("int32_t", f"{cname}_shift", per_channel4(a["output_shift"], out_c))]
+    params = dict(params, filter=f"{cname}_weights", bias=f"{cname}_bias", mult=f"{cname}_mult",
+                  shift=f"{cname}_shift")
+    return KernelCall("tinyaot_fully_connected_s5_mve", files=[S5_FILE, *HEADERS], consts=consts,
+                      template="layers/fully_connected.c.j2", params=params)
