@@ -44,6 +44,7 @@ int32_t tinyaot_convolve_s8_block2x1_mve_get_buffer_size(const tinyaot_dims *inp
     }
 TINYAOT_B2X1_MVE_PIXELS(b2x1_mve_bands, 1, tinyaot_mve_block2x1_two, tinyaot_mve_block2x1_one)
 TINYAOT_B2X1_MVE_PIXELS(b2x1_mve_cols, 0, tinyaot_mve_block2x1_two, tinyaot_mve_block2x1_one)
+TINYAOT_B2X1_MVE_PIXELS(b2x1_mve_cols_const, 0, tinyaot_mve_block2x1_two_const, tinyaot_mve_block2x1_one_const)
 TINYAOT_B2X1_MVE_PIXELS(b2x1_mve_bands_long, 1, tinyaot_mve_block2x1_two_long, tinyaot_mve_block2x1_one_long)
 TINYAOT_B2X1_MVE_PIXELS(b2x1_mve_cols_long, 0, tinyaot_mve_block2x1_two_long, tinyaot_mve_block2x1_one_long)
 
@@ -99,4 +100,30 @@ tinyaot_status tinyaot_convolve_s8_block2x1_mve_long(TINYAOT_CONV_ARGS(tinyaot_b
 {
     return block2x1_mve_conv(ctx, conv_params, quant_params, input_dims, input, filter_dims, filter, bias_dims, bias,
                              output_dims, output, 1);
+}
+
+int32_t tinyaot_convolve_s8_block2x1_mve_const_get_buffer_size(const tinyaot_dims *input_dims,
+                                                               const tinyaot_dims *filter_dims)
+{
+    (void)input_dims;
+    return tinyaot_mve_block_conv_buffer_size(filter_dims);
+}
+
+/* A 1x1 layer whose stream the compiler put in flash with constant block-rows (TINYAOT_MVE_B2X1_CONST_ROW;
+   filter->decoded 0): an entry of its own, so the layers without it do not link its loops (~2.8 KB). */
+tinyaot_status tinyaot_convolve_s8_block2x1_mve_const(TINYAOT_CONV_ARGS(tinyaot_block2x1_weights))
+{
+    const int32_t cols = tinyaot_mve_block_in_place(conv_params, input_dims, filter_dims)
+                             ? 0 : tinyaot_mve_block_conv_buffer_size(filter_dims);
+    if (filter == NULL || filter->bitmap == NULL || filter->decoded != 0 || filter_dims->h != 1 ||
+        filter_dims->w != 1 || filter_dims->c > 256) {
+        return TINYAOT_ARG_ERROR;
+    }
+    if (cols > 0 && (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || ctx->size < cols)) {
+        return TINYAOT_ARG_ERROR;
+    }
+    const tinyaot_block_weights stream = {(const int8_t *)filter->bitmap, NULL, NULL, 0};
+    /* (1x1: the window order is the kernel's in either column form) */
+    return b2x1_mve_cols_const(ctx, conv_params, quant_params, input_dims, input, filter_dims, &stream, bias_dims,
+                               bias, output_dims, output, filter->values);
 }

@@ -32,6 +32,13 @@
 #include "tinyaot_mve_block.h"
 #include "tinyaot_block2x1_decode.h"
 
+/* In a stream the compiler put in flash (short rows; the entry's decoded 0), a whole block-row of four channels
+   with nothing kept may be this byte (no pair's m reaches it) and the row's four outputs, requantized at compile
+   time from its biases and saturated to int8 (ops/compressed.py mve_block2x1_stream): the row loops then only
+   clamp them to the activation bounds and store them, for every pixel (vww's 97-99 % sparse 1x1 layers have
+   such rows in 9 of 32 to 43 of 64). */
+#define TINYAOT_MVE_B2X1_CONST_ROW 255
+
 /* Per bitmap byte v the positions of its set bits (one byte each, lowest first, 0 past them) in words 2v, 2v + 1,
    and their count: the Helium kernel's decoder takes a byte at a time (~10 instructions against ~16 by nibbles;
    2 KB of flash on the M55, whose 2x1 layers decode thousands of bitmap bytes a call: ic_resnet8 4,176). */
@@ -339,6 +346,42 @@ static inline int32_t tinyaot_mve_b2x1_positions_long(const uint8_t *bm, int32_t
     TINYAOT_MVE_BLOCK_LOOP_FRAME(TINYAOT_MVE_B2X1_ENTER, TINYAOT_MVE_B2X1_LEAVE, TINYAOT_MVE_B2X1_SUMS(name, vmovs),   \
                                  req, store "str r11, [sp, #16]\n\t", store_p)
 
+/* TINYAOT_MVE_BLOCK_LOOP_FRAME with a constant block-row (TINYAOT_MVE_B2X1_CONST_ROW, whole rows only: never the
+   last partial one) taken at the top of a row: its four bytes sign-extended into q4, clamped (q6, q7), copied to q5
+   for pixel b, the requantization words' pointer advanced past the row's 16; r0, r2, r4 restored as SUMS does. 3
+   instructions more per other row (ldrb, cmp, beq), ~15 per constant one instead of ~70. */
+#define TINYAOT_MVE_B2X1_LOOP_FRAME_CONST(enter, leave, sums, req, store, store_p)                                      \
+    enter                                                                                                              \
+    "3:\n\t"                                                                                                           \
+    "ldrb r11, [r5]\n\t"                                                                                               \
+    "cmp r11, #255\n\t"                                                                                                \
+    "beq 18f\n\t" sums req                                                                                             \
+    "19:\n\t" store                                                                                                    \
+    "subs r0, r0, #1\n\t"                                                                                              \
+    "str r0, [sp]\n\t"                                                                                                 \
+    "bne 3b\n\t"                                                                                                       \
+    "8:\n\t"                                                                                                           \
+    "ldr r0, [sp, #12]\n\t"                                                                                            \
+    "cmp r0, #0\n\t"                                                                                                   \
+    "beq 9f\n\t" sums req                                                                                              \
+    "ldr r0, [sp, #12]\n\t"                                                                                            \
+    "vctp.32 r0\n\t" store_p leave                                                                                     \
+    "18:\n\t"                                                                                                          \
+    "vldrb.s32 q4, [r5, #1]\n\t"                                                                                       \
+    "adds r5, r5, #5\n\t"                                                                                              \
+    "vmax.s32 q4, q4, q6\n\t"                                                                                          \
+    "vmin.s32 q4, q4, q7\n\t"                                                                                          \
+    "vmov q5, q4\n\t"                                                                                                  \
+    "ldm sp, {r0, r2, r4}\n\t"                                                                                         \
+    "ldr r11, [sp, #16]\n\t"                                                                                           \
+    "adds r11, r11, #64\n\t"                                                                                           \
+    "b 19b\n\t"
+#define TINYAOT_MVE_B2X1_LOOP_CONST(name, G, T, vmovs, req, store, store_p)                                            \
+    TINYAOT_MVE_B2X1_DEFINE(name, G, T)                                                                                \
+    TINYAOT_MVE_B2X1_LOOP_FRAME_CONST(TINYAOT_MVE_B2X1_ENTER, TINYAOT_MVE_B2X1_LEAVE,                                  \
+                                      TINYAOT_MVE_B2X1_SUMS(name, vmovs), req, store "str r11, [sp, #16]\n\t",        \
+                                      store_p)
+
 /* Every block-row against columns xa and xb, pixel a's outputs at out, pixel b's at out + out_c. */
 static TINYAOT_NAKED void tinyaot_mve_block2x1_two(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED const int8_t *xb,
                                                    TINYAOT_UNUSED int8_t *out,
@@ -358,6 +401,27 @@ static TINYAOT_NAKED void tinyaot_mve_block2x1_one(TINYAOT_UNUSED const int8_t *
                                                             TINYAOT_MVE_B2X1_T1, TINYAOT_MVE_BLOCK_VMOV1,
                                                             TINYAOT_MVE_BLOCK_REQ1_AT("r11"),
                                                             TINYAOT_MVE_BLOCK_STORE1, TINYAOT_MVE_BLOCK_STORE1_P));
+}
+
+/* The same two over a stream that may hold constant block-rows (TINYAOT_MVE_B2X1_CONST_ROW). */
+static TINYAOT_NAKED void tinyaot_mve_block2x1_two_const(TINYAOT_UNUSED const int8_t *xa,
+                                                         TINYAOT_UNUSED const int8_t *xb, TINYAOT_UNUSED int8_t *out,
+                                                         TINYAOT_UNUSED const tinyaot_mve_block_job *job)
+{
+    __asm__ volatile(TINYAOT_MVE_B2X1_LOOP_CONST("tinyaot_b2x1_const2", TINYAOT_MVE_B2X1_G2, TINYAOT_MVE_B2X1_T2,
+                                                 TINYAOT_MVE_BLOCK_VMOV2, TINYAOT_MVE_BLOCK_REQ2_AT("r11"),
+                                                 TINYAOT_MVE_BLOCK_STORE2, TINYAOT_MVE_BLOCK_STORE2_P));
+}
+
+static TINYAOT_NAKED void tinyaot_mve_block2x1_one_const(TINYAOT_UNUSED const int8_t *xa, TINYAOT_UNUSED int8_t *out,
+                                                         TINYAOT_UNUSED const tinyaot_mve_block_job *job)
+{
+    __asm__ volatile("mov r3, r2\n\t"
+                     "mov r2, r1\n\t" TINYAOT_MVE_B2X1_LOOP_CONST("tinyaot_b2x1_const1", TINYAOT_MVE_B2X1_G1,
+                                                                  TINYAOT_MVE_B2X1_T1, TINYAOT_MVE_BLOCK_VMOV1,
+                                                                  TINYAOT_MVE_BLOCK_REQ1_AT("r11"),
+                                                                  TINYAOT_MVE_BLOCK_STORE1,
+                                                                  TINYAOT_MVE_BLOCK_STORE1_P));
 }
 
 /* The long loop: the pair macro defined in an assembler statement of its own (each string within 4095 chars). */
@@ -403,6 +467,16 @@ static void tinyaot_mve_block2x1_cols(const int8_t *xa, const int8_t *xb, int8_t
     int32_t o, c, h, i;
     for (o = 0; o < n_out; o += 4, pp += 16) {
         int32_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (!seg && *idx == TINYAOT_MVE_B2X1_CONST_ROW) { /* a constant block-row: its outputs, clamped */
+            for (c = 0; c < 4; c++) {
+                out[o + c] = (int8_t)tinyaot_clamp_i32((int8_t)idx[1 + c], j->lo[0], j->hi[0]);
+                if (xb != NULL) {
+                    out[n_out + o + c] = out[o + c];
+                }
+            }
+            idx += 5;
+            continue;
+        }
         for (h = 0; h < 2; h++) {
             int32_t base = 0; /* the segment's first position */
             for (;;) {
@@ -468,6 +542,17 @@ static void tinyaot_mve_block2x1_two(const int8_t *xa, const int8_t *xb, int8_t 
 }
 
 static void tinyaot_mve_block2x1_one(const int8_t *xa, int8_t *out, const tinyaot_mve_block_job *j)
+{
+    tinyaot_mve_block2x1_cols(xa, NULL, out, j, 0);
+}
+
+static void tinyaot_mve_block2x1_two_const(const int8_t *xa, const int8_t *xb, int8_t *out,
+                                           const tinyaot_mve_block_job *j)
+{
+    tinyaot_mve_block2x1_cols(xa, xb, out, j, 0);
+}
+
+static void tinyaot_mve_block2x1_one_const(const int8_t *xa, int8_t *out, const tinyaot_mve_block_job *j)
 {
     tinyaot_mve_block2x1_cols(xa, NULL, out, j, 0);
 }

@@ -105,6 +105,17 @@ tinyaot_status tinyaot_convolve_s8_block2x1_mve(const tinyaot_context *ctx, cons
                                                 const tinyaot_dims *filter_dims, const tinyaot_block2x1_weights *filter,
                                                 const tinyaot_dims *bias_dims, const int32_t *bias,
                                                 const tinyaot_dims *output_dims, int8_t *output);
+
+/* The same for a 1x1 layer whose stream is in flash with constant block-rows (decoded 0; tinyaot_mve_block2x1.h
+   TINYAOT_MVE_B2X1_CONST_ROW). Scratch: the columns only (none in place). */
+int32_t tinyaot_convolve_s8_block2x1_mve_const_get_buffer_size(const tinyaot_dims *input_dims,
+                                                               const tinyaot_dims *filter_dims);
+tinyaot_status tinyaot_convolve_s8_block2x1_mve_const(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,
+                                                const tinyaot_per_channel_quant_params *quant_params,
+                                                const tinyaot_dims *input_dims, const int8_t *input,
+                                                const tinyaot_dims *filter_dims, const tinyaot_block2x1_weights *filter,
+                                                const tinyaot_dims *bias_dims, const int32_t *bias,
+                                                const tinyaot_dims *output_dims, int8_t *output);
 int32_t tinyaot_convolve_s8_block2x1_mve_long_get_buffer_size(const tinyaot_dims *input_dims,
                                                               const tinyaot_dims *filter_dims);
 tinyaot_status tinyaot_convolve_s8_block2x1_mve_long(const tinyaot_context *ctx, const tinyaot_conv_params *conv_params,

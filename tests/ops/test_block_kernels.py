@@ -22,7 +22,8 @@ from mve.mve_harness import HOST_CC, KERNELS, needs_arm, run_program
 from tinyaot.compress.encode import decode, encode_sparse_block
 from tinyaot.core.fixedpoint import quantize_multiplier_array
 from tinyaot.ir import Tensor
-from tinyaot.ops.compressed import (block2x1_arrays, block2x1_scratch_bytes, block_requant, mve_block2x1_positions,
+from tinyaot.ops.compressed import (MVE_2X1_CONST_ROW, block2x1_arrays, block2x1_scratch_bytes, block_requant,
+                                    mve_2x1_const_rows, mve_block2x1_constants, mve_block2x1_positions,
                                     mve_block2x1_storage, mve_block2x1_stream, mve_block2x1_values, mve_block_params,
                                     mve_block_stream)
 from tinyaot.ops.conv import conv2d_s8
@@ -156,6 +157,14 @@ def _cases():
     # it, two whole groups, a lone odd one with its filler; 255 and all 256: position bytes to the top, 16 groups)
     cs.append(_case(rng, conv=True, out_c=8, density=0.0, h=3, w=2, cin=48, block=(2, 1), kept=[16, 17, 32, 1]))
     cs.append(_case(rng, conv=True, out_c=4, density=0.0, h=2, w=2, cin=256, block=(2, 1), kept=[255, 256]))
+    # Helium in-flash streams' constant block-rows (nothing kept in either pair; mve_block2x1_stream): first, between
+    # kept ones and before an empty partial row (out_c 14), their outputs clamped by the activation; 1x1 only (the
+    # _const entry), in place (5 pixels: a lone last one) and with in_c 6 (columns)
+    for cin, kh, act in [(16, 1, (-20, 90)), (6, 1, (-128, 40))]:
+        empty = np.zeros((7, cin * kh * kh), bool)
+        empty[2, [0, cin - 1]] = empty[3, 1] = True
+        cs.append(_case(rng, conv=True, out_c=14, density=0.0, h=5, w=1 if kh == 1 else 4, cin=cin, kh=kh, kw=kh,
+                        pads=(1, 1, 1, 1) if kh == 3 else (0, 0, 0, 0), act=act, block=(2, 1), mask=empty))
     return cs
 
 
@@ -173,7 +182,11 @@ def _positions(c, helium: bool):
     if not helium:
         return block2x1_arrays(c["st"])[1:]
     st = mve_block2x1_storage(c["st"], c["w"].shape)  # the kernel's window order (kernel-column-major)
-    return mve_block2x1_positions(st, c["k"] > 256, c.get("in_flash", False))
+    out_c = c["w"].shape[0]
+    params = mve_block_params(c["bias"], c["w"].reshape(out_c, -1), c["in_off"], c["mult"], c["shift"])
+    const = mve_2x1_const_rows(c["w"].shape, c["k"] > 256)  # 1x1: constant block-rows, the _const entry
+    return mve_block2x1_positions(st, c["k"] > 256, c.get("in_flash", False),
+                                  mve_block2x1_constants(params, out_c, c["out_off"]) if const else None)
 
 
 def _decoded(c, helium: bool) -> int:
@@ -228,7 +241,9 @@ def _program(cases, helium: bool) -> str:
         else:
             parts.append(f"static const {wtype} {p}w = {{{p}v, {p}d, {p}n, {table}}};\n")
         suffix = ("2x1" if c["b2x1"] else "") + ("_mve" if helium else "") + \
-            ("_long" if helium and c["b2x1"] and c["k"] > 256 else "")
+            ("_long" if helium and c["b2x1"] and c["k"] > 256 else "") + \
+            ("_const" if helium and c["b2x1"] and not decoded and mve_2x1_const_rows(c["w"].shape, c["k"] > 256)
+             else "")
         body = [f"static int case_{i}(void)\n{{\n    int rc;\n",
                 f"    const tinyaot_per_channel_quant_params q = {{{p}m, {p}s}};\n",
                 "    const tinyaot_context ctx = {scratch_buf, (int32_t)sizeof scratch_buf};\n"]
@@ -297,6 +312,11 @@ def test_cases_cover_the_kernels_paths():
     assert any(c["w"].shape[0] % 4 for c in CASES)
     assert any(c["st"].arrays["values"].size == 0 for c in CASES if not c["b2x1"])  # nothing stored
     assert any(c["st"].arrays["values"].size == 0 for c in CASES if c["b2x1"])
+    # in flash (the last two cases): a constant block-row (pairs 0, 1 empty), pair 2's two positions and pair 3's one
+    # with its filler, a constant row again, then the partial row's two empty pairs as they are
+    flash = [_positions({**c, "in_flash": True}, True)[0] for c in CASES[-2:]]
+    assert flash[0][0] == flash[0][13] == flash[1][0] == MVE_2X1_CONST_ROW
+    assert flash[0][5:13].tolist() == [2, 0, 15, 0, 2, 1, 1, 0] and flash[0][18:22].tolist() == [0] * 4
     outs = np.concatenate([c["exp"].ravel() for c in CASES])
     assert (outs == -128).any() and (outs == 127).any() and (outs == -20).any() and (outs == 90).any()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinyaot.core.fixedpoint import requantize_to_int8
 from tinyaot.ops.common import fold_input_offset, fold_requant_table
 from tinyaot.ops.registry import ConstArray, ConstStruct
 
@@ -206,15 +207,20 @@ def mve_block2x1_values(st, segmented: bool = False) -> tuple[np.ndarray, int]:
     return (np.concatenate(out).astype(np.int8) if out else np.zeros(0, np.int8)), decoded
 
 
-def mve_block2x1_stream(st, segmented: bool = False) -> np.ndarray:
+MVE_2X1_CONST_ROW = 255  # = TINYAOT_MVE_B2X1_CONST_ROW (tinyaot_mve_block2x1.h)
+
+
+def mve_block2x1_stream(st, segmented: bool = False, constants: np.ndarray | None = None) -> np.ndarray:
     """The position stream the Helium 2x1 kernel decodes a storage's bitmaps into (tinyaot_mve_b2x1_positions, or
     _long when `segmented`; tinyaot_mve_block2x1.h), byte for byte, with the 16 zero bytes after it it reads: per
     channel pair (a last block-row's missing one included) m, the first group's m positions, F and the 16 * F
     others (short rows: an odd count's filler, the last position again); segmented, that per segment of 256
     positions (relative to it, no filler) and a byte 0 before each later segment, S after the last. Its length is
-    mve_block2x1_values' decoded - 4."""
-    out_c = 2 * int(st.arrays["bitmap"].size // int(st.meta["row_bytes"]))  # (pairs, whole)
-    padded = 2 * -(-out_c // 4)
+    mve_block2x1_values' decoded - 4. `constants` (short rows; int8 per output channel, mve_block2x1_constants):
+    every whole block-row with nothing kept is MVE_2X1_CONST_ROW and its four outputs instead (the in-flash
+    stream's form, read by the kernel's _const loops: one byte more than its four zeros)."""
+    pairs = int(st.arrays["bitmap"].size // int(st.meta["row_bytes"]))
+    padded = 2 * -(-(2 * pairs) // 4)
     segs = -(-int(st.meta["row_bytes"]) // 32) if segmented else 1
     pos = block_positions(st)
     out: list[int] = []
@@ -223,24 +229,47 @@ def mve_block2x1_stream(st, segmented: bool = False) -> np.ndarray:
         m = len(p) - 16 * ((len(p) - 1) // 16) if p else 0
         out.extend([m, *p[:m], (len(p) - m) // 16, *p[m:]])
 
-    for i in range(padded):
-        cols = [int(c) for c in pos[i]] if i < len(pos) else []
-        if not segmented:
-            group(cols + cols[-1:] if len(cols) % 2 else cols)
-            continue
-        for sg in range(segs):
-            group([c - 256 * sg for c in cols if c // 256 == sg])
-            out.append(0 if sg + 1 < segs else segs)
+    cols = [[int(c) for c in pos[i]] if i < len(pos) else [] for i in range(padded)]
+    for i in range(0, padded, 2):  # block-rows: two pairs
+        if segmented:
+            for p in cols[i:i + 2]:
+                for sg in range(segs):
+                    group([c - 256 * sg for c in p if c // 256 == sg])
+                    out.append(0 if sg + 1 < segs else segs)
+        elif constants is not None and 2 * i + 4 <= len(constants) and not cols[i] and not cols[i + 1]:
+            out.extend([MVE_2X1_CONST_ROW, *(int(v) & 255 for v in constants[2 * i:2 * i + 4])])
+        else:
+            for p in cols[i:i + 2]:
+                group(p + p[-1:] if len(p) % 2 else p)
     return np.array(out + [0] * 16, np.uint8)
 
 
-def mve_block2x1_positions(st, segmented: bool = False, in_flash: bool | None = None) -> tuple[np.ndarray, int]:
+def mve_2x1_const_rows(shape, segmented: bool) -> bool:
+    """Whether a Helium 2x1 layer's in-flash stream takes constant block-rows (and the _const entry,
+    tinyaot_convolve_s8_block2x1_mve_const): 1x1 convolutions of short rows (vww's very sparse pointwise layers),
+    whose loop is instantiated once (the in-place / column form; no bands)."""
+    return len(shape) == 4 and int(shape[1]) * int(shape[2]) == 1 and not segmented
+
+
+def mve_block2x1_constants(params: np.ndarray, out_c: int, output_offset: int) -> np.ndarray:
+    """Per output channel the int8 output of a channel pair with nothing kept (its sum 0): the folded bias of the
+    Helium requantization words (mve_block_params) requantized, plus the output offset, saturated to int8; the
+    kernel clamps it to the activation bounds (so the saturation first changes nothing)."""
+    w = np.asarray(params, np.int64).reshape(-1, 4, 4)  # rows, (bias, left shift, mult, right shift), channels
+    bias, shift, mult = (w[:, k, :].reshape(-1)[:out_c] for k in (0, 1, 2))
+    shift = shift + w[:, 3, :].reshape(-1)[:out_c]
+    return requantize_to_int8(bias, mult, shift, output_offset, -128, 127).astype(np.int8)
+
+
+def mve_block2x1_positions(st, segmented: bool = False, in_flash: bool | None = None,
+                           constants: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """What the Helium 2x1 kernel's filter->bitmap holds, and its filter->decoded: the storage's bitmaps and the
-    scratch bytes they decode into once per call, or (decoded 0) the position stream itself (mve_block2x1_stream)
-    where that takes no more flash than the bitmaps (`in_flash` None; True / False force it): a layer keeping
-    fewer than about one position in 8 (vww_mobilenetv1_025's last 1x1 layers at 90-99 % sparsity), where the
-    per-call decode cost as much as a third of the layer (on mps3-an547 113K of the 7 layers' 459K instructions)."""
-    stream = mve_block2x1_stream(st, segmented)
+    scratch bytes they decode into once per call, or (decoded 0) the position stream itself (mve_block2x1_stream,
+    with constant block-rows when `constants` are given: 1x1 layers, mve_2x1_const_rows) where that takes no more flash
+    than the bitmaps (`in_flash` None; True / False force it): a layer keeping fewer than about one position in 8
+    (vww_mobilenetv1_025's last 1x1 layers at 90-99 % sparsity), where the per-call decode cost as much as a third
+    of the layer (on mps3-an547 113K of the 7 layers' 459K instructions)."""
+    stream = mve_block2x1_stream(st, segmented, None if segmented else constants)
     if in_flash is None:
         in_flash = stream.size <= st.arrays["bitmap"].size
     if in_flash:
@@ -386,10 +415,13 @@ def compressed_filter(tensor, cname: str, op: str, layer: dict | None = None,
         params = mve_block_params(layer["bias"], tensor.data.reshape(tensor.shape[0], -1), layer["input_offset"],
                                   layer["mult"], layer["shift"])
         seg = mve_2x1_segmented(tensor)  # rows past 256 positions: segments, the _long entry
-        kernel = "tinyaot_convolve_s8_block2x1_mve" + ("_long" if seg else "")
         st = mve_block2x1_storage(st, tensor.shape)  # the kernel's window order (kernel-column-major)
         values = mve_block2x1_values(st, seg)[0]
-        positions, decoded = mve_block2x1_positions(st, seg)  # the bitmaps, or the stream itself (decoded 0)
+        # the bitmaps, or the stream itself (decoded 0), a 1x1 layer's with its constant block-rows (the _const entry)
+        const = mve_2x1_const_rows(tensor.shape, seg)
+        positions, decoded = mve_block2x1_positions(st, seg, constants=mve_block2x1_constants(
+            params, tensor.shape[0], layer["output_offset"]) if const else None)
+        kernel = "tinyaot_convolve_s8_block2x1_mve" + ("_long" if seg else "_const" if const and not decoded else "")
         consts = [ConstArray("int8_t", f"{name}_values", values),
                   ConstArray("uint8_t", f"{name}_bitmap", positions),
                   ConstStruct("tinyaot_block2x1_weights", name, [f"{name}_values", f"{name}_bitmap", decoded, 0])]
@@ -474,6 +506,6 @@ __all__ = ["CompressedFilter", "compressed_filter", "conv_scratch_bytes", "block
            "block_cost", "mve_block_cost", "mve_block_ok", "mve_block_stream", "mve_block_params", "stored_blocks",
            "MVE_BLOCK", "is_compressed", "kernel_name", "is_2x1", "mve_block2x1_values", "block2x1_arrays",
            "mve_2x1_segmented", "mve_block2x1_storage", "mve_window_order", "mve_block2x1_stream",
-           "mve_block2x1_positions",
+           "mve_block2x1_positions", "mve_block2x1_constants", "mve_2x1_const_rows", "MVE_2X1_CONST_ROW",
            "block2x1_scratch_bytes", "block_shape", "block_positions", "conv_estimate",
            "CONV_PIXELS_AT_ONCE", "DW_PIXELS_AT_ONCE"]

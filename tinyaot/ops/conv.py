@@ -26,7 +26,8 @@ from tinyaot.ops.fully_connected import interleave_quads
 from tinyaot.ops.intbounds import layer_bounds, weight_rows
 from tinyaot.ops.compressed import (CONV_PIXELS_AT_ONCE, DW_PIXELS_AT_ONCE, MVE_BLOCK, block2x1_arrays,
                                     block2x1_scratch_bytes, block_cost, block_scratch_bytes, compressed_filter, is_2x1,
-                                    is_compressed, mve_2x1_segmented, mve_block2x1_positions, mve_block_cost,
+                                    is_compressed, mve_2x1_const_rows, mve_2x1_segmented, mve_block2x1_positions,
+                                    mve_block_cost,
                                     mve_block_ok)
 from tinyaot.ops.compressed import conv_scratch_bytes as compressed_conv_scratch_bytes
 from tinyaot.ops.depthwise3x3 import DW3X3_VARIANTS, dw3x3_variants, render_node as dw3x3_render
@@ -472,7 +473,11 @@ class Conv(OpSpec):
             if variant_of(node) == MVE_BLOCK:  # two int8 columns unless read in place (tinyaot_mve_block.h)
                 cols = 0 if self._block_in_place(node, graph) else 2 * (-(-int(np.prod(w[1:])) // 4) * 4)
                 # the 2x1 kernel's positions decoded once per call (tinyaot_mve_block2x1.h), unless in flash
-                return cols + (mve_block2x1_positions(wt.storage, mve_2x1_segmented(wt))[1] if is_2x1(wt) else 0)
+                if not is_2x1(wt):
+                    return cols
+                seg = mve_2x1_segmented(wt)  # (a 1x1 layer's constant block-rows count in its stream's bytes)
+                return cols + mve_block2x1_positions(wt.storage, seg, constants=np.zeros(w[0], np.int8) if
+                                                     mve_2x1_const_rows(w, seg) else None)[1]
             return block_scratch_bytes(int(np.prod(w[1:])))
         if is_compressed(graph.tensors[node.inputs[1]]):  # its four-pixel column shares each decoded weight
             return compressed_conv_scratch_bytes(w[1:3], w[3])
