@@ -88,3 +88,47 @@ def test_prune_method_distill_compiles_block_sparse(tmp_path):
         assert np.array_equal(info["pruned_masks"][name], mask), name
     conv2 = [n for n in compiled.graph.nodes if n.name == "conv2"][0]
     assert is_block_sparse(np.asarray(compiled.graph.tensors[conv2.inputs[1]].data))
+
+
+def test_distillation_after_channel_pruning_matches_the_kept_channels_of_the_dense_maps(tmp_path):
+    """--prune-channels with --prune-method distill: the kept weights trained to the dense model's logits and to its
+    layers' and joins' outputs at the channels each group kept (pipeline._distill_features); the residual group's
+    Add output is matched at exactly the channels the producers kept, the head is not a feature, and the training
+    lowers the calibration error it starts from."""
+    from tinyaot.compress.distill import logits_tensor
+    from tinyaot.compress.pipeline import _distill_features
+    from tinyaot.compress.prune import prune_channels
+
+    path = conv_relu_conv_gap_gemm(tmp_path / "r.onnx", residual=True)
+    g = _graph(path)
+    teacher = snapshot(g)
+    kept = {}
+    prune_channels(g, {"conv1": 0.25, "conv2": 0.25}, kept)
+    feats = _distill_features(g, teacher, kept)
+    add = next(n for n in g.nodes if n.op == "Add").outputs[0]
+    assert np.array_equal(feats[add][1], kept["conv1"]) and len(kept["conv1"]) == 6
+    assert logits_tensor(g) not in feats
+    for t, (tt, ch) in feats.items():  # each feature is the dense tensor itself or its kept channels
+        assert g.tensors[t].shape[-1] == (teacher.tensors[tt].shape[-1] if ch is None else len(ch))
+    cal = calibration(tmp_path / "cal.npz")
+    compiled = compile_model(path, cal, compression=dict(prune_channels=0.25, prune_method="distill"))
+    info = compiled.graph.meta["compression"]
+    assert info["distilled"] and info["distill"]["features"] >= 3
+    assert info["distill"]["loss_after"] < info["distill"]["loss_before"]
+
+
+def test_shifts_follow_the_layout_the_first_convolution_reads(tmp_path):
+    """augmented shifts a sample along the axes the first sliding-window layer slides over: H and W of an NHWC
+    input (ic_resnet8 reads [1, 32, 32, 3] as it is), the last two of an NCHW one (a Transpose to NHWC follows)."""
+    from shared_data import MODELS
+
+    from tinyaot.compress.distill import augmented, spatial_axes
+
+    assert spatial_axes(_graph(MODELS / "ic_resnet8.onnx")) == (0, 1)
+    assert spatial_axes(_graph(conv_relu_conv_gap_gemm(tmp_path / "m.onnx"))) is None
+    x = np.zeros((2, 6, 6, 3), np.float32)
+    x[:, 2, 3, :] = [1.0, 2.0, 3.0]  # one pixel, three channels
+    out = augmented({"x": x}, 4, 0, (0, 1))["x"]
+    for s in out[2:]:  # the copies: the pixel moved (or mixed), its channels never mixed across
+        nz = np.argwhere(s != 0)
+        assert len(nz) and np.allclose(s[s != 0].reshape(-1, 3) / s[s != 0].reshape(-1, 3)[:, :1], [1, 2, 3])
