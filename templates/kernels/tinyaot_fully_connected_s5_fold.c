@@ -110,62 +110,16 @@ static TINYAOT_ALWAYS_INLINE void s5_group(const int8_t *x, const uint32_t *w, i
     "add %[w], %[w], #32\n\t"
 #endif
 
-/* acc[0..3] += n >= 1 whole groups of twelve inputs at x against the block's words at *w (advanced). */
-#if S5_ASM
-TINYAOT_NOINLINE TINYAOT_OMIT_FRAME_POINTER
-#endif
-static void s5_groups(const int8_t *x, const uint32_t **pw, int32_t n, int32_t acc[4])
-{
-    const uint32_t *w = *pw;
-#if S5_ASM
-    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-    const int8_t *const end = x + 12 * n; /* (when n is odd, the first group runs alone before the loop) */
-    int32_t p0, p1, p2, p3, t, u;
-    const uint32_t m = 0x001F001Fu;
-    if (n & 1) {
-        __asm__(S5_GROUP
-                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [x] "+r"(x), [w] "+r"(w),
-                  [p0] "=&r"(p0), [p1] "=&r"(p1), [p2] "=&r"(p2), [p3] "=&r"(p3), [t] "=&r"(t), [u] "=&r"(u)
-                : [m] "r"(m)
-                : "memory");
-    }
-    if (n >= 2) {
-        __asm__("1:\n\t" S5_GROUP S5_GROUP
-                "ldr %[t], %[end]\n\t"
-                "cmp %[x], %[t]\n\t"
-                "bne 1b\n\t"
-                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [x] "+r"(x), [w] "+r"(w),
-                  [p0] "=&r"(p0), [p1] "=&r"(p1), [p2] "=&r"(p2), [p3] "=&r"(p3), [t] "=&r"(t), [u] "=&r"(u)
-                : [m] "r"(m), [end] "m"(end)
-                : "cc", "memory");
-    }
-    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
-#else
-    for (; n > 0; n--, x += 12, w += 8) {
-        s5_group(x, w, acc);
-    }
-#endif
-    *pw = w;
-}
-
-/* The block's results (channels o .. o+nc-1): the fold table, its four shifts one word, or multipliers and shifts. */
-static void s5_store(const int32_t acc[4], const int32_t *mult, const int32_t *shift, int fold_table, int32_t o,
-                     int32_t nc, int32_t out_offset, int32_t act_min, int32_t act_max, int8_t *out)
-{
-    int32_t c;
-    if (fold_table) {
-        const uint32_t ew = (uint32_t)shift[o >> 2]; /* o is a multiple of 4: the block's four shifts */
-        for (c = 0; c < nc; c++) {
-            const int32_t r = tinyaot_fold_scale(acc[c], mult[2 * (o + c)], mult[2 * (o + c) + 1],
-                                                 (int32_t)((ew >> (8 * c)) & 0xFFu));
-            out[o + c] = (int8_t)(r < act_min ? act_min : (r > act_max ? act_max : r));
-        }
-        return;
-    }
-    for (c = 0; c < nc; c++) {
-        out[o + c] = tinyaot_requantize_s8(acc[c], mult[o + c], shift[o + c], out_offset, act_min, act_max);
-    }
-}
+/* The group loop (s5_groups) and the store (s5_store): tinyaot_fc_fold_groups.h, written once for this kernel and the
+   int4 one. */
+#define TINYAOT_FCF_GROUPS s5_groups
+#define TINYAOT_FCF_STORE s5_store
+#define TINYAOT_FCF_INPUTS 12
+#define TINYAOT_FCF_WORDS 8
+#define TINYAOT_FCF_GROUP s5_group
+#define TINYAOT_FCF_MASK 0x001F001Fu
+#define TINYAOT_FCF_GROUP_ASM S5_GROUP
+#include "tinyaot_fc_fold_groups.h"
 
 static tinyaot_status s5_layer(const tinyaot_fc_params *fc_params, const tinyaot_per_channel_quant_params *quant_params,
                                int fold_table, const tinyaot_dims *input_dims, const int8_t *input,

@@ -264,7 +264,7 @@ class FullyConnected(OpSpec):
                   "filter": cf.arg if cf is not None else f"{cname}_weights", "bias": f"{cname}_bias"}
         files = cf.files if cf is not None else [kernel + ".c"]
         if kernel.startswith(("tinyaot_fully_connected_s4_fold", "tinyaot_fully_connected_s5_fold")):
-            files = ["tinyaot_fold_support.h", kernel.removesuffix("_rq") + ".c"]
+            files = ["tinyaot_fold_support.h", "tinyaot_fc_fold_groups.h", kernel.removesuffix("_rq") + ".c"]
         elif kernel == "tinyaot_fully_connected_s8_fold":
             files = ["tinyaot_fold_support.h"] + files
         if variant_of(node) == mve.MVE_FC:
