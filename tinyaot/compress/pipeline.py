@@ -40,11 +40,9 @@ from tinyaot.compress.bounds import INT32_MAX, channel_bounds, check_graph
 from tinyaot.compress.channel_budget import allocate_channels
 from tinyaot.compress.distill import Target, _path, distill, logits_tensor, spatial_axes
 from tinyaot.compress.cluster import InputHessian, allocate, cluster_layer, error_feedback_assign, output_energy
-from tinyaot.compress.encode import index_bits
-from tinyaot.compress.encode import INT5_PER_WORD
-from tinyaot.compress.encode import (assign_storage, encode_clustered, encode_int4, encode_int5, encode_sparse_bitmap,
-                                     encode_sparse_block, encode_sparse_rle, sparse_block_nbytes,
-                                     sparse_rle_nbytes)
+from tinyaot.compress.encode import (INT5_PER_WORD, assign_storage, encode_clustered, encode_int4, encode_int5,
+                                     encode_sparse_bitmap, encode_sparse_block, encode_sparse_rle, index_bits,
+                                     sparse_block_nbytes, sparse_rle_nbytes)
 from tinyaot.compress.hessian import MAX_SAMPLES, SampleRunner, cross_moments, layer_hessian, layer_statistics
 from tinyaot.compress.options import CompressionOptions, LayerSettings
 from tinyaot.compress.prune import (asked_groups, channel_group, group_scores, layer_kind, layer_nodes,
@@ -152,7 +150,7 @@ def grid_layers(graph: Graph, layers, settings: dict[str, LayerSettings],
         s = settings[n.name]
         if s.excluded or not s.clusters or not 3 <= s.clusters <= GRID5_MAX_K or not _is_float(graph, n):
             continue
-        if s.clusters > GRID_MAX_K and n.op != "FullyConnected":
+        if s.clusters > GRID_MAX_K and layer_kind(n) != "fully_connected":  # the 5-bit kernels are fully connected
             continue
         if int(np.prod(graph.tensors[n.outputs[0]].shape[:-1])) == 1:
             bits = 4 if s.clusters <= GRID_MAX_K else 5
