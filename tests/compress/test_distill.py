@@ -132,3 +132,26 @@ def test_shifts_follow_the_layout_the_first_convolution_reads(tmp_path):
     for s in out[2:]:  # the copies: the pixel moved (or mixed), its channels never mixed across
         nz = np.argwhere(s != 0)
         assert len(nz) and np.allclose(s[s != 0].reshape(-1, 3) / s[s != 0].reshape(-1, 3)[:, :1], [1, 2, 3])
+
+
+def test_every_distillation_path_shifts_the_spatial_axes(monkeypatch):
+    """distill itself picks the shifted axes from the graph (spatial_axes), whatever the caller: the --prune path
+    (masks given or chosen here) shifted a sample's last two axes, W and C of an NHWC input, moving ic_resnet8's
+    RGB channels into each other. Here without features or shift axes from the caller, as --prune calls it."""
+    from shared_data import MODELS
+
+    pools = []
+    real = distill_mod.augmented
+    monkeypatch.setattr(distill_mod, "augmented", lambda *a: pools.append(real(*a)) or pools[-1])
+    g = _graph(MODELS / "ic_resnet8.onnx")
+    x = np.zeros((2, 32, 32, 3), np.float32)
+    x[:, 15, 16, :] = [1.0, 2.0, 3.0]  # one pixel, three channels
+    distill(g, snapshot(g), x, steps=0, copies=8)
+    (pool,) = [p[g.inputs[0]] for p in pools]
+    assert pool.shape == (16, 32, 32, 3)
+    moved = 0
+    for s in pool[2:]:  # the copies: the pixel moved along H and W, its channels never mixed across
+        nz, v = np.argwhere(s != 0), s[s != 0]
+        assert len(nz) and v.size % 3 == 0 and np.allclose(v.reshape(-1, 3) / v.reshape(-1, 3)[:, :1], [1, 2, 3])
+        moved += bool(np.any(nz[:, 0] != 15))
+    assert moved  # H is shifted too, not only W

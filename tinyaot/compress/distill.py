@@ -7,9 +7,10 @@ measured landed at 54-71 % top-1 against 91 % dense; see compress/pipeline.py) a
 (ic_resnet8 --prune-channels 0.25: 61 % against 89 %). Here, with the masks fixed, the kept float weights and
 biases of every weighted layer are trained jointly, a few hundred steps of Adam on minibatches, to reproduce the
 dense float model's logits (mean squared error, each sample's mean over classes removed, relative to the dense
-logits' energy) over the calibration inputs and a few deterministic transforms of them (`augmented`), and, where
-the caller names them (`features`), the dense model's intermediate tensors too (each one's mean squared error
-relative to its energy, times FEATURE_WEIGHT: compress/pipeline._distill_features after --prune-channels). The
+logits' energy) over the calibration inputs and a few deterministic transforms of them (`augmented`: shifted
+along the input's spatial axes, `spatial_axes`, whatever the path, and mixed), and, where the caller names them
+(`features`), the dense model's intermediate tensors too (each one's mean squared error relative to its energy,
+times FEATURE_WEIGHT: compress/pipeline._distill_features after --prune-channels). The
 gradients come from the ops themselves (OpSpec.backward_float, in the op files); a graph with an op on the way
 to the logits that has none is left as it was, and the returned report says why.
 
@@ -124,11 +125,12 @@ def backward(graph: Graph, nodes: list, values: dict, grads: dict[str, np.ndarra
 
 
 def augmented(feeds: dict[str, np.ndarray], copies: int, seed: int,
-              axes: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+              axes: tuple[int, int] | None) -> dict[str, np.ndarray]:
     """The samples and `copies` - 1 transformed copies of each: shifted by up to 2 positions along each of two
-    axes of a sample (`axes`, counted in a sample without its batch axis; None: its last two; zeros come in), and
-    mixed with another sample (a random convex combination, weight of the other <= 0.3: mixup-style inputs between
-    the calibration samples, domain-free). Deterministic for `seed`."""
+    axes of a sample (`axes`, counted in a sample without its batch axis, `spatial_axes` of the graph; None: its
+    last two; a size-1 axis is never shifted; zeros come in), and mixed with another sample (a random convex
+    combination, weight of the other <= 0.3: mixup-style inputs between the calibration samples, domain-free).
+    Deterministic for `seed`."""
     rng = np.random.default_rng(seed)
     out = {k: [v] for k, v in feeds.items()}
     n = len(next(iter(feeds.values())))
@@ -194,17 +196,15 @@ def _group_keep(w: np.ndarray, depthwise: bool, sparsity: float, pattern: Patter
 
 def distill(graph: Graph, teacher: Graph, samples, targets: dict[str, Target] | None = None,
             steps: int = STEPS, seed: int = SEED, copies: int = 4, keep: dict[str, np.ndarray] | None = None,
-            features: dict[str, tuple[str, np.ndarray | None]] | None = None,
-            shift_axes: tuple[int, int] | None = None) -> dict:
+            features: dict[str, tuple[str, np.ndarray | None]] | None = None) -> dict:
     """See `_distill`; with the BLAS library held to one thread, so the result does not depend on the machine's
     thread count (module docstring)."""
     with threadpool_limits(limits=1, user_api="blas"):
-        return _distill(graph, teacher, samples, targets, steps, seed, copies, keep, features or {}, shift_axes)
+        return _distill(graph, teacher, samples, targets, steps, seed, copies, keep, features or {})
 
 
 def _distill(graph: Graph, teacher: Graph, samples, targets: dict[str, Target] | None, steps: int, seed: int,
-             copies: int, keep: dict[str, np.ndarray] | None, features: dict,
-             shift_axes: tuple[int, int] | None) -> dict:
+             copies: int, keep: dict[str, np.ndarray] | None, features: dict) -> dict:
     """Train the weighted layers' float weights and biases of `graph` (in place) so that its logits match those of
     `teacher` (the dense float graph) over the calibration `samples` ({input name: [N, ...]} or the first input's
     array) and their `augmented` copies. Zeros already in a layer's weights stay zero (its mask), or for a layer
@@ -218,7 +218,9 @@ def _distill(graph: Graph, teacher: Graph, samples, targets: dict[str, Target] |
     layers = [n for n in nodes if traits_of(n.op).weighted_layer and len(n.inputs) > 1
               and graph.tensors[n.inputs[1]].is_const and graph.tensors[n.inputs[1]].quant is None]
     base = _feeds(graph, samples)
-    pool = augmented(base, copies, seed, shift_axes)
+    # every path (--prune masks given or chosen here, --prune-channels) shifts the same axes: the input's spatial
+    # ones (the last two axes of an NHWC sample are W and C: shifting them mixed ic_resnet8's RGB channels)
+    pool = augmented(base, copies, seed, spatial_axes(graph))
     count = len(next(iter(pool.values())))
     saved = {n.name: [graph.tensors[i].data for i in n.inputs[1:3] if i] for n in layers}
     try:

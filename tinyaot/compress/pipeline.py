@@ -38,7 +38,7 @@ import numpy as np
 
 from tinyaot.compress.bounds import INT32_MAX, channel_bounds, check_graph
 from tinyaot.compress.channel_budget import allocate_channels
-from tinyaot.compress.distill import Target, _path, distill, logits_tensor, spatial_axes
+from tinyaot.compress.distill import Target, _path, distill, logits_tensor
 from tinyaot.compress.cluster import InputHessian, allocate, cluster_layer, error_feedback_assign, output_energy
 from tinyaot.compress.encode import (INT5_PER_WORD, assign_storage, encode_clustered, encode_int4, encode_int5,
                                      encode_sparse_bitmap, encode_sparse_block, encode_sparse_rle, index_bits,
@@ -165,12 +165,15 @@ def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSet
     the pruned layers starting from `start` ({layer: (weights, bias, pruned mask)}, the masks and fit an "obs"
     compression chose on the same data) with those masks fixed. Measured against the "obs" compression alone
     (kws_dscnn, host C, 900 held-out samples; calibration on the first 100): --prune 0.6 --prune-pattern block2x1
-    77.89 -> 83.00 % top-1, the output's noise-to-signal ratio against dense int8 0.262 -> 0.175; --prune 0.5
-    87.78 -> 87.22 %. With half the calibration samples (50, scored on the other 50) it overfits: 80 -> 80 % and
-    84 -> 76 % (NSR 0.284 -> 0.283, 0.194 -> 0.249). Without `start` (no layer the "obs" fit reached), the
+    77.89 -> 81.56 % top-1 (ci/compression_benchmark.py; 83.00 % when the inputs were shifted along their last two
+    axes, W and C, i.e. W only for kws's [49, 10, 1], instead of H and W). With those former shifts: the output's
+    noise-to-signal ratio against dense int8 0.262 -> 0.175; --prune 0.5 87.78 -> 87.22 %; with half the
+    calibration samples (50, scored on the other 50) it overfits: 80 -> 80 % and 84 -> 76 % (NSR 0.284 -> 0.283,
+    0.194 -> 0.249). Without `start` (no layer the "obs" fit reached), the
     masks are chosen by gradual magnitude pruning during the distillation; with --prune-channels alone, the kept
-    weights of the refitted model distilled to the dense model's logits and feature maps (_distill_features), the
-    calibration inputs shifted along the axes the first convolution slides over (distill.spatial_axes).
+    weights of the refitted model distilled to the dense model's logits and feature maps (_distill_features). On
+    every path the calibration inputs are shifted along the axes the first convolution slides over
+    (distill.spatial_axes).
     Layers sharing the default --prune remove that fraction of all their weights together, at one
     fraction each among those their pattern applies to (under "block", depthwise layers stay dense and the others
     take their share, as _allocate_sparsity does). Returns distill's report without the masks, which go into
@@ -196,7 +199,7 @@ def _distill(graph: Graph, teacher: Graph, samples, settings: dict[str, LayerSet
         return report
     if not pruned:  # --prune-channels alone: the refitted layers distilled to the dense ones' outputs too
         features = _distill_features(graph, teacher, info["kept_channels"])
-        report = distill(graph, teacher, samples, features=features, shift_axes=spatial_axes(graph))
+        report = distill(graph, teacher, samples, features=features)
         report.pop("masks", None)
         report["features"] = len(features)
         return report
