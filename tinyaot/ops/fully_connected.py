@@ -41,6 +41,10 @@ _S4_FOLD_COST = {True: (1.50, 30.0), False: (3.0, 32.0)}  # tinyaot_fully_connec
 # int4's 457,047 (1.057x: 1.58 per MAC at int4's per-output figure). Without DSP (the C path, not measured): int4's
 # figure with a shift and a mask more per pair of weights, estimated
 _S5_FOLD_COST = {True: (1.58, 30.0), False: (3.2, 32.0)}
+# the storage kinds a fold kernel unpacks by masks in registers -> (its accumulator bound, its cost): int4 in
+# tinyaot_fully_connected_s4_fold.c (per MAC about the int8 fold kernel's cost: 46 against 43 instructions per 32),
+# int5 in tinyaot_fully_connected_s5_fold.c (three lane pairs per word)
+_MASKED_FOLD = {"int4": (decoded.s4_fold_bound, _S4_FOLD_COST), "int5": (decoded.s5_fold_bound, _S5_FOLD_COST)}
 
 
 def interleave_quads(rows: np.ndarray) -> np.ndarray:
@@ -178,22 +182,13 @@ class FullyConnected(OpSpec):
             if mve_block_ok(w, target):
                 listed.append(Variant(MVE_BLOCK, mve_block_cost(w, rows, w.shape[1] % 4 != 0)))
             return tuple(listed)
-        if (target.core != "generic" and w.storage is not None and w.storage.kind == "int5"
-                and node.attrs.get("filter_offset", 0) == 0 and np.size(node.attrs["output_mult"]) == w.shape[0]
-                and decoded.s5_fold_bound(w.data, graph.tensors[node.inputs[2]].data, node.attrs["input_offset"])
-                < 2**31):
-            # int5 unpacked by masks, three lane pairs per word (tinyaot_fully_connected_s5_fold.c)
+        masked = _MASKED_FOLD.get(w.storage.kind) if w.storage is not None else None
+        if (target.core != "generic" and masked is not None and node.attrs.get("filter_offset", 0) == 0
+                and np.size(node.attrs["output_mult"]) == w.shape[0]
+                and masked[0](w.data, graph.tensors[node.inputs[2]].data, node.attrs["input_offset"]) < 2**31):
+            # int4 / int5 unpacked by masks in registers (the kind's fold kernel, _MASKED_FOLD)
             rows = graph.tensors[node.inputs[0]].shape[0]
-            per_mac, per_out = _S5_FOLD_COST[bool(target.has_dsp)]
-            return (Variant("generic"), Variant(FOLD, self.macs(node, graph) * per_mac + rows * w.shape[0] * per_out),
-                    *mve.nibble_variants(node, graph, target, self.macs(node, graph)))
-        if (target.core != "generic" and w.storage is not None and w.storage.kind == "int4"
-                and node.attrs.get("filter_offset", 0) == 0 and np.size(node.attrs["output_mult"]) == w.shape[0]
-                and decoded.s4_fold_bound(w.data, graph.tensors[node.inputs[2]].data, node.attrs["input_offset"])
-                < 2**31):
-            # int4 unpacked by masks: per MAC about the int8 fold kernel's cost (46 against 43 per 32)
-            rows = graph.tensors[node.inputs[0]].shape[0]
-            per_mac, per_out = _S4_FOLD_COST[bool(target.has_dsp)]
+            per_mac, per_out = masked[1][bool(target.has_dsp)]
             return (Variant("generic"), Variant(FOLD, self.macs(node, graph) * per_mac + rows * w.shape[0] * per_out),
                     *mve.nibble_variants(node, graph, target, self.macs(node, graph)))
         if target.core == "generic" or is_compressed(w) or node.attrs.get("filter_offset", 0) != 0:
